@@ -1,0 +1,18 @@
+"""dpposterior: valid Bayesian inference from differentially private releases.
+
+The data flow is the architecture::
+
+    mechanisms -> release file -> family (model + prior) -> inference engine -> Posterior (ArviZ) -> report
+
+Entry point: :func:`infer`.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import InputError, RefusedError  # noqa: E402
+from .inference import InferenceOptions, infer  # noqa: E402
+from .posterior import Posterior  # noqa: E402
+from .release import load_release  # noqa: E402
+
+__all__ = ["infer", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
+           "__version__"]

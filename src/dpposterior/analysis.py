@@ -1,0 +1,69 @@
+"""The analysis file (TOML): method, constraints, prior, sampling settings.
+
+    method = "auto"
+    constrained = true
+    [prior]
+    kind = "normal-inverse-gamma"
+    mu0 = 12.5
+    [sampling]
+    draws = 5000
+    warmup = 1000
+    chains = 4
+    seed = 1
+
+Top-level keys beyond these are engine options that a family declares in
+``Family.analysis_keys`` (e.g. ``sigma2_fixed`` for linear regression); anything
+else is refused as an unknown key.  See ``docs/analysis-format.md``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from .errors import InputError
+
+SAMPLING_KEYS = {"draws", "warmup", "chains", "seed"}
+TOP_KEYS = {"method", "constrained", "prior", "sampling"}
+
+
+def load_analysis(path, family=None) -> dict:
+    """Read and validate an analysis TOML file; returns keyword arguments for ``infer``."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("analysis", f"file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("analysis", f"invalid TOML ({exc})") from None
+    return parse_analysis(data, family)
+
+
+def parse_analysis(data: dict, family=None) -> dict:
+    extra_keys = set(family.analysis_keys) if family is not None else set()
+    out: dict = {}
+    for key, value in data.items():
+        if key == "method":
+            if not isinstance(value, str):
+                raise InputError("analysis.method", "must be a string")
+            out["method"] = value
+        elif key == "constrained":
+            if not isinstance(value, bool):
+                raise InputError("analysis.constrained", "must be true or false")
+            out["constrained"] = value
+        elif key == "prior":
+            if not isinstance(value, dict):
+                raise InputError("analysis.prior", "must be a table")
+            out["prior"] = value
+        elif key == "sampling":
+            if not isinstance(value, dict):
+                raise InputError("analysis.sampling", "must be a table")
+            for skey, svalue in value.items():
+                if skey not in SAMPLING_KEYS:
+                    raise InputError(f"analysis.sampling.{skey}", "unknown key (draws, warmup, chains, seed)")
+                out[skey] = svalue
+        elif key in extra_keys:
+            out[key] = value
+        else:
+            raise InputError(f"analysis.{key}", "unknown key")
+    return out

@@ -1,0 +1,209 @@
+"""Command-line interface: ``dpposterior release | infer | demo | calibrate | report | reproduce``.
+
+Every bad input ends in one line on stderr, ``error: FIELD: REASON``, and exit
+code 2 -- never a traceback.  Contracts (option names) are documented in
+``docs/cli.md``; other issues and outside checks rely on them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import typer
+
+try:  # recent typer vendors click as typer._click; older typer uses click itself
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_exc
+
+from .errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
+                  help="Valid Bayesian inference from differentially private releases.")
+
+
+def _split(value: Optional[str]) -> Optional[list[str]]:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _impl(module: str, func: str):
+    """Import ``dpposterior.<module>.<func>``; a missing piece is a clear error, not a traceback."""
+    try:
+        mod = importlib.import_module(f"dpposterior.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("dpposterior"):
+            raise InputError("command", f"dpposterior.{module} is not available in this version") from None
+        raise
+    return getattr(mod, func)
+
+
+@app.command("release")
+def release_cmd(
+    data: Path = typer.Argument(..., help="CSV of confidential records (with a header row)."),
+    family: str = typer.Option(..., "--family", help="Data model: gaussian, binomial, multinomial, ..."),
+    epsilon: float = typer.Option(..., "--epsilon", help="Total privacy budget (per table for naive-bayes counts)."),
+    out: Path = typer.Option(..., "--out", help="Release file to write (JSON)."),
+    column: Optional[str] = typer.Option(None, "--column", help="The data column (univariate families)."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Comma-separated columns (naive-bayes: class first)."),
+    features: Optional[str] = typer.Option(None, "--features", help="Comma-separated feature columns (regression)."),
+    response: Optional[str] = typer.Option(None, "--response", help="Response column (regression)."),
+    bounds: Optional[Tuple[float, float]] = typer.Option(None, "--bounds", help="Clamping / truncation bounds LO HI."),
+    x_norm: Optional[float] = typer.Option(None, "--x-norm", help="Public bound on the row norm of x (regression)."),
+    y_abs: Optional[float] = typer.Option(None, "--y-abs", help="Public bound on |y| (regression)."),
+    epsilon_split: Optional[str] = typer.Option(None, "--epsilon-split",
+                                                help="How epsilon is split between statistics."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="delta of (epsilon, delta)-DP mechanisms."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="laplace or gaussian, where a family offers both."),
+    scale: Optional[str] = typer.Option(None, "--scale", help="naive-bayes: counts or proportions."),
+    parties: int = typer.Option(1, "--parties", help="Split the rows into J data holders (regression)."),
+    intercept: bool = typer.Option(False, "--intercept", help="Add an intercept column (regression)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed: numpy noise (reproducible) instead of OpenDP."),
+):
+    """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
+    from .curator import CurateOptions, build_release
+
+    options = CurateOptions(
+        family=family, epsilon=epsilon, column=column, columns=_split(columns), features=_split(features),
+        response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
+        epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
+        intercept=intercept, seed=seed,
+    )
+    release = build_release(data, options)
+    release.save(out)
+    eps, dlt = release.total_privacy_cost()
+    typer.echo(f"wrote {out} (family {release.family}, total epsilon {eps:g}"
+               + (f", delta {dlt:g}" if dlt else "") + ")")
+
+
+@app.command("infer")
+def infer_cmd(
+    release: Path = typer.Argument(..., help="Release file (JSON)."),
+    out: Path = typer.Option(..., "--out", help="Posterior to write (ArviZ netCDF)."),
+    analysis: Optional[Path] = typer.Option(None, "--analysis", help="Analysis file (TOML)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Engine; overrides the analysis file."),
+    draws: Optional[int] = typer.Option(None, "--draws", help="Draws per chain."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up iterations per chain."),
+    chains: Optional[int] = typer.Option(None, "--chains", help="Number of chains."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed."),
+    simulations: Optional[int] = typer.Option(None, "--simulations", help="SBI: simulations per round (SMC-ABC: total)."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", help="SBI: number of rounds."),
+    rqmc_points: Optional[int] = typer.Option(None, "--rqmc-points", help="SBI: RQMC replicates per simulation."),
+    scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
+    no_naive: bool = typer.Option(False, "--no-naive", help="Do not print the noise-ignoring posterior."),
+):
+    """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
+    from .analysis import load_analysis
+    from .families import get_family
+    from .inference import infer
+    from .release import load_release
+    from .reporting import print_posterior_summary
+
+    rel = load_release(release)
+    family = get_family(rel.family, field="release.family")
+    kwargs = load_analysis(analysis, family) if analysis is not None else {}
+    for key, value in (("method", method), ("draws", draws), ("warmup", warmup), ("chains", chains),
+                       ("seed", seed), ("simulations", simulations), ("rounds", rounds),
+                       ("rqmc_points", rqmc_points)):
+        if value is not None:
+            kwargs[key] = value
+    for key in ("simulations", "rounds", "rqmc_points"):
+        if key in kwargs and key not in family.analysis_keys:
+            raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
+    post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
+    post.to_netcdf(out)
+    naive = None
+    if not no_naive and family.naive_method and family.naive_method != post.method:
+        naive_kwargs = {k: v for k, v in kwargs.items() if k in ("prior", "seed", "draws", "chains", "constrained")}
+        naive = infer(rel, method=family.naive_method, **naive_kwargs)
+    print_posterior_summary(post, naive=naive)
+    typer.echo(f"wrote {out}")
+
+
+@app.command("demo")
+def demo_cmd(out: Path = typer.Option(Path("dpposterior-demo"), "--out", help="Output folder.")):
+    """Run the bundled blood-lead example (Kazan & Reiter, Example 1)."""
+    _impl("demo", "run_demo")(out)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    family: str = typer.Option(..., "--family"),
+    n: int = typer.Option(..., "--n", help="Records per simulated dataset."),
+    epsilon: float = typer.Option(..., "--epsilon"),
+    trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
+    methods: str = typer.Option("auto,naive", "--methods", help="Comma-separated methods."),
+    prior: Optional[str] = typer.Option(None, "--prior", help="Prior: a TOML file or inline 'kind=beta,alpha=1,beta=1'."),
+    seed: int = typer.Option(0, "--seed"),
+    draws: Optional[int] = typer.Option(None, "--draws", help="Posterior draws per trial."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Result JSON."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Rank ECDF plot (PNG)."),
+    scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
+    quiet: bool = typer.Option(False, "--quiet"),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out."),
+):
+    """Simulation-based calibration of inference methods (posterior quantile ranks)."""
+    _impl("diagnostics.calibration", "calibrate_command")(
+        family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
+        draws=draws, out=out, plot=plot, scheduler=scheduler, quiet=quiet, resume=resume)
+
+
+@app.command("report")
+def report_cmd(
+    posterior: Path = typer.Argument(..., help="Posterior (netCDF) or calibration result (JSON)."),
+    out: Path = typer.Option(..., "--out", help="Output folder."),
+    compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Other posteriors to overlay."),
+):
+    """Write PNG figures and a self-contained report.html."""
+    _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    name: Optional[str] = typer.Argument(None, help="Gallery entry (see --list)."),
+    full: bool = typer.Option(False, "--full", help="The paper's full scale."),
+    list_: bool = typer.Option(False, "--list", help="List the entries with expected run times."),
+    out: Path = typer.Option(Path("dpposterior-gallery"), "--out"),
+    scheduler: str = typer.Option("processes", "--scheduler"),
+    quiet: bool = typer.Option(False, "--quiet"),
+):
+    """Rerun one headline result of a paper; writes its figure and a side-by-side table."""
+    _impl("gallery", "reproduce_command")(name=name, full=full, list_=list_, out=out, scheduler=scheduler,
+                                          quiet=quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; turns every input problem into one line and exit code 2."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _exit(2)
+    except click_exc.NoArgsIsHelpError:
+        return _exit(0)
+    except click_exc.UsageError as exc:
+        param = getattr(exc, "param", None)
+        msg = exc.format_message().replace("\n", " ")
+        print(f"error: {msg}" if param is None or str(param.name) in msg else f"error: {param.name}: {msg}",
+              file=sys.stderr)
+        return _exit(2)
+    except typer.Exit as exc:
+        return _exit(exc.exit_code)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        return _exit(130)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return _exit(130)
+    return _exit(0)
+
+
+def _exit(code) -> int:
+    return int(code or 0)

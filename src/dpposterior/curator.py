@@ -1,0 +1,72 @@
+"""The curator's side: a CSV of confidential records -> a release file.
+
+The CLI's ``dpposterior release`` collects its options into :class:`CurateOptions`
+and hands the data frame to the family's ``curate`` function, which clamps,
+computes the statistics, draws the noise (``mechanisms.draw_noise``) and returns
+the release dict.  The dict is validated like any release before it is written,
+and it never contains a data row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+
+@dataclass
+class CurateOptions:
+    family: str
+    epsilon: float
+    column: str | None = None
+    columns: list[str] | None = None
+    features: list[str] | None = None
+    response: str | None = None
+    bounds: tuple[float, float] | None = None
+    x_norm: float | None = None
+    y_abs: float | None = None
+    epsilon_split: str | None = None
+    delta: float | None = None
+    mechanism: str | None = None
+    scale: str | None = None
+    parties: int = 1
+    intercept: bool = False
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def read_csv(path):
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError("data", f"file not found: {path}")
+    try:
+        return pd.read_csv(path)
+    except Exception as exc:  # pandas raises many parser error types
+        raise InputError("data", f"cannot read CSV ({exc})") from None
+
+
+def build_release(data_path, options: CurateOptions):
+    """Read the CSV, let the family build the release, validate it; returns the release."""
+    from .families import get_family
+    from .release import load_release
+
+    if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
+        raise InputError("epsilon", f"must be a finite number > 0 (got {options.epsilon})")
+    family = get_family(options.family)
+    if family.curate is None:
+        raise InputError("family", f"the curator cannot build {options.family!r} releases")
+    frame = read_csv(data_path)
+    release_dict = family.curate(frame, options)
+    return load_release(release_dict)
+
+
+def require_column(frame, name: str | None, field: str):
+    if not name:
+        raise InputError(field, "is required for this family")
+    if name not in frame.columns:
+        raise InputError(field, f"no column {name!r} in the data (columns: {', '.join(map(str, frame.columns))})")
+    return frame[name]

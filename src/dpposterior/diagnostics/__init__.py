@@ -1,0 +1,1 @@
+"""Diagnostics: simulation-based calibration, MMD, C2ST and friends."""

@@ -1,0 +1,89 @@
+"""Data models ("families"): one module each, registered here by name.
+
+A family module exposes ``FAMILY``, a :class:`Family` describing
+
+* ``release_model`` -- the pydantic model of its release file (``release.py``),
+* ``methods``       -- inference engines by name, as ``"module:function"`` strings,
+  so a new engine plugs in by adding one entry (engines are imported lazily),
+* ``auto_method``   -- what ``method="auto"`` picks,
+* ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
+* ``curate``        -- the curator: data frame + options -> release dict,
+* ``analysis_keys`` -- extra analysis-file keys its engines accept.
+
+Engines are called as ``engine(release, prior, options) -> Posterior``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import InputError
+
+#: family name -> module defining FAMILY (modules are imported on first use)
+FAMILY_MODULES: dict[str, str] = {
+    "gaussian": "dpposterior.families.gaussian",
+    "binomial": "dpposterior.families.binomial",
+    "multinomial": "dpposterior.families.multinomial",
+    "exponential": "dpposterior.families.exponential",
+    "poisson": "dpposterior.families.poisson",
+    "naive-bayes": "dpposterior.families.naive_bayes",
+    "linear-regression": "dpposterior.families.linear_regression",
+    "linreg-ju": "dpposterior.families.linreg_ju",
+    "sir": "dpposterior.families.sir",
+    "loglinear": "dpposterior.families.loglinear",
+}
+
+
+@dataclass
+class Family:
+    name: str
+    release_model: type
+    methods: dict[str, str]
+    auto_method: str
+    parse_prior: Callable[[Any, Any], Any]
+    curate: Callable[..., dict] | None = None
+    analysis_keys: frozenset[str] = field(default_factory=frozenset)
+    #: method shown beside the main summary by ``dpposterior infer`` (noise-ignoring)
+    naive_method: str | None = "naive"
+    description: str = ""
+
+    def engine(self, method: str, field_name: str = "method") -> Callable:
+        if method == "auto":
+            method = self.auto_method
+        if method not in self.methods:
+            known = ", ".join(sorted([*self.methods, "auto"]))
+            raise InputError(field_name, f"unknown method {method!r} for family {self.name!r} (one of: {known})")
+        module_name, func_name = self.methods[method].split(":")
+        return getattr(importlib.import_module(module_name), func_name)
+
+    def resolve_method(self, method: str) -> str:
+        return self.auto_method if method == "auto" else method
+
+
+def available_families() -> list[str]:
+    out = []
+    for name, module in FAMILY_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                continue
+            raise
+        out.append(name)
+    return out
+
+
+def get_family(name, field: str = "family") -> Family:
+    if not isinstance(name, str) or name not in FAMILY_MODULES:
+        known = ", ".join(available_families())
+        raise InputError(field, f"unknown family {name!r} (one of: {known})")
+    module_name = FAMILY_MODULES[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise InputError(field, f"family {name!r} is not implemented yet") from None
+        raise
+    return module.FAMILY

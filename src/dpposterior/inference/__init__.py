@@ -1,0 +1,95 @@
+"""Inference engines, one module per algorithm, and the single entry point :func:`infer`.
+
+``infer(release, prior, method="auto")`` validates the release, asks its family
+(``dpposterior.families``) which engine ``method`` names, builds the prior and
+calls ``engine(release, prior, options)``.  Engines receive an
+:class:`InferenceOptions` and return a :class:`~dpposterior.posterior.Posterior`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+
+@dataclass
+class InferenceOptions:
+    method: str = "auto"
+    draws: int = 5000
+    warmup: int = 1000
+    chains: int = 4
+    seed: int | None = None
+    constrained: bool = False
+    #: engine-specific options (analysis-file keys, CLI options such as simulations)
+    extra: dict[str, Any] = field(default_factory=dict)
+    quiet: bool = True
+    scheduler: str = "serial"
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+    def validate(self) -> "InferenceOptions":
+        for name in ("draws", "chains"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(name, f"must be an integer >= 1 (got {value!r})")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) or self.warmup < 0:
+            raise InputError("warmup", f"must be an integer >= 0 (got {self.warmup!r})")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
+                                      or self.seed < 0):
+            raise InputError("seed", f"must be a non-negative integer (got {self.seed!r})")
+        if not isinstance(self.constrained, bool):
+            raise InputError("constrained", "must be true or false")
+        return self
+
+
+def infer(release, prior=None, method: str = "auto", *, constrained: bool | None = None,
+          draws: int | None = None, warmup: int | None = None, chains: int | None = None,
+          seed: int | None = None, quiet: bool = True, scheduler: str = "serial", **extra):
+    """Posterior of the family parameters given a DP release, accounting for the mechanism.
+
+    ``release``: path, dict or loaded release.  ``prior``: dict in the analysis
+    file's ``[prior]`` form, a family prior object, or None for the family default.
+    Remaining keyword arguments are engine options (e.g. ``simulations=1000``).
+    Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
+    """
+    from ..release import load_release
+
+    release = load_release(release)
+    family = _family_of(release)
+    if not isinstance(method, str):
+        raise InputError("method", "must be a string")
+    engine = family.engine(method)
+    resolved = family.resolve_method(method)
+    unknown = set(extra) - set(family.analysis_keys)
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(key, f"unknown option for family {family.name!r}")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    options = InferenceOptions(method=resolved, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    if constrained is not None:
+        options.constrained = constrained
+    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
+        if value is not None:
+            setattr(options, name, value)
+    options.validate()
+    prior_obj = family.parse_prior(prior, release)
+    post = engine(release, prior_obj, options)
+    post.attrs.setdefault("release_sha256", release.sha256)
+    post.attrs.setdefault("seed", seed)
+    post.attrs.setdefault("constrained", options.constrained)
+    eps, delta = release.total_privacy_cost()
+    post.attrs.setdefault("release_epsilon", eps)
+    post.attrs.setdefault("release_delta", delta)
+    return post
+
+
+def _family_of(release):
+    from ..families import get_family
+
+    return get_family(release.family, field="release.family")

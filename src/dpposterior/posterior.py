@@ -1,0 +1,102 @@
+"""Posterior results: arrays with a leading (chain, draw) axis, exported to ArviZ.
+
+Every engine returns a :class:`Posterior`.  ``to_arviz()`` gives an
+``arviz.InferenceData`` with groups ``posterior`` (and, where the engine makes
+them, ``posterior_predictive`` and ``sample_stats``) and attrs naming the family,
+the method, the release's sha256, the package version and the seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Posterior:
+    family: str
+    method: str
+    #: variable -> array of shape (chain, draw, *event)
+    posterior: dict[str, np.ndarray]
+    #: variable -> names of its event dims (not chain/draw)
+    dims: dict[str, list[str]] = field(default_factory=dict)
+    coords: dict[str, list] = field(default_factory=dict)
+    posterior_predictive: dict[str, np.ndarray] = field(default_factory=dict)
+    sample_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    #: engine-specific extras kept in Python only (e.g. a trained flow)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, arr in self.posterior.items():
+            arr = np.asarray(arr)
+            if arr.ndim < 2:
+                raise ValueError(f"posterior[{name!r}] must have (chain, draw) leading axes")
+            self.posterior[name] = arr
+
+    @property
+    def nchains(self) -> int:
+        return next(iter(self.posterior.values())).shape[0]
+
+    @property
+    def ndraws(self) -> int:
+        return next(iter(self.posterior.values())).shape[1]
+
+    def draws(self, name: str) -> np.ndarray:
+        """Draws of ``name`` flattened over chains: shape (chain*draw, *event)."""
+        arr = self.posterior[name]
+        return arr.reshape(-1, *arr.shape[2:])
+
+    def to_arviz(self):
+        import arviz as az
+
+        from . import __version__
+
+        attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
+        for key, value in self.attrs.items():
+            attrs[key] = _attr_value(value)
+        groups = {"posterior": self.posterior}
+        if self.posterior_predictive:
+            groups["posterior_predictive"] = self.posterior_predictive
+        if self.sample_stats:
+            groups["sample_stats"] = self.sample_stats
+        dims = {k: v for k, v in self.dims.items()}
+        idata = az.from_dict(**groups, dims=dims, coords=self.coords or None, attrs=attrs)
+        for group in idata.groups():
+            getattr(idata, group).attrs.update(attrs)
+        return idata
+
+    def to_netcdf(self, path) -> None:
+        import os
+
+        tmp = f"{path}.tmp"
+        self.to_arviz().to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+
+    def summary(self, hdi_prob: float = 0.95, var_names=None):
+        """ArviZ summary table with ``hdi_prob`` HPD intervals."""
+        import arviz as az
+
+        idata = self.to_arviz()
+        kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
+        return az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind)
+
+    def mean(self, name: str) -> np.ndarray:
+        return self.draws(name).mean(axis=0)
+
+
+def _attr_value(value):
+    """netCDF attrs take str, numbers and 1-d arrays; stringify the rest."""
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, float, str, np.integer, np.floating)):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.ndim == 1 and arr.dtype.kind in "if":
+            return arr
+    return str(value)

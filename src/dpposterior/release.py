@@ -1,0 +1,181 @@
+"""The public record: a DP release file (``dpposterior-release/1``, JSON).
+
+A release names its ``family`` and carries the released ``statistics``, each a
+record of its value and the mechanism that produced it (mechanism, epsilon,
+sensitivity or sigma, the sampler that drew the noise).  Everything an analyst
+needs to undo the mechanism in the likelihood is in the file; no data row is.
+
+Each family (``dpposterior.families.<name>``) defines a pydantic model that
+subclasses :class:`ReleaseBase`; :func:`load_release` validates a file against it
+and turns the first problem into a one-line :class:`~dpposterior.errors.InputError`
+naming the field, e.g. ``release.statistics.mean.epsilon: must be > 0``.
+The format of every family is documented in ``docs/release-format.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from .errors import InputError, from_pydantic
+
+FORMAT = "dpposterior-release/1"
+
+#: a finite float (JSON NaN / Infinity are refused); ints are accepted, strings are not
+FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
+
+
+def _check_finite_nested(value: Any, what: str = "value") -> Any:
+    """Validate a number or a (nested) list of numbers: all finite, none boolean or string."""
+    arr_ok = True
+
+    def walk(v):
+        nonlocal arr_ok
+        if isinstance(v, bool) or not isinstance(v, (int, float, list)):
+            raise ValueError(f"{what} must be a number or a list of numbers")
+        if isinstance(v, list):
+            if len(v) == 0:
+                raise ValueError(f"{what} must not be an empty list")
+            for x in v:
+                walk(x)
+        elif not math.isfinite(v):
+            raise ValueError(f"{what} must be finite (got {v})")
+
+    walk(value)
+    return value
+
+
+class StatisticRecord(BaseModel):
+    """One released statistic and the mechanism that produced it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: Any
+    mechanism: Literal["laplace", "gaussian", "binomial-trajectory"]
+    epsilon: PositiveFloat
+    delta: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
+    sensitivity: PositiveFloat | None = None
+    sigma: PositiveFloat | None = None
+    #: which sampler drew the noise (curator output), e.g. "opendp-0.16.0"
+    sampler: str | None = None
+    #: naive-bayes: "counts" or "proportions"
+    scale: str | None = None
+    #: binomial-trajectory: number of binomial trials N and offset m
+    trials: Annotated[int, Field(strict=True, ge=1)] | None = None
+    m: PositiveFloat | None = None
+    note: str | None = None
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, v):
+        return _check_finite_nested(v)
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.value, dtype=float)
+
+    def noise_scale(self, sensitivity: float | None = None) -> float:
+        """Laplace b = sensitivity/epsilon, or Gaussian sigma."""
+        from .mechanisms import from_record
+
+        mech = from_record(self, sensitivity)
+        return mech.scale if self.mechanism == "laplace" else mech.sigma
+
+
+class ReleaseBase(BaseModel):
+    """Fields shared by every release; families subclass it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["dpposterior-release/1"]
+    family: str
+    #: free text the curator may add (data source, date); never data rows
+    description: str | None = None
+
+    _sha256: str = PrivateAttr(default="")
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the file's bytes (or of the canonical JSON for in-memory releases)."""
+        return self._sha256
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    def save(self, path: str | os.PathLike) -> None:
+        text = self.to_json()
+        tmp = Path(str(path) + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        self._sha256 = hashlib.sha256(text.encode()).hexdigest()
+
+    def total_privacy_cost(self) -> tuple[float, float]:
+        """(epsilon, delta) of the whole release by basic composition; families may override."""
+        eps = 0.0
+        delta = 0.0
+        for rec in _records(self):
+            eps += rec.epsilon
+            delta += rec.delta or 0.0
+        return eps, delta
+
+
+def _records(model: BaseModel):
+    """All StatisticRecord instances inside a release (recursing into lists and models)."""
+    stack: list[Any] = [model]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, StatisticRecord):
+            yield obj
+        elif isinstance(obj, BaseModel):
+            stack.extend(getattr(obj, name) for name in type(obj).model_fields)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+
+
+def load_release(source) -> ReleaseBase:
+    """Validate a release from a path, a JSON string, a dict, or pass a release through.
+
+    Raises :class:`InputError` (field path + reason) on the first problem found.
+    """
+    if isinstance(source, ReleaseBase):
+        return source
+    raw_bytes: bytes
+    if isinstance(source, dict):
+        data = source
+        raw_bytes = json.dumps(source, sort_keys=True).encode()
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise InputError("release", f"file not found: {path}")
+        raw_bytes = path.read_bytes()
+        try:
+            data = json.loads(raw_bytes)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError("release", f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError("release", "must be a JSON object")
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        raise InputError("release.format", f"must be {FORMAT!r} (got {fmt!r})")
+    family_name = data.get("family")
+    from .families import get_family
+
+    family = get_family(family_name, field="release.family")
+    try:
+        release = family.release_model.model_validate(data)
+    except ValidationError as exc:
+        raise from_pydantic(exc, "release") from None
+    release._sha256 = hashlib.sha256(raw_bytes).hexdigest()
+    return release

@@ -1,0 +1,26 @@
+"""Terminal output of posteriors: ArviZ summary with 95% HPD, naive posterior beside it."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
+    df = post.summary(hdi_prob=hdi_prob)
+    table = Table(title=title, title_justify="left")
+    table.add_column("variable")
+    cols = [c for c in df.columns if c in ("mean", "sd", f"hdi_{(1 - hdi_prob) / 2 * 100:g}%",
+                                            f"hdi_{(1 + hdi_prob) / 2 * 100:g}%", "ess_bulk", "r_hat")]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for name, row in df.iterrows():
+        table.add_row(str(name), *[f"{row[c]:.4g}" for c in cols])
+    return table
+
+
+def print_posterior_summary(post, naive=None, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, soft_wrap=True)
+    console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)"))
+    if naive is not None:
+        console.print(summary_table(naive, f"naive posterior ignoring the privacy noise (method {naive.method})"))
