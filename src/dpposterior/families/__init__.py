@@ -8,7 +8,11 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
 * ``auto_method``   -- what ``method="auto"`` picks,
 * ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
 * ``curate``        -- the curator: data frame + options -> release dict,
-* ``analysis_keys`` -- extra analysis-file keys its engines accept.
+* ``analysis_keys`` -- extra analysis-file keys its engines accept,
+* ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
+  draws theta from the prior, data from the model, and a release through the
+  mechanism; returns a :class:`SimulatedRelease`,
+* ``hooks``         -- named optional extras (e.g. a vectorised calibration batch).
 
 Engines are called as ``engine(release, prior, options) -> Posterior``.
 """
@@ -37,6 +41,17 @@ FAMILY_MODULES: dict[str, str] = {
 
 
 @dataclass
+class SimulatedRelease:
+    """One simulated dataset's truth and release (for calibration studies)."""
+
+    #: true parameter values keyed by the posterior variable names (e.g. {"p": 0.3})
+    theta: dict[str, Any]
+    release: Any
+    #: confidential statistics, for the ``non-private`` method inside simulations only
+    confidential: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Family:
     name: str
     release_model: type
@@ -48,6 +63,8 @@ class Family:
     #: method shown beside the main summary by ``dpposterior infer`` (noise-ignoring)
     naive_method: str | None = "naive"
     description: str = ""
+    simulate: Callable[..., "SimulatedRelease"] | None = None
+    hooks: dict[str, Callable] = field(default_factory=dict)
 
     def engine(self, method: str, field_name: str = "method") -> Callable:
         if method == "auto":
