@@ -1,0 +1,52 @@
+"""Posterior container -> ArviZ InferenceData / netCDF round trip."""
+
+import arviz as az
+import numpy as np
+import pytest
+
+from dpposterior import __version__
+from dpposterior.posterior import Posterior
+
+
+def make_post():
+    rng = np.random.default_rng(0)
+    return Posterior(
+        family="test", method="m",
+        posterior={"mu": rng.normal(size=(2, 50)), "p": rng.dirichlet([1, 1, 1], size=(2, 50))},
+        dims={"p": ["category"]}, coords={"category": ["a", "b", "c"]},
+        posterior_predictive={"y_new": rng.normal(size=(2, 50))},
+        sample_stats={"accept": np.ones((2, 50))},
+        attrs={"seed": 3, "constrained": True, "release_sha256": "abc", "bound": [0.0, 1.0], "obj": {"x": 1}},
+    )
+
+
+def test_to_arviz_groups_dims_attrs():
+    idata = make_post().to_arviz()
+    assert set(idata.groups()) >= {"posterior", "posterior_predictive", "sample_stats"}
+    assert idata.posterior["p"].dims == ("chain", "draw", "category")
+    assert list(idata.posterior["category"].values) == ["a", "b", "c"]
+    attrs = idata.posterior.attrs
+    assert attrs["method"] == "m" and attrs["family"] == "test"
+    assert attrs["dpposterior_version"] == __version__
+    assert attrs["seed"] == 3 and attrs["constrained"] == 1
+
+
+def test_netcdf_round_trip(tmp_path):
+    post = make_post()
+    path = tmp_path / "post.nc"
+    post.to_netcdf(path)
+    idata = az.from_netcdf(path, engine="h5netcdf")
+    np.testing.assert_array_equal(idata.posterior["mu"].values, post.posterior["mu"])
+    assert idata.posterior.attrs["release_sha256"] == "abc"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_summary_has_hpd_columns():
+    df = make_post().summary(hdi_prob=0.95)
+    assert "hdi_2.5%" in df.columns and "hdi_97.5%" in df.columns
+    assert "mu" in df.index
+
+
+def test_posterior_requires_chain_draw_axes():
+    with pytest.raises(ValueError, match="chain, draw"):
+        Posterior(family="t", method="m", posterior={"mu": np.zeros(10)})
