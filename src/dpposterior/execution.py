@@ -13,7 +13,9 @@ one) and whose ``map(fn, items)`` returns results in order.
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -22,12 +24,33 @@ import numpy as np
 from .errors import InputError
 
 SCHEDULERS = ("serial", "processes", "local")
+#: seconds to wait for an existing Dask scheduler (tcp://) before giving up with a one-line error
+CONNECT_TIMEOUT = 10
 
 
 def check_scheduler(scheduler: str) -> str:
-    if scheduler in SCHEDULERS or (isinstance(scheduler, str) and scheduler.startswith("tcp://")):
+    """``scheduler`` unchanged if valid, else a one-line :class:`InputError` naming the field."""
+    if isinstance(scheduler, str) and scheduler in SCHEDULERS:
         return scheduler
+    if isinstance(scheduler, str) and scheduler.startswith("tcp://"):
+        host, _, port = scheduler[len("tcp://"):].rpartition(":")
+        if host and port.isdigit() and 0 < int(port) < 65536:
+            return scheduler
+        raise InputError("scheduler", f"a Dask scheduler address must look like tcp://HOST:PORT (got {scheduler!r})")
     raise InputError("scheduler", f"must be serial, processes, local or tcp://HOST:PORT (got {scheduler!r})")
+
+
+def default_workers() -> int:
+    """Worker count for ``processes`` and ``local``: ``$DPPOSTERIOR_WORKERS`` if set, else the CPU count."""
+    env = os.environ.get("DPPOSTERIOR_WORKERS")
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise InputError("DPPOSTERIOR_WORKERS", f"must be a positive integer (got {env!r})")
+        return int(env)
+    try:  # the CPUs this process may run on (a container or taskset may allow fewer than cpu_count)
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def spawn_seeds(seed: int | None, n: int) -> list[np.random.SeedSequence]:
@@ -77,9 +100,17 @@ class Executor:
 
 @contextmanager
 def executor(scheduler: str = "processes", workers: int | None = None):
-    """Context manager yielding an :class:`Executor` for ``scheduler``."""
+    """Context manager yielding an :class:`Executor` for ``scheduler``.
+
+    ``workers`` (processes / local only) defaults to :func:`default_workers`.
+    ``fn`` passed to the executor must be a module-level (picklable) function for
+    every backend but ``serial``; with ``tcp://`` the Dask workers must also be able
+    to import ``dpposterior`` (install it in the workers' environment).
+    """
     check_scheduler(scheduler)
-    workers = workers or os.cpu_count() or 1
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InputError("workers", f"must be a positive integer (got {workers!r})")
+    workers = workers or default_workers()
     if scheduler == "serial":
         yield Executor("serial")
     elif scheduler == "processes":
@@ -94,12 +125,18 @@ def executor(scheduler: str = "processes", workers: int | None = None):
 
         cluster = None
         if scheduler == "local":
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            # one thread per worker: our tasks are numpy-bound, and one process per core
+            # scales the way a real cluster does; no dashboard (no port to collide on)
+            with warnings.catch_warnings():
+                # the scheduler's HTTP endpoint falls back to a free port when 8787 is taken
+                # (another cluster on a shared machine): harmless, so not worth a warning
+                warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
             client = Client(cluster)
         else:
             try:
-                client = Client(scheduler, timeout=10)
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT)
             except OSError as exc:
                 raise InputError("scheduler", f"cannot reach Dask scheduler {scheduler} ({exc})") from None
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -15,7 +16,8 @@ def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     for c in cols:
         table.add_column(c, justify="right")
     for name, row in df.iterrows():
-        table.add_row(str(name), *[f"{row[c]:.4g}" for c in cols])
+        # escape: labels such as "class_prob[a]" would otherwise be eaten as rich markup tags
+        table.add_row(escape(str(name)), *[f"{row[c]:.4g}" for c in cols])
     return table
 
 

@@ -8,6 +8,7 @@ calls ``engine(release, prior, options)``.  Engines receive an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,16 @@ def infer(release, prior=None, method: str = "auto", *, constrained: bool | None
     eps, delta = release.total_privacy_cost()
     post.attrs.setdefault("release_epsilon", eps)
     post.attrs.setdefault("release_delta", delta)
+    # the release itself (public by construction) and the prior, when it is plain data, so that
+    # `dpposterior report` can draw the feasible region and recompute the naive posterior
+    post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))
+    if prior is None or isinstance(prior, dict):
+        try:
+            post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))
+        except TypeError:  # not plain data: the report then takes the naive posterior from --compare
+            pass
+    for name in ("draws", "warmup", "chains"):
+        post.attrs.setdefault(f"options_{name}", getattr(options, name))
     return post
 
 

@@ -1,0 +1,534 @@
+"""Shared pieces of the exponential families of Bernstein & Sheldon (NeurIPS 2018).
+
+Paper: ``001_da4217b89717099b.txt``.  Families ``binomial``, ``multinomial`` (bounded
+sufficient statistics, Sec. 3.1-3.2) and ``exponential``, ``poisson`` (unbounded
+statistic t(x) = x released over the truncation bounds [a, b], Sec. 3.3).
+
+This module holds what the four family modules share:
+
+* release models (pydantic) with derived / checked sensitivities
+  (Sec. 3.1: Delta_s = max ||t(x) - t(x')||_1; App. C for truncated families:
+  Delta <= sum_j max{max_{x in [a,b]} |t_j(x)|, max_{x,y in [a,b]} |t_j(x) - t_j(y)|}),
+* conjugate priors (beta, dirichlet, gamma) parsed from the analysis ``[prior]`` table,
+* curators (CSV column -> release dict), and
+* ``simulate`` hooks for ``dpposterior calibrate`` (theta ~ prior, data ~ model,
+  release through the Laplace mechanism).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..errors import InputError, RefusedError
+from ..release import FORMAT, ReleaseBase, StatisticRecord
+
+#: a released value further than this many Laplace scales from the valid range has
+#: probability < exp(-50) ~ 2e-22 under the model: the release is inconsistent with n.
+INCONSISTENCY_SCALES = 50.0
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+# --------------------------------------------------------------------------- releases
+def _check_laplace(record: StatisticRecord, name: str, derived: float) -> None:
+    """Laplace only; sensitivity derived when omitted, refused when given and different."""
+    if record.mechanism != "laplace":
+        raise ValueError(f"statistics.{name}.mechanism: must be 'laplace' for this family (Bernstein & Sheldon "
+                         f"release noisy sufficient statistics through the Laplace mechanism)")
+    if record.sensitivity is None:
+        record.sensitivity = float(derived)
+    elif not math.isclose(record.sensitivity, derived, rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"statistics.{name}.sensitivity: must be {derived:g} for this release "
+                         f"(got {record.sensitivity:g})")
+    if record.sigma is not None or record.delta is not None:
+        raise ValueError(f"statistics.{name}: sigma/delta are not fields of a Laplace release")
+
+
+def _scalar(record: StatisticRecord, name: str) -> float:
+    if isinstance(record.value, list):
+        raise ValueError(f"statistics.{name}.value: must be a single number")
+    return float(record.value)
+
+
+class BinomialStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    successes: StatisticRecord
+
+
+class BinomialRelease(ReleaseBase):
+    """Bernoulli records; released statistic ``successes`` = sum of the 0/1 records + Laplace(1/eps)."""
+
+    family: Literal["binomial"]
+    n: PositiveInt
+    statistics: BinomialStatistics
+
+    @model_validator(mode="after")
+    def _check(self):
+        rec = self.statistics.successes
+        _check_laplace(rec, "successes", 1.0)
+        y = _scalar(rec, "successes")
+        b = rec.sensitivity / rec.epsilon
+        if y < -INCONSISTENCY_SCALES * b or y > self.n + INCONSISTENCY_SCALES * b:
+            raise ValueError(f"statistics.successes.value: {y:g} is impossible for n = {self.n} with Laplace "
+                             f"scale {b:g} (more than {INCONSISTENCY_SCALES:g} scales outside [0, n])")
+        return self
+
+    @property
+    def released(self) -> np.ndarray:
+        return np.array([_scalar(self.statistics.successes, "successes")])
+
+    @property
+    def laplace_scale(self) -> float:
+        rec = self.statistics.successes
+        return rec.sensitivity / rec.epsilon
+
+
+class MultinomialStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    counts: StatisticRecord
+
+
+class MultinomialRelease(ReleaseBase):
+    """Categorical records; released ``counts`` (one per category) + Laplace(2/eps) each (L1 sensitivity 2)."""
+
+    family: Literal["multinomial"]
+    n: PositiveInt
+    #: optional public category labels (one per count)
+    categories: list[str] | None = None
+    statistics: MultinomialStatistics
+
+    @model_validator(mode="after")
+    def _check(self):
+        rec = self.statistics.counts
+        _check_laplace(rec, "counts", 2.0)
+        value = rec.value
+        if not isinstance(value, list) or any(isinstance(v, list) for v in value):
+            raise ValueError("statistics.counts.value: must be a flat list with one count per category")
+        if len(value) < 2:
+            raise ValueError("statistics.counts.value: needs at least 2 categories")
+        if self.categories is not None:
+            if len(self.categories) != len(value):
+                raise ValueError(f"categories: has {len(self.categories)} labels but counts has {len(value)} values")
+            if len(set(self.categories)) != len(self.categories):
+                raise ValueError("categories: must be distinct")
+        y = np.asarray(value, float)
+        b = rec.sensitivity / rec.epsilon
+        k = len(y)
+        # the sum of K Laplace(b) noises exceeds K*50*b with probability < K*exp(-50)
+        if abs(y.sum() - self.n) > INCONSISTENCY_SCALES * k * b:
+            raise ValueError(f"statistics.counts.value: sums to {y.sum():g}, impossible for n = {self.n} with "
+                             f"Laplace scale {b:g} per count")
+        if np.any(y < -INCONSISTENCY_SCALES * b) or np.any(y > self.n + INCONSISTENCY_SCALES * b):
+            raise ValueError(f"statistics.counts.value: has a count more than {INCONSISTENCY_SCALES:g} Laplace "
+                             f"scales outside [0, n]")
+        return self
+
+    @property
+    def released(self) -> np.ndarray:
+        return np.asarray(self.statistics.counts.value, float)
+
+    @property
+    def laplace_scale(self) -> float:
+        rec = self.statistics.counts
+        return rec.sensitivity / rec.epsilon
+
+    @property
+    def category_labels(self) -> list:
+        return list(self.categories) if self.categories is not None else list(range(len(self.released)))
+
+
+class TruncatedStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    truncated_sum: StatisticRecord
+
+
+def truncated_sensitivity(lo: float, hi: float) -> float:
+    """App. C bound for t(x) = x on [lo, hi]: max{max |x|, max |x - x'|} = max(|lo|, |hi|, hi - lo)."""
+    return float(max(abs(lo), abs(hi), hi - lo))
+
+
+class _TruncatedRelease(ReleaseBase):
+    n: PositiveInt
+    bounds: tuple[Annotated[float, Field(strict=True, allow_inf_nan=False)],
+                  Annotated[float, Field(strict=True, allow_inf_nan=False)]]
+    statistics: TruncatedStatistics
+
+    def _check_common(self):
+        lo, hi = self.bounds
+        if lo < 0:
+            raise ValueError(f"bounds: lower bound must be >= 0, {self.family} data are non-negative (got {lo:g})")
+        if not lo < hi:
+            raise ValueError(f"bounds: must be increasing [a, b] with a < b (got [{lo:g}, {hi:g}])")
+        rec = self.statistics.truncated_sum
+        _check_laplace(rec, "truncated_sum", truncated_sensitivity(lo, hi))
+        y = _scalar(rec, "truncated_sum")
+        b = rec.sensitivity / rec.epsilon
+        if y < -INCONSISTENCY_SCALES * b or y > self.n * hi + INCONSISTENCY_SCALES * b:
+            raise ValueError(f"statistics.truncated_sum.value: {y:g} is impossible for n = {self.n}, bounds "
+                             f"[{lo:g}, {hi:g}] with Laplace scale {b:g}")
+        return self
+
+    @property
+    def released(self) -> np.ndarray:
+        return np.array([_scalar(self.statistics.truncated_sum, "truncated_sum")])
+
+    @property
+    def laplace_scale(self) -> float:
+        rec = self.statistics.truncated_sum
+        return rec.sensitivity / rec.epsilon
+
+
+class ExponentialRelease(_TruncatedRelease):
+    """Exponential records; ``truncated_sum`` = sum of the records inside ``bounds`` + Laplace(b/eps)."""
+
+    family: Literal["exponential"]
+
+    @model_validator(mode="after")
+    def _check(self):
+        return self._check_common()
+
+
+class PoissonRelease(_TruncatedRelease):
+    """Poisson counts; ``truncated_sum`` = sum of the counts inside ``bounds`` + Laplace(b/eps)."""
+
+    family: Literal["poisson"]
+
+    @model_validator(mode="after")
+    def _check(self):
+        lo, hi = self.bounds
+        if math.ceil(lo) > math.floor(hi) or hi < 1:
+            raise ValueError(f"bounds: [{lo:g}, {hi:g}] excludes every positive count")
+        return self._check_common()
+
+
+# --------------------------------------------------------------------------- priors
+def _positive(value, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(field, f"must be a number > 0 (got {value!r})")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(field, f"must be a finite number > 0 (got {value!r})")
+    return value
+
+
+def _check_keys(prior: dict, allowed: set[str]) -> None:
+    for key in prior:
+        if key not in allowed | {"kind"}:
+            raise InputError(f"prior.{key}", f"unknown key (allowed: kind, {', '.join(sorted(allowed))})")
+
+
+def _check_kind(prior: dict, kind: str) -> None:
+    got = prior.get("kind", kind)
+    if got != kind:
+        raise InputError("prior.kind", f"must be {kind!r} for this family (got {got!r})")
+
+
+@dataclass(frozen=True)
+class BetaPrior:
+    alpha: float = 1.0
+    beta: float = 1.0
+    kind: str = "beta"
+
+    def to_dict(self) -> dict:
+        return {"kind": "beta", "alpha": self.alpha, "beta": self.beta}
+
+
+@dataclass(frozen=True)
+class DirichletPrior:
+    #: concentration; a 1-element tuple means symmetric with the release's number of categories
+    alpha: tuple[float, ...] = (1.0,)
+    symmetric: bool = True
+    kind: str = "dirichlet"
+
+    def vector(self, k: int) -> np.ndarray:
+        if self.symmetric:
+            return np.full(k, self.alpha[0])
+        if len(self.alpha) != k:
+            raise InputError("prior.alpha", f"has {len(self.alpha)} values but the release has {k} categories")
+        return np.asarray(self.alpha, float)
+
+    def to_dict(self) -> dict:
+        return {"kind": "dirichlet", "alpha": self.alpha[0] if self.symmetric else list(self.alpha)}
+
+
+@dataclass(frozen=True)
+class GammaPrior:
+    shape: float = 1.0
+    rate: float = 1.0
+    kind: str = "gamma"
+
+    def to_dict(self) -> dict:
+        return {"kind": "gamma", "shape": self.shape, "rate": self.rate}
+
+
+def _as_dict(prior, cls) -> dict | None:
+    if prior is None:
+        return None
+    if isinstance(prior, cls):
+        return prior.to_dict()
+    if not isinstance(prior, dict):
+        raise InputError("prior", f"must be a table with kind = {cls.kind!r} (got {type(prior).__name__})")
+    return prior
+
+
+def parse_beta_prior(prior, release=None) -> BetaPrior:
+    if isinstance(prior, BetaPrior):
+        return prior
+    prior = _as_dict(prior, BetaPrior)
+    if prior is None:
+        return BetaPrior()
+    _check_kind(prior, "beta")
+    _check_keys(prior, {"alpha", "beta"})
+    return BetaPrior(_positive(prior.get("alpha", 1.0), "prior.alpha"), _positive(prior.get("beta", 1.0), "prior.beta"))
+
+
+def parse_dirichlet_prior(prior, release=None) -> DirichletPrior:
+    if isinstance(prior, DirichletPrior):
+        out = prior
+    else:
+        prior = _as_dict(prior, DirichletPrior)
+        if prior is None:
+            out = DirichletPrior()
+        else:
+            _check_kind(prior, "dirichlet")
+            _check_keys(prior, {"alpha"})
+            alpha = prior.get("alpha", 1.0)
+            if isinstance(alpha, (list, tuple, np.ndarray)):
+                if len(alpha) < 2:
+                    raise InputError("prior.alpha", "a list needs one value per category (at least 2)")
+                out = DirichletPrior(tuple(_positive(a, f"prior.alpha[{i}]") for i, a in enumerate(alpha)), False)
+            else:
+                out = DirichletPrior((_positive(alpha, "prior.alpha"),), True)
+    if release is not None:
+        out.vector(len(release.released))  # raises on a length mismatch
+    return out
+
+
+def parse_gamma_prior(prior, release=None) -> GammaPrior:
+    if isinstance(prior, GammaPrior):
+        return prior
+    prior = _as_dict(prior, GammaPrior)
+    if prior is None:
+        return GammaPrior()
+    _check_kind(prior, "gamma")
+    _check_keys(prior, {"shape", "rate"})
+    return GammaPrior(_positive(prior.get("shape", 1.0), "prior.shape"), _positive(prior.get("rate", 1.0), "prior.rate"))
+
+
+# --------------------------------------------------------------------------- curators
+def _noisy(value, scale: float, seed):
+    from ..mechanisms.noise import draw_noise
+
+    noisy, sampler = draw_noise("laplace", value, scale, seed)
+    return noisy, sampler
+
+
+def _column(frame, options):
+    from ..curator import require_column
+
+    col = require_column(frame, options.column, "column")
+    if col.isna().any():
+        raise InputError("column", f"column {options.column!r} has missing values")
+    if len(col) == 0:
+        raise InputError("data", "has no rows")
+    return col
+
+
+def _numeric(col, name: str) -> np.ndarray:
+    import pandas as pd
+
+    values = pd.to_numeric(col, errors="coerce")
+    if values.isna().any():
+        raise InputError("column", f"column {name!r} must be numeric")
+    return values.to_numpy(dtype=float)
+
+
+def curate_binomial(frame, options) -> dict:
+    col = _column(frame, options)
+    if col.dtype == bool:
+        x = col.to_numpy(dtype=float)
+    else:
+        x = _numeric(col, options.column)
+    if not np.all((x == 0) | (x == 1)):
+        raise InputError("column", f"column {options.column!r} must hold only 0/1 values for the binomial family")
+    noisy, sampler = _noisy(np.array([x.sum()]), 1.0 / options.epsilon, options.seed)
+    return {"format": FORMAT, "family": "binomial", "n": int(len(x)),
+            "statistics": {"successes": {"value": float(noisy[0]), "mechanism": "laplace",
+                                         "epsilon": float(options.epsilon), "sensitivity": 1.0,
+                                         "sampler": sampler}}}
+
+
+def curate_multinomial(frame, options) -> dict:
+    col = _column(frame, options).astype(str)
+    categories = options.extra.get("categories") if options.extra else None
+    note = None
+    if categories is None:
+        # the category set should be public; taking it from the data reveals which labels occur
+        categories = sorted(col.unique())
+        note = "category labels were read from the data; declare them publicly (Python API: extra['categories'])"
+    else:
+        categories = [str(c) for c in categories]
+        unknown = set(col.unique()) - set(categories)
+        if unknown:
+            raise InputError("column", f"label {sorted(unknown)[0]!r} is not among the declared categories")
+    if len(categories) < 2:
+        raise InputError("column", "the multinomial family needs at least 2 categories")
+    counts = np.array([(col == c).sum() for c in categories], dtype=float)
+    noisy, sampler = _noisy(counts, 2.0 / options.epsilon, options.seed)
+    record = {"value": [float(v) for v in noisy], "mechanism": "laplace", "epsilon": float(options.epsilon),
+              "sensitivity": 2.0, "sampler": sampler}
+    if note:
+        record["note"] = note
+    return {"format": FORMAT, "family": "multinomial", "n": int(len(col)), "categories": list(categories),
+            "statistics": {"counts": record}}
+
+
+def _curate_truncated(frame, options, family: str) -> dict:
+    col = _column(frame, options)
+    x = _numeric(col, options.column)
+    if options.bounds is None:
+        raise InputError("bounds", f"the {family} family needs public truncation bounds (--bounds A B)")
+    lo, hi = (float(v) for v in options.bounds)
+    if family == "exponential" and np.any(x <= 0):
+        raise InputError("column", f"column {options.column!r} must hold positive values for the exponential family")
+    if family == "poisson" and (np.any(x < 0) or np.any(x != np.round(x))):
+        raise InputError("column", f"column {options.column!r} must hold non-negative integers for the poisson family")
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
+        raise InputError("bounds", f"must be finite with 0 <= a < b (got [{lo:g}, {hi:g}])")
+    inside = (x >= lo) & (x <= hi)
+    sens = truncated_sensitivity(lo, hi)
+    noisy, sampler = _noisy(np.array([x[inside].sum()]), sens / options.epsilon, options.seed)
+    return {"format": FORMAT, "family": family, "n": int(len(x)), "bounds": [lo, hi],
+            "statistics": {"truncated_sum": {"value": float(noisy[0]), "mechanism": "laplace",
+                                             "epsilon": float(options.epsilon), "sensitivity": sens,
+                                             "sampler": sampler}}}
+
+
+def curate_exponential(frame, options) -> dict:
+    return _curate_truncated(frame, options, "exponential")
+
+
+def curate_poisson(frame, options) -> dict:
+    return _curate_truncated(frame, options, "poisson")
+
+
+# --------------------------------------------------------------------------- simulation
+def _check_sim_args(n, epsilon):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError("n", f"must be an integer >= 1 (got {n!r})")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+
+
+def simulate_binomial(prior: BetaPrior, n: int, epsilon: float, rng):
+    from . import SimulatedRelease
+
+    _check_sim_args(n, epsilon)
+    p = float(rng.beta(prior.alpha, prior.beta))
+    s = int(rng.binomial(n, p))
+    y = s + rng.laplace(0.0, 1.0 / epsilon)
+    release = BinomialRelease.model_validate(
+        {"format": FORMAT, "family": "binomial", "n": int(n),
+         "statistics": {"successes": {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon),
+                                      "sensitivity": 1.0, "sampler": "simulation"}}})
+    return SimulatedRelease(theta={"p": p}, release=release, confidential={"successes": s})
+
+
+#: number of categories simulated when the Dirichlet prior is symmetric (no list of alphas)
+DEFAULT_SIM_CATEGORIES = 4
+
+
+def simulate_multinomial(prior: DirichletPrior, n: int, epsilon: float, rng):
+    from . import SimulatedRelease
+
+    _check_sim_args(n, epsilon)
+    alpha = prior.vector(DEFAULT_SIM_CATEGORIES if prior.symmetric else len(prior.alpha))
+    p = rng.dirichlet(alpha)
+    counts = rng.multinomial(n, p)
+    y = counts + rng.laplace(0.0, 2.0 / epsilon, size=len(counts))
+    release = MultinomialRelease.model_validate(
+        {"format": FORMAT, "family": "multinomial", "n": int(n),
+         "statistics": {"counts": {"value": [float(v) for v in y], "mechanism": "laplace",
+                                   "epsilon": float(epsilon), "sensitivity": 2.0, "sampler": "simulation"}}})
+    return SimulatedRelease(theta={"p": p}, release=release, confidential={"counts": counts.tolist()})
+
+
+def simulation_bounds(family: str, prior: GammaPrior) -> tuple[float, float]:
+    """Public truncation bounds for simulations: the central 95% of the prior predictive.
+
+    The paper keeps "the middle 95% of individuals"; choosing the bounds from the
+    true theta would make them informative about theta, so simulations use the
+    prior predictive (Lomax for the exponential, negative binomial for the Poisson).
+    """
+    if family == "exponential":
+        # P(X > x) = (rate / (rate + x))^shape  ->  x_p = rate * ((1 - p)^(-1/shape) - 1)
+        def q(p):
+            return prior.rate * ((1.0 - p) ** (-1.0 / prior.shape) - 1.0)
+
+        return float(q(0.025)), float(q(0.975))
+    from scipy import stats
+
+    nb = stats.nbinom(prior.shape, prior.rate / (1.0 + prior.rate))
+    lo, hi = float(nb.ppf(0.025)), float(nb.ppf(0.975))
+    hi = max(hi, lo + 1.0, 1.0)
+    return lo, hi
+
+
+def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float, rng):
+    from . import SimulatedRelease
+
+    _check_sim_args(n, epsilon)
+    lo, hi = simulation_bounds(family, prior)
+    rate = float(rng.gamma(prior.shape, 1.0 / prior.rate))
+    x = rng.exponential(1.0 / rate, size=n) if family == "exponential" else rng.poisson(rate, size=n).astype(float)
+    inside = (x >= lo) & (x <= hi)
+    sens = truncated_sensitivity(lo, hi)
+    scale = sens / epsilon
+    truncated_sum = float(x[inside].sum())
+    full_sum = float(x.sum())
+    y = truncated_sum + rng.laplace(0.0, scale)
+    release_cls = ExponentialRelease if family == "exponential" else PoissonRelease
+    release = release_cls.model_validate(
+        {"format": FORMAT, "family": family, "n": int(n), "bounds": [lo, hi],
+         "statistics": {"truncated_sum": {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon),
+                                          "sensitivity": sens, "sampler": "simulation"}}})
+    # the "cheating" naive baseline of the paper sees the untruncated sum with the same noise magnitude
+    confidential = {"sum": full_sum, "truncated_sum": truncated_sum,
+                    "noisy_full_sum": full_sum + float(rng.laplace(0.0, scale))}
+    return SimulatedRelease(theta={"rate": rate}, release=release, confidential=confidential)
+
+
+def require_confidential(options, method: str) -> dict:
+    conf = options.extra.get("confidential")
+    if conf is None:
+        raise RefusedError("method", f"{method!r} needs the confidential statistics (engine option "
+                                     f"'confidential'), which exist only inside simulations (dpposterior calibrate)")
+    if not isinstance(conf, dict):
+        raise InputError("confidential", "must be a dict of confidential statistics")
+    return conf
+
+
+ENGINE_KEYS = frozenset({"confidential"})
+
+
+def family_methods(ops: bool = False) -> dict[str, str]:
+    methods = {
+        "gibbs-ss": "dpposterior.inference.gibbs_ss:gibbs_ss",
+        "naive": "dpposterior.inference.expfam_baselines:naive",
+        "non-private": "dpposterior.inference.expfam_baselines:non_private",
+    }
+    if ops:
+        methods["ops"] = "dpposterior.inference.expfam_baselines:ops"
+    return methods
+
+
+def calibration_batch(*args, **kwargs):
+    """Vectorised calibration hook (see :func:`dpposterior.inference.gibbs_ss.calibration_batch`)."""
+    from ..inference.expfam_baselines import calibration_batch as impl
+
+    return impl(*args, **kwargs)

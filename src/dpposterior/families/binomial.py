@@ -1,0 +1,26 @@
+"""Family ``binomial``: Bernoulli records, released ``successes`` (Bernstein & Sheldon 2018, Sec. 3.2, 4).
+
+Model: x_i ~ Bernoulli(p), p ~ Beta(alpha, beta); release y = sum x_i + Laplace(1/eps)
+(sensitivity 1, Sec. 3.1).  Output variable ``p``.  Methods: ``gibbs-ss`` (Algorithm 1,
+auto), ``naive``, ``non-private`` (simulations only), ``ops`` (one-posterior sampling).
+"""
+
+from __future__ import annotations
+
+from . import Family
+from ._expfam import (ENGINE_KEYS, BinomialRelease, calibration_batch, curate_binomial, family_methods,
+                      parse_beta_prior, simulate_binomial)
+
+FAMILY = Family(
+    name="binomial",
+    release_model=BinomialRelease,
+    methods=family_methods(ops=True),
+    auto_method="gibbs-ss",
+    parse_prior=parse_beta_prior,
+    curate=curate_binomial,
+    analysis_keys=ENGINE_KEYS,
+    naive_method="naive",
+    description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
+    simulate=simulate_binomial,
+    hooks={"calibration_batch": calibration_batch},
+)

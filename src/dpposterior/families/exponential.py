@@ -1,0 +1,29 @@
+"""Family ``exponential``: Exponential records truncated to public bounds (Bernstein & Sheldon 2018, Sec. 3.3).
+
+Model: x_i ~ Exponential(rate), rate ~ Gamma(shape, rate).
+Release: y = sum of the records inside ``bounds`` [a, b] + Laplace(Delta/eps) with
+Delta = max(|a|, |b|, b - a) (App. C).  Output variable ``rate``.  Methods:
+``gibbs-ss`` (Algorithm 2 with the random-sum CLT, auto), ``naive``, ``non-private``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from . import Family
+from ._expfam import (ENGINE_KEYS, ExponentialRelease, calibration_batch, curate_exponential, family_methods, parse_gamma_prior,
+                      simulate_truncated)
+
+FAMILY = Family(
+    name="exponential",
+    release_model=ExponentialRelease,
+    methods=family_methods(),
+    auto_method="gibbs-ss",
+    parse_prior=parse_gamma_prior,
+    curate=curate_exponential,
+    analysis_keys=ENGINE_KEYS,
+    naive_method="naive",
+    description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
+    simulate=partial(simulate_truncated, "exponential"),
+    hooks={"calibration_batch": calibration_batch},
+)

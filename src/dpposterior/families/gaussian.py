@@ -1,0 +1,342 @@
+"""The bounded univariate Gaussian family (Kazan & Reiter, Sections 2-4).
+
+Model: confidential Y_1..Y_n in a public interval [a, b], modelled as iid N(mu, sigma^2).
+The curator releases the sample mean and the sample variance (denominator n - 1)
+through the Laplace mechanism (Sec. 2.2):
+
+    Ybar* ~ Lap(Ybar, (b-a)/(eps1 n)),     S2* ~ Lap(S^2, (b-a)^2/(eps2 n)),
+
+so the sensitivities are (b - a)/n and (b - a)^2/n.  Everything the engines do
+happens on the [0, 1] scale (Theorem 1) and is reported on the data scale.
+
+Priors (``[prior]`` table of the analysis file, all on the data scale):
+
+* ``normal-inverse-gamma`` (eq. 2): sigma^2 ~ IG(nu0/2, nu0 sigma0_sq/2),
+  mu | sigma^2 ~ N(mu0, sigma^2/kappa0).  Default: the paper's Example 1 prior
+  rescaled to the release's bounds is *not* a sensible default, so the default
+  prior is ``flat``.
+* ``flat``: p(mu, sigma^2) ∝ 1, proper only for n > 3 (Theorem 5).
+* ``jeffreys``: p(mu, sigma^2) ∝ 1/sigma^2 is refused: the posterior is improper
+  under the Laplace release (Theorem 4).
+
+Methods: ``gibbs`` (auto; ``inference.gaussian_gibbs``), ``grid`` (brute-force
+oracle; ``inference.gaussian_grid``) and ``naive`` (conjugate posterior that takes
+the noisy statistics as exact; ``inference.gaussian_grid:naive``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import InputError, RefusedError
+from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord
+from . import Family, SimulatedRelease
+
+#: relative tolerance for a stated sensitivity to count as "matching" the derived one
+SENSITIVITY_RTOL = 1e-9
+
+
+class GaussianStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mean: StatisticRecord
+    variance: StatisticRecord
+
+
+class GaussianRelease(ReleaseBase):
+    """Release of a bounded univariate Gaussian sample: noisy mean and variance."""
+
+    family: Literal["gaussian"]
+    n: Annotated[int, Field(strict=True, ge=2)]
+    bounds: tuple[FiniteFloat, FiniteFloat]
+    statistics: GaussianStatistics
+
+    @classmethod
+    def model_validate(cls, obj, *args, **kwargs):
+        release = super().model_validate(obj, *args, **kwargs)
+        release.check()
+        return release
+
+    def check(self) -> "GaussianRelease":
+        """Cross-field checks; derives omitted sensitivities.  Raises InputError."""
+        lo, hi = self.bounds
+        if not lo < hi:
+            raise InputError("release.bounds", f"lower bound must be below upper bound (got [{lo:g}, {hi:g}])")
+        width = hi - lo
+        expected = {"mean": width / self.n, "variance": width**2 / self.n}
+        for name in ("mean", "variance"):
+            rec: StatisticRecord = getattr(self.statistics, name)
+            field = f"release.statistics.{name}"
+            if isinstance(rec.value, bool) or not isinstance(rec.value, (int, float)):
+                raise InputError(f"{field}.value", "must be a single number")
+            if rec.mechanism != "laplace":
+                raise InputError(f"{field}.mechanism",
+                                 f"the gaussian engines support only 'laplace' (got {rec.mechanism!r})")
+            if rec.delta is not None or rec.sigma is not None:
+                raise InputError(f"{field}.delta" if rec.delta is not None else f"{field}.sigma",
+                                 "not used by the Laplace mechanism")
+            if rec.sensitivity is None:
+                rec.sensitivity = expected[name]
+            elif not math.isclose(rec.sensitivity, expected[name], rel_tol=SENSITIVITY_RTOL):
+                formula = "(b - a)/n" if name == "mean" else "(b - a)^2/n"
+                raise InputError(f"{field}.sensitivity",
+                                 f"{rec.sensitivity!r} does not match {formula} = {expected[name]!r}")
+        return self
+
+    # convenient accessors -------------------------------------------------------------
+    @property
+    def width(self) -> float:
+        return self.bounds[1] - self.bounds[0]
+
+    @property
+    def epsilon_mean(self) -> float:
+        return self.statistics.mean.epsilon
+
+    @property
+    def epsilon_variance(self) -> float:
+        return self.statistics.variance.epsilon
+
+
+# ---------------------------------------------------------------------------------------
+# priors
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GaussianPrior:
+    """Prior on (mu, sigma^2), hyperparameters on the data scale."""
+
+    kind: Literal["normal-inverse-gamma", "flat"]
+    mu0: float = 0.0
+    sigma0_sq: float = 1.0
+    kappa0: float = 1.0
+    nu0: float = 1.0
+
+    def scaled(self, lo: float, width: float) -> "GaussianPrior":
+        """The same prior on the [0, 1] scale (Theorem 1: mu -> (mu - a)/w, sigma^2 -> sigma^2/w^2)."""
+        if self.kind == "flat":
+            return self
+        return GaussianPrior(self.kind, (self.mu0 - lo) / width, self.sigma0_sq / width**2, self.kappa0, self.nu0)
+
+
+NIG_KEYS = ("mu0", "sigma0_sq", "kappa0", "nu0")
+
+
+def _number(value, field: str, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(field, f"must be a number (got {value!r})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise InputError(field, f"must be finite (got {value})")
+    if positive and value <= 0:
+        raise InputError(field, f"must be > 0 (got {value:g})")
+    return value
+
+
+def parse_prior(prior, release: GaussianRelease | None = None) -> GaussianPrior:
+    """Prior from None (flat), a ``[prior]`` dict, or a :class:`GaussianPrior`."""
+    if prior is None:
+        prior = {"kind": "flat"}
+    if isinstance(prior, GaussianPrior):
+        prior = {"kind": prior.kind, **({k: getattr(prior, k) for k in NIG_KEYS}
+                                        if prior.kind == "normal-inverse-gamma" else {})}
+    if not isinstance(prior, dict):
+        raise InputError("prior", "must be a table (dict) with a 'kind'")
+    kind = prior.get("kind")
+    if kind is None:
+        raise InputError("prior.kind", "missing (normal-inverse-gamma or flat)")
+    if kind == "jeffreys":
+        raise RefusedError("prior.kind", "the Jeffreys prior 1/sigma^2 gives an improper posterior under the "
+                                         "Laplace release (Kazan & Reiter, Theorem 4); use 'flat'")
+    if kind == "flat":
+        extra = sorted(set(prior) - {"kind"})
+        if extra:
+            raise InputError(f"prior.{extra[0]}", "unknown key for the flat prior")
+        if release is not None and release.n <= 3:
+            raise RefusedError("prior.kind", f"the flat prior gives a proper posterior only for n > 3 "
+                                             f"(Kazan & Reiter, Theorem 5); this release has n = {release.n}")
+        return GaussianPrior("flat")
+    if kind == "normal-inverse-gamma":
+        extra = sorted(set(prior) - {"kind", *NIG_KEYS})
+        if extra:
+            raise InputError(f"prior.{extra[0]}", "unknown key (mu0, sigma0_sq, kappa0, nu0)")
+        values = {}
+        for key in NIG_KEYS:
+            if key not in prior:
+                raise InputError(f"prior.{key}", "missing (the normal-inverse-gamma prior needs mu0, sigma0_sq, "
+                                                 "kappa0, nu0)")
+            values[key] = _number(prior[key], f"prior.{key}", positive=key != "mu0")
+        return GaussianPrior("normal-inverse-gamma", **values)
+    raise InputError("prior.kind", f"unknown prior kind {kind!r} (normal-inverse-gamma, flat)")
+
+
+# ---------------------------------------------------------------------------------------
+# curator
+# ---------------------------------------------------------------------------------------
+def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tuple[float, float]:
+    """Fractions (mean, variance) of the total epsilon.
+
+    ``None`` -> (0.5, 0.5); ``"F"`` -> (F, 1 - F) with 0 < F < 1; ``"F1,F2"`` -> (F1, F2),
+    both > 0 and summing to 1 (within 1e-9).
+    """
+    if split is None:
+        return 0.5, 0.5
+    parts = [p.strip() for p in str(split).split(",")]
+    try:
+        fractions = [float(p) for p in parts]
+    except ValueError:
+        raise InputError(field, f"must be a fraction F or two fractions 'F1,F2' (got {split!r})") from None
+    if not all(math.isfinite(f) for f in fractions):
+        raise InputError(field, f"fractions must be finite (got {split!r})")
+    if len(fractions) == 1:
+        f = fractions[0]
+        if not 0 < f < 1:
+            raise InputError(field, f"the mean's fraction must lie in (0, 1) (got {f:g})")
+        return f, 1.0 - f
+    if len(fractions) == 2:
+        if min(fractions) <= 0:
+            raise InputError(field, f"each fraction must be > 0 (got {split!r})")
+        if abs(sum(fractions) - 1.0) > 1e-9:
+            raise InputError(field, f"fractions must add up to 1 (got {split!r}, sum {sum(fractions):g})")
+        return fractions[0], fractions[1]
+    raise InputError(field, f"gaussian releases two statistics: give F or 'F1,F2' (got {split!r})")
+
+
+def curate(frame, options) -> dict:
+    """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
+    from ..curator import require_column
+    from ..mechanisms import draw_noise
+
+    column = require_column(frame, options.column, "column")
+    if options.bounds is None:
+        raise InputError("bounds", "is required for the gaussian family (--bounds LO HI)")
+    lo, hi = (float(v) for v in options.bounds)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise InputError("bounds", "must be finite")
+    if not lo < hi:
+        raise InputError("bounds", f"lower bound must be below upper bound (got {lo:g} {hi:g})")
+    if options.mechanism not in (None, "laplace"):
+        raise InputError("mechanism", f"the gaussian family releases through 'laplace' only (got {options.mechanism!r})")
+    try:
+        values = np.asarray(column, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("column", f"column {options.column!r} is not numeric") from None
+    if np.isnan(values).any():
+        raise InputError("column", f"column {options.column!r} has {int(np.isnan(values).sum())} missing values")
+    n = values.size
+    if n < 2:
+        raise InputError("column", f"needs at least 2 records (got {n})")
+    frac_mean, frac_var = parse_epsilon_split(options.epsilon_split)
+    eps_mean, eps_var = options.epsilon * frac_mean, options.epsilon * frac_var
+    clamped = np.clip(values, lo, hi)
+    width = hi - lo
+    sens_mean, sens_var = width / n, width**2 / n
+    ybar = float(clamped.mean())
+    s2 = float(clamped.var(ddof=1))
+    if options.seed is None:
+        seeds = [None, None]
+    else:
+        seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(options.seed).spawn(2)]
+    noisy_mean, sampler_mean = draw_noise("laplace", ybar, sens_mean / eps_mean, seeds[0])
+    noisy_var, sampler_var = draw_noise("laplace", s2, sens_var / eps_var, seeds[1])
+    return {
+        "format": FORMAT,
+        "family": "gaussian",
+        "n": int(n),
+        "bounds": [lo, hi],
+        "statistics": {
+            "mean": {"value": float(noisy_mean), "mechanism": "laplace", "epsilon": eps_mean,
+                     "sensitivity": sens_mean, "sampler": sampler_mean},
+            "variance": {"value": float(noisy_var), "mechanism": "laplace", "epsilon": eps_var,
+                         "sensitivity": sens_var, "sampler": sampler_var},
+        },
+    }
+
+
+def make_release(n: int, bounds, mean: float, variance: float, eps_mean: float, eps_variance: float,
+                 description: str | None = None) -> GaussianRelease:
+    """Build a validated release from released numbers (tests, simulations, Python users)."""
+    from ..release import load_release
+
+    data = {"format": FORMAT, "family": "gaussian", "n": int(n), "bounds": [float(bounds[0]), float(bounds[1])],
+            "statistics": {"mean": {"value": float(mean), "mechanism": "laplace", "epsilon": float(eps_mean)},
+                           "variance": {"value": float(variance), "mechanism": "laplace",
+                                        "epsilon": float(eps_variance)}}}
+    if description:
+        data["description"] = description
+    return load_release(data)
+
+
+# ---------------------------------------------------------------------------------------
+# simulation (calibration studies)
+# ---------------------------------------------------------------------------------------
+def draw_theta(prior: GaussianPrior, rng: np.random.Generator, size: int | None = None):
+    """(mu, sigma^2) on [0, 1] from the prior restricted to the feasible region (Theorem 2).
+
+    The flat prior restricted to sigma^2 <= mu(1 - mu) is proper (mu ~ Beta(2, 2));
+    the normal-inverse-gamma prior (hyperparameters taken on the [0, 1] scale) is
+    drawn and rejected until feasible.
+    """
+    m = 1 if size is None else int(size)
+    mu = np.empty(m)
+    s2 = np.empty(m)
+    todo = np.arange(m)
+    for _ in range(10_000):
+        k = todo.size
+        if prior.kind == "flat":
+            mu_c = rng.uniform(0.0, 1.0, k)
+            s2_c = rng.uniform(0.0, 0.25, k)
+        else:
+            s2_c = prior.nu0 * prior.sigma0_sq / 2.0 / rng.gamma(prior.nu0 / 2.0, 1.0, k)
+            mu_c = rng.normal(prior.mu0, np.sqrt(s2_c / prior.kappa0))
+        ok = (mu_c > 0) & (mu_c < 1) & (s2_c < mu_c * (1 - mu_c))
+        mu[todo[ok]] = mu_c[ok]
+        s2[todo[ok]] = s2_c[ok]
+        todo = todo[~ok]
+        if todo.size == 0:
+            break
+    else:
+        raise RefusedError("prior", "the prior puts almost no mass on the feasible region of [0, 1] data")
+    return (mu[0], s2[0]) if size is None else (mu, s2)
+
+
+def simulate(prior, n: int, epsilon: float, rng: np.random.Generator) -> SimulatedRelease:
+    """Draw (mu, sigma^2) from the prior (on [0, 1], feasible), statistics from the model, a release.
+
+    The statistics are drawn from the analysis model itself (Ybar ~ N(mu, sigma^2/n),
+    (n-1) S^2/sigma^2 ~ chi^2_{n-1}) so posterior ranks are exactly uniform; epsilon
+    is split evenly between the mean and the variance.
+    """
+    prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
+    if n < 2:
+        raise InputError("n", "must be >= 2")
+    mu, sigma2 = draw_theta(prior, rng)
+    ybar = rng.normal(mu, math.sqrt(sigma2 / n))
+    s2 = sigma2 * rng.chisquare(n - 1) / (n - 1)
+    eps = epsilon / 2.0
+    noisy_mean = ybar + rng.laplace(0.0, 1.0 / (eps * n))
+    noisy_var = s2 + rng.laplace(0.0, 1.0 / (eps * n))
+    release = make_release(n, (0.0, 1.0), noisy_mean, noisy_var, eps, eps)
+    return SimulatedRelease(theta={"mu": float(mu), "sigma2": float(sigma2)}, release=release,
+                            confidential={"mean": float(ybar), "variance": float(s2)})
+
+
+FAMILY = Family(
+    name="gaussian",
+    release_model=GaussianRelease,
+    methods={
+        "gibbs": "dpposterior.inference.gaussian_gibbs:gibbs",
+        "grid": "dpposterior.inference.gaussian_grid:grid",
+        "naive": "dpposterior.inference.gaussian_grid:naive",
+    },
+    auto_method="gibbs",
+    parse_prior=parse_prior,
+    curate=curate,
+    analysis_keys=frozenset({"joint_update", "grid_size"}),
+    naive_method="naive",
+    description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
+    simulate=simulate,
+)

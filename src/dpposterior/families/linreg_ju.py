@@ -1,0 +1,214 @@
+"""Family ``linreg-ju``: DP Bayesian linear regression of Ju et al. (2022) as set up by
+Xiong, Ju & Zhang (Sec. 4.2, App. E.2), for simulation-based inference.
+
+Model.  n records, x0_i ~ N_p(m, Sigma) (m = (0.9, -1.17), Sigma = I_2),
+y | x0 ~ N(x beta, sigma^2 I) with x = [1, x0] and sigma^2 = 2.  Each of x0 and y
+is clamped to [-c, c] (c = 10) and rescaled v -> v / c (the intercept column stays 1).
+Released statistic (9 numbers, in this order): x~'y~/n (3), y~'y~/n (1) and the
+entries (0,1), (0,2), (1,1), (1,2), (2,2) of x~'x~/n, each with Laplace noise of
+scale Delta/epsilon, Delta = (p^2 + 3p + 3)/n (= 0.13 for p = 2, n = 100).
+Prior beta ~ N(0, I_3).  Output variable ``beta`` (dim ``coef``).
+
+Release file::
+
+    {"format": "dpposterior-release/1", "family": "linreg-ju", "n": 100,
+     "design": {"x_mean": [0.9, -1.17], "x_cov": [[1, 0], [0, 1]], "noise_variance": 2.0, "clamp": 10.0},
+     "statistics": {"sufficient": {"value": [9 numbers], "mechanism": "laplace",
+                                   "epsilon": 10.0, "sensitivity": 0.13}}}
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing_extensions import Annotated
+
+from ..errors import InputError
+from ..inference.sbi_common import sbi_analysis_keys
+from ..mechanisms import Laplace
+from ..release import FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord
+from ..sbi import GaussianPrior, SimulatorModel
+from . import Family, SimulatedRelease
+
+STAT_NAMES = ["xy_0", "xy_1", "xy_2", "yy", "xx_01", "xx_02", "xx_11", "xx_12", "xx_22"]
+
+
+class Design(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x_mean: list[FiniteFloat] = Field(default_factory=lambda: [0.9, -1.17])
+    x_cov: list[list[FiniteFloat]] = Field(default_factory=lambda: [[1.0, 0.0], [0.0, 1.0]])
+    noise_variance: PositiveFloat = 2.0
+    clamp: PositiveFloat = 10.0
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        p = len(self.x_mean)
+        if p != 2:
+            raise ValueError("x_mean must have 2 entries (the 9-statistic release is for p = 2)")
+        cov = np.asarray(self.x_cov, float)
+        if cov.shape != (p, p):
+            raise ValueError(f"x_cov must be a {p}x{p} matrix")
+        if not np.allclose(cov, cov.T) or np.any(np.linalg.eigvalsh(cov) <= 0):
+            raise ValueError("x_cov must be symmetric positive definite")
+        return self
+
+
+class LinregJuStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sufficient: StatisticRecord
+
+    @field_validator("sufficient")
+    @classmethod
+    def _check(cls, rec: StatisticRecord):
+        if rec.mechanism != "laplace":
+            raise ValueError("mechanism must be 'laplace'")
+        if rec.sensitivity is None:
+            raise ValueError("sensitivity is required")
+        v = rec.array()
+        if v.shape != (9,):
+            raise ValueError("value must be a list of 9 numbers (x'y/n, y'y/n, 5 entries of x'x/n)")
+        return rec
+
+
+class LinregJuRelease(ReleaseBase):
+    family: Literal["linreg-ju"]
+    n: Annotated[int, Field(strict=True, ge=2)]
+    design: Design = Field(default_factory=Design)
+    statistics: LinregJuStatistics
+
+
+def sensitivity(n: int, p: int = 2) -> float:
+    """Delta(s) = (p^2 + 3p + 3)/n (Xiong, Ju & Zhang Sec. 4.2)."""
+    return (p * p + 3 * p + 3) / n
+
+
+def confidential_statistics(x0: np.ndarray, y: np.ndarray, clamp: float = 10.0) -> np.ndarray:
+    """The 9 statistics of clamped, rescaled data; x0 (..., n, 2), y (..., n)."""
+    xt = np.clip(x0, -clamp, clamp) / clamp
+    yt = np.clip(y, -clamp, clamp) / clamp
+    n = y.shape[-1]
+    ones = np.ones_like(yt)
+    x = np.stack([ones, xt[..., 0], xt[..., 1]], axis=-1)
+    xy = np.einsum("...ij,...i->...j", x, yt) / n
+    yy = (yt * yt).sum(axis=-1, keepdims=True) / n
+    xx = np.einsum("...ij,...ik->...jk", x, x) / n
+    return np.concatenate([xy, yy, xx[..., 0, 1:3], xx[..., 1, 1:3], xx[..., 2, 2:3]], axis=-1)
+
+
+def simulate_statistics(beta: np.ndarray, rng, n: int, design: Design) -> np.ndarray:
+    beta = np.asarray(beta, float).reshape(-1, 3)
+    mean = np.asarray(design.x_mean)
+    chol = np.linalg.cholesky(np.asarray(design.x_cov, float))
+    x0 = mean + rng.standard_normal((len(beta), n, 2)) @ chol.T
+    y = beta[:, None, 0] + np.einsum("bnj,bj->bn", x0, beta[:, 1:]) \
+        + np.sqrt(design.noise_variance) * rng.standard_normal((len(beta), n))
+    return confidential_statistics(x0, y, design.clamp)
+
+
+def parse_prior(prior, release=None):
+    if prior is None:
+        return GaussianPrior(np.zeros(3), np.eye(3))
+    if isinstance(prior, GaussianPrior):
+        if prior.dim != 3:
+            raise InputError("prior", "must be a 3-dimensional Gaussian prior on beta")
+        return prior
+    if not isinstance(prior, dict):
+        raise InputError("prior", "must be a table with keys mean, cov (or variance)")
+    unknown = set(prior) - {"kind", "mean", "cov", "variance"}
+    if unknown:
+        raise InputError(f"prior.{sorted(unknown)[0]}", "unknown key (use mean, cov or variance)")
+    if prior.get("kind", "normal") != "normal":
+        raise InputError("prior.kind", "must be 'normal'")
+    try:
+        mean = np.broadcast_to(np.asarray(prior.get("mean", 0.0), float), (3,))
+    except (ValueError, TypeError):
+        raise InputError("prior.mean", "must be a number or a list of 3 numbers") from None
+    if "cov" in prior:
+        try:
+            cov = np.asarray(prior["cov"], float)
+        except (ValueError, TypeError):
+            raise InputError("prior.cov", "must be a 3x3 matrix") from None
+        if cov.shape != (3, 3):
+            raise InputError("prior.cov", "must be a 3x3 matrix")
+    else:
+        try:
+            var = np.broadcast_to(np.asarray(prior.get("variance", 1.0), float), (3,))
+        except (ValueError, TypeError):
+            raise InputError("prior.variance", "must be a positive number or a list of 3") from None
+        if not np.all(np.isfinite(var)) or np.any(var <= 0):
+            raise InputError("prior.variance", "must be positive")
+        cov = np.diag(var)
+    if not np.all(np.isfinite(mean)):
+        raise InputError("prior.mean", "must be finite")
+    return GaussianPrior(mean, cov)
+
+
+def _outputs(theta):
+    return {"beta": theta}, {"beta": ["coef"]}, {"coef": [0, 1, 2]}
+
+
+def sbi_model(release: LinregJuRelease, prior) -> SimulatorModel:
+    rec = release.statistics.sufficient
+    mech = Laplace(rec.epsilon, rec.sensitivity)
+    n, design = release.n, release.design
+    return SimulatorModel(prior=prior, mechanism=mech, observed=rec.array(),
+                          simulate=lambda theta, rng: simulate_statistics(theta, rng, n, design),
+                          parameter_names=["beta_0", "beta_1", "beta_2"], outputs=_outputs, name="linreg-ju")
+
+
+def make_release(values, epsilon: float, n: int = 100, design: Design | None = None, sampler=None) -> dict:
+    rec = {"value": [float(v) for v in values], "mechanism": "laplace", "epsilon": float(epsilon),
+           "sensitivity": sensitivity(n)}
+    if sampler:
+        rec["sampler"] = sampler
+    return {"format": "dpposterior-release/1", "family": "linreg-ju", "n": int(n),
+            "design": (design or Design()).model_dump(), "statistics": {"sufficient": rec}}
+
+
+def curate(frame, options):
+    """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
+    from ..curator import require_column
+    from ..mechanisms import draw_noise
+
+    features = list(options.features or [])
+    if len(features) != 2:
+        raise InputError("features", "linreg-ju needs exactly 2 feature columns")
+    x0 = np.stack([np.asarray(require_column(frame, f, "features"), float) for f in features], axis=-1)
+    y = np.asarray(require_column(frame, options.response, "response"), float)
+    if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(y))):
+        raise InputError("data", "feature and response columns must be finite numbers")
+    n = len(y)
+    s = confidential_statistics(x0, y)
+    mech = Laplace(float(options.epsilon), sensitivity(n))
+    noisy, sampler = draw_noise("laplace", s, mech.scale, options.seed)
+    return make_release(noisy, options.epsilon, n, sampler=sampler)
+
+
+def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
+    prior = parse_prior(prior)
+    beta = prior.sample(1, rng)
+    s = simulate_statistics(beta, rng, n, Design())[0]
+    mech = Laplace(epsilon, sensitivity(n))
+    rel = make_release(mech.sample(s, rng), epsilon, n)
+    from ..release import load_release
+
+    return SimulatedRelease(theta={"beta": beta[0]}, release=load_release(rel), confidential={"s": s})
+
+
+FAMILY = Family(
+    name="linreg-ju",
+    release_model=LinregJuRelease,
+    methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
+             "sppe": "dpposterior.inference.sppe:sppe",
+             "sple": "dpposterior.inference.sple:sple"},
+    auto_method="sppe",
+    parse_prior=parse_prior,
+    curate=curate,
+    analysis_keys=sbi_analysis_keys(),
+    naive_method=None,
+    description="DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
+    simulate=simulate,
+    hooks={"sbi_model": sbi_model},
+)

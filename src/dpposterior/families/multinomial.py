@@ -1,0 +1,27 @@
+"""Family ``multinomial``: categorical records, released ``counts`` (Bernstein & Sheldon 2018, Sec. 3.2, 4).
+
+Model: x_i ~ Categorical(p), p ~ Dirichlet(alpha); release y = counts + Laplace(2/eps) per
+category (L1 sensitivity 2: changing one record moves two counts by one).  Output
+variable ``p`` with dim ``category``.  Methods: ``gibbs-ss`` (Algorithm 1, auto),
+``naive``, ``non-private`` (simulations only).
+"""
+
+from __future__ import annotations
+
+from . import Family
+from ._expfam import (ENGINE_KEYS, MultinomialRelease, calibration_batch, curate_multinomial, family_methods,
+                      parse_dirichlet_prior, simulate_multinomial)
+
+FAMILY = Family(
+    name="multinomial",
+    release_model=MultinomialRelease,
+    methods=family_methods(),
+    auto_method="gibbs-ss",
+    parse_prior=parse_dirichlet_prior,
+    curate=curate_multinomial,
+    analysis_keys=ENGINE_KEYS,
+    naive_method="naive",
+    description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
+    simulate=simulate_multinomial,
+    hooks={"calibration_batch": calibration_batch},
+)

@@ -1,0 +1,467 @@
+"""Family ``naive-bayes``: the naive Bayes log-linear model released as Laplace-noised two-way tables.
+
+Karwa, Kifer & Slavković, *Private Posterior Distributions from Variational
+Approximations* (paper 002), Sec. 4: a class variable Y with I levels and K
+features X_k with J_k levels; the sufficient statistics are the K two-way tables
+n^k_ij = #(Y = i, X_k = j).  Model (Sec. 4, also Xiong, Ju & Zhang App. E.3):
+
+    p = (p_1..p_I) ~ Dirichlet(alpha_i),     p^k_i. ~ Dirichlet(alpha^k_i.)
+    (n_1..n_I) ~ Multinomial(n, p),          n^k_i. | n_i ~ Multinomial(n_i, p^k_i.)
+
+n is public.  Two release parameterisations (recorded in ``statistics.tables.scale``):
+
+* ``counts`` (Karwa et al. Sec. 4): m^k_ij = n^k_ij + Laplace(2/eps) -- each table has
+  L1 sensitivity 2 (n fixed: one record moves from one cell to another), so each
+  table is eps-DP and the release is K*eps-DP by composition; ``epsilon`` is per table.
+* ``proportions`` (Xiong et al. App. E.3): m^k_ij = n^k_ij/n + Laplace(2K/(n eps)) --
+  the K tables together have sensitivity 2K/n, so ``epsilon`` is the total.
+
+Internally both are handled on the count scale: proportions times n with noise
+scale 2K/eps (a Laplace density rescales exactly).  Indices in ``value[k][i][j]``
+are 0-based positions; labels, when the curator knows them, are in
+``class_labels`` / ``feature_names`` / ``level_labels``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from ..errors import InputError
+from ..release import FORMAT, ReleaseBase, StatisticRecord
+from . import Family, SimulatedRelease
+
+SCALES = ("counts", "proportions")
+
+
+class _FieldError(ValueError):
+    """A whole-release check failing on a nested field; re-raised as ``release.<field>: reason``."""
+
+    def __init__(self, field: str, reason: str):
+        self.field, self.reason = field, reason
+        super().__init__(f"{field}: {reason}")
+
+
+class NaiveBayesStatistics(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: the K noisy two-way tables, value[k][i][j]
+    tables: StatisticRecord
+
+
+class NaiveBayesRelease(ReleaseBase):
+    """Release file of family ``naive-bayes`` (see docs/release-format.md)."""
+
+    family: Literal["naive-bayes"]
+    #: public number of records
+    n: int
+    #: number of levels I of the class variable Y
+    classes: int
+    #: numbers of levels J_k of the features X_1..X_K
+    levels: list[int]
+    statistics: NaiveBayesStatistics
+    class_name: str | None = None
+    class_labels: list[str] | None = None
+    feature_names: list[str] | None = None
+    level_labels: list[list[str]] | None = None
+
+    @field_validator("n", mode="before")
+    @classmethod
+    def _n(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"must be an integer (the public number of records), got {v!r}")
+        if v < 1:
+            raise ValueError(f"must be an integer >= 1 (the public number of records), got {v}")
+        return v
+
+    @field_validator("classes", mode="before")
+    @classmethod
+    def _classes(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"must be an integer, got {v!r}")
+        if v < 2:
+            raise ValueError(f"the class variable needs at least 2 levels, got {v}")
+        return v
+
+    @field_validator("levels", mode="before")
+    @classmethod
+    def _levels(cls, v):
+        if not isinstance(v, list) or len(v) == 0:
+            raise ValueError("must be a non-empty list of the features' numbers of levels")
+        for k, j in enumerate(v):
+            if isinstance(j, bool) or not isinstance(j, int):
+                raise ValueError(f"feature {k}: number of levels must be an integer, got {j!r}")
+            if j < 2:
+                raise ValueError(f"feature {k} needs at least 2 levels, got {j}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_tables(self):
+        rec = self.statistics.tables
+        where = "statistics.tables"
+        if rec.mechanism != "laplace":
+            raise _FieldError(f"{where}.mechanism", f"naive-bayes tables are released with 'laplace' noise")
+        for name in ("delta", "sigma", "trials", "m"):
+            if getattr(rec, name) is not None:
+                raise _FieldError(f"{where}.{name}", f"not used by the Laplace tables (remove it)")
+        if rec.scale is None:
+            raise _FieldError(f"{where}.scale", f"missing (one of: counts, proportions)")
+        if rec.scale not in SCALES:
+            raise _FieldError(f"{where}.scale", f"must be 'counts' or 'proportions' (got {rec.scale!r})")
+        value = rec.value
+        K, I = len(self.levels), self.classes
+        if not isinstance(value, list) or len(value) != K:
+            got = len(value) if isinstance(value, list) else "a number"
+            raise _FieldError(f"{where}.value", f"expected {K} tables (one per feature, levels has {K}), got {got}")
+        for k, table in enumerate(value):
+            if not isinstance(table, list) or len(table) != I:
+                got = len(table) if isinstance(table, list) else "a number"
+                raise _FieldError(f"{where}.value[{k}]", f"expected {I} rows (classes = {I}), got {got}")
+            for i, row in enumerate(table):
+                if not isinstance(row, list) or len(row) != self.levels[k]:
+                    got = len(row) if isinstance(row, list) else "a number"
+                    raise _FieldError(f"{where}.value[{k}][{i}]", f"expected {self.levels[k]} cells "
+                                     f"(levels[{k}] = {self.levels[k]}), got {got}")
+                if any(isinstance(x, list) for x in row):
+                    raise _FieldError(f"{where}.value[{k}][{i}]", f"cells must be numbers")
+        expected = sensitivity_for(rec.scale, self.n, K)
+        if rec.sensitivity is None:
+            rec.sensitivity = expected
+        elif not math.isclose(rec.sensitivity, expected, rel_tol=1e-9):
+            what = ("2 per table (counts, n fixed)" if rec.scale == "counts"
+                    else f"2K/n = {expected:g} for the K = {K} proportion tables")
+            raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {rec.sensitivity:g}")
+        if self.class_labels is not None and len(self.class_labels) != I:
+            raise _FieldError("class_labels", f"expected {I} labels, got {len(self.class_labels)}")
+        if self.feature_names is not None and len(self.feature_names) != K:
+            raise _FieldError("feature_names", f"expected {K} names, got {len(self.feature_names)}")
+        if self.level_labels is not None:
+            if len(self.level_labels) != K or any(len(lab) != j for lab, j in zip(self.level_labels, self.levels)):
+                raise _FieldError("level_labels", f"must list levels[k] labels for each feature")
+        return self
+
+    @classmethod
+    def model_validate(cls, obj, *args, **kwargs):
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            cause = (err.get("ctx") or {}).get("error")
+            if isinstance(cause, _FieldError):
+                raise InputError(f"release.{cause.field}", cause.reason) from None
+            raise
+
+    # -- derived quantities -------------------------------------------------------
+    @property
+    def K(self) -> int:
+        return len(self.levels)
+
+    @property
+    def scale(self) -> str:
+        return self.statistics.tables.scale
+
+    def total_privacy_cost(self) -> tuple[float, float]:
+        """counts: epsilon is per table, K tables compose to K*eps; proportions: epsilon is the total."""
+        eps = self.statistics.tables.epsilon
+        return (eps * self.K if self.scale == "counts" else eps), 0.0
+
+    def noise_scale_counts(self) -> float:
+        """Laplace scale b on the count scale (2/eps for counts, n * 2K/(n eps) = 2K/eps for proportions)."""
+        rec = self.statistics.tables
+        b = rec.sensitivity / rec.epsilon
+        return b if self.scale == "counts" else b * self.n
+
+    def released_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(m, mask): noisy counts on the count scale, shape (K, I, Jmax), padded with 0 where mask is False."""
+        jmax = max(self.levels)
+        m = np.zeros((self.K, self.classes, jmax))
+        mask = np.zeros((self.K, self.classes, jmax), dtype=bool)
+        factor = 1.0 if self.scale == "counts" else float(self.n)
+        for k, table in enumerate(self.statistics.tables.value):
+            jk = self.levels[k]
+            m[k, :, :jk] = np.asarray(table, dtype=float) * factor
+            mask[k, :, :jk] = True
+        return m, mask
+
+    def coords(self) -> dict[str, list]:
+        return {
+            "class": list(self.class_labels) if self.class_labels else list(range(self.classes)),
+            "feature": list(self.feature_names) if self.feature_names else list(range(self.K)),
+            "level": list(range(max(self.levels))),
+        }
+
+
+def sensitivity_for(scale: str, n: int, K: int) -> float:
+    """L1 sensitivity of one release of the tables (n public, one record changed)."""
+    return 2.0 if scale == "counts" else 2.0 * K / n
+
+
+# -- prior ------------------------------------------------------------------------------
+
+@dataclass
+class DirichletPrior:
+    """Dirichlet priors on p (``class_alpha``, shape (I,)) and each p^k_i. (``feature_alpha``,
+    shape (K, I, Jmax), NaN where level j does not exist).  ``uniform`` holds the common alpha
+    while the shape is unknown (no release yet); :meth:`resolve` fixes the shape."""
+
+    uniform: float | None = 1.0
+    class_alpha: np.ndarray | None = None
+    feature_alpha: np.ndarray | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.class_alpha is not None
+
+    def resolve(self, classes: int, levels: list[int], field: str = "prior.alpha") -> "DirichletPrior":
+        K, jmax = len(levels), max(levels)
+        if self.resolved:
+            if self.class_alpha.shape != (classes,):
+                raise InputError(f"{field}.class", f"expected {classes} values (classes), got {self.class_alpha.shape[0]}")
+            if self.feature_alpha.shape[:2] != (K, classes):
+                raise InputError(f"{field}.features",
+                                 f"expected {K} x {classes} rows (features x classes), got "
+                                 f"{self.feature_alpha.shape[0]} x {self.feature_alpha.shape[1]}")
+            for k, jk in enumerate(levels):
+                row = self.feature_alpha[k, 0]
+                got = int(np.sum(np.isfinite(row)))
+                if got != jk:
+                    raise InputError(f"{field}.features", f"feature {k}: expected {jk} values per class, got {got}")
+            fa = np.full((K, classes, jmax), np.nan)
+            fa[:, :, : self.feature_alpha.shape[2]] = self.feature_alpha[:, :, :jmax]
+            return DirichletPrior(uniform=None, class_alpha=self.class_alpha.copy(), feature_alpha=fa)
+        fa = np.full((K, classes, jmax), np.nan)
+        for k, jk in enumerate(levels):
+            fa[k, :, :jk] = self.uniform
+        return DirichletPrior(uniform=self.uniform, class_alpha=np.full(classes, float(self.uniform)), feature_alpha=fa)
+
+    def feature_alpha_filled(self) -> np.ndarray:
+        """feature_alpha with 0 in place of NaN padding (for vectorised arithmetic under a mask)."""
+        return np.nan_to_num(self.feature_alpha, nan=0.0)
+
+    def describe(self) -> str:
+        if self.uniform is not None:
+            return f"dirichlet(alpha={self.uniform:g})"
+        return "dirichlet(structured alpha)"
+
+
+def _positive(x, field: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise InputError(field, f"must be a finite number > 0 (got {x!r})")
+    return float(x)
+
+
+def parse_prior(prior, release=None) -> DirichletPrior:
+    """``None`` (uniform Dirichlet(1)), ``{"kind": "dirichlet", "alpha": a}`` or
+    ``{"kind": "dirichlet", "alpha": {"class": [..I..], "features": [k][i][j]}}``, or a DirichletPrior."""
+    if prior is None:
+        obj = DirichletPrior(uniform=1.0)
+    elif isinstance(prior, DirichletPrior):
+        obj = prior
+    elif isinstance(prior, dict):
+        unknown = set(prior) - {"kind", "alpha"}
+        if unknown:
+            raise InputError(f"prior.{sorted(unknown)[0]}", "unknown key for family 'naive-bayes' (kind, alpha)")
+        kind = prior.get("kind", "dirichlet")
+        if kind != "dirichlet":
+            raise InputError("prior.kind", f"must be 'dirichlet' for family 'naive-bayes' (got {kind!r})")
+        alpha = prior.get("alpha", 1.0)
+        if isinstance(alpha, dict):
+            obj = _structured_alpha(alpha)
+        else:
+            obj = DirichletPrior(uniform=_positive(alpha, "prior.alpha"))
+    else:
+        raise InputError("prior", f"must be a table (kind, alpha) for family 'naive-bayes', got {type(prior).__name__}")
+    if release is not None:
+        obj = obj.resolve(release.classes, release.levels)
+    return obj
+
+
+def _structured_alpha(alpha: dict) -> DirichletPrior:
+    unknown = set(alpha) - {"class", "features"}
+    if unknown or "class" not in alpha or "features" not in alpha:
+        raise InputError("prior.alpha", "a structured alpha needs exactly the keys 'class' and 'features'")
+    cls = alpha["class"]
+    if not isinstance(cls, list) or len(cls) < 2:
+        raise InputError("prior.alpha.class", "must be a list of at least 2 numbers > 0")
+    class_alpha = np.array([_positive(x, "prior.alpha.class") for x in cls])
+    feats = alpha["features"]
+    if not isinstance(feats, list) or not feats:
+        raise InputError("prior.alpha.features", "must be a list (one entry per feature) of [class][level] lists")
+    rows = []
+    for k, table in enumerate(feats):
+        if not isinstance(table, list) or len(table) != len(cls):
+            raise InputError("prior.alpha.features", f"feature {k}: expected {len(cls)} rows (one per class)")
+        lens = {len(r) if isinstance(r, list) else -1 for r in table}
+        if len(lens) != 1 or min(lens) < 2:
+            raise InputError("prior.alpha.features", f"feature {k}: every row must list the same >= 2 numbers")
+        rows.append([[_positive(x, "prior.alpha.features") for x in r] for r in table])
+    jmax = max(len(t[0]) for t in rows)
+    fa = np.full((len(rows), len(cls), jmax), np.nan)
+    for k, t in enumerate(rows):
+        fa[k, :, : len(t[0])] = np.asarray(t)
+    return DirichletPrior(uniform=None, class_alpha=class_alpha, feature_alpha=fa)
+
+
+# -- curator ---------------------------------------------------------------------------
+
+def curate(frame, options) -> dict:
+    """CSV of categorical columns -> release.  ``--columns Y,X1,...`` (class first), ``--scale``.
+
+    The level sets are taken from the data and treated as public (a codebook); a curator
+    whose level sets are themselves confidential must recode the columns first.
+    """
+    from ..curator import require_column
+    from ..mechanisms.noise import draw_noise
+
+    cols = options.columns
+    if not cols or len(cols) < 2:
+        raise InputError("columns", "naive-bayes needs the class column then at least one feature column (--columns Y,X1,...)")
+    if len(set(cols)) != len(cols):
+        raise InputError("columns", "a column is listed twice")
+    for c in cols:
+        require_column(frame, c, "columns")
+    scale = options.scale or "counts"
+    if scale not in SCALES:
+        raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
+    if options.mechanism not in (None, "laplace"):
+        raise InputError("mechanism", "naive-bayes tables are released with the Laplace mechanism only")
+    n = len(frame)
+    if n == 0:
+        raise InputError("data", "the CSV has no rows")
+    codes, labels = [], []
+    for c in cols:
+        col = frame[c]
+        if col.isna().any():
+            raise InputError("columns", f"column {c!r} has missing values (recode them as a level first)")
+        levels = sorted(col.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
+        index = {v: i for i, v in enumerate(levels)}
+        if len(levels) < 2:
+            raise InputError("columns", f"column {c!r} has a single level ({levels[0]!r}); it carries no information")
+        codes.append(col.map(index).to_numpy())
+        labels.append([str(v) for v in levels])
+    y = codes[0]
+    I = len(labels[0])
+    tables = []
+    for xk, lab in zip(codes[1:], labels[1:]):
+        t = np.zeros((I, len(lab)))
+        np.add.at(t, (y, xk), 1.0)
+        tables.append(t)
+    K = len(tables)
+    sens = sensitivity_for(scale, n, K)
+    b = sens / options.epsilon
+    # one call draws the noise of every cell of every table (independent Laplace(b) each)
+    flat = np.concatenate([(t if scale == "counts" else t / n).ravel() for t in tables])
+    out, sampler = draw_noise("laplace", flat, b, options.seed)
+    noisy, start = [], 0
+    for t in tables:
+        noisy.append(out[start:start + t.size].reshape(t.shape).tolist())
+        start += t.size
+    return {
+        "format": FORMAT,
+        "family": "naive-bayes",
+        "n": int(n),
+        "classes": I,
+        "levels": [len(lab) for lab in labels[1:]],
+        "class_name": cols[0],
+        "class_labels": labels[0],
+        "feature_names": list(cols[1:]),
+        "level_labels": labels[1:],
+        "statistics": {"tables": {
+            "value": noisy, "mechanism": "laplace", "epsilon": float(options.epsilon), "sensitivity": sens,
+            "scale": scale, "sampler": sampler,
+            "note": ("epsilon per table; K tables compose to K*epsilon" if scale == "counts"
+                     else "epsilon is the total over the K proportion tables"),
+        }},
+    }
+
+
+# -- simulation (for ``dpposterior calibrate`` and the benchmarks) ---------------------------
+
+def draw_parameters(prior: DirichletPrior, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(class_prob (I,), feature_prob (K, I, Jmax) NaN-padded) from the prior."""
+    class_prob = rng.dirichlet(prior.class_alpha)
+    fa = prior.feature_alpha
+    feature_prob = np.full(fa.shape, np.nan)
+    for k in range(fa.shape[0]):
+        jk = int(np.sum(np.isfinite(fa[k, 0])))
+        for i in range(fa.shape[1]):
+            feature_prob[k, i, :jk] = rng.dirichlet(fa[k, i, :jk])
+    return class_prob, feature_prob
+
+
+def draw_tables(class_prob, feature_prob, n: int, rng) -> np.ndarray:
+    """Confidential counts n^k_ij, shape (K, I, Jmax) (0 in padding), as in Karwa et al. Sec. 5 steps 3-4."""
+    class_counts = rng.multinomial(n, class_prob)
+    K, I, jmax = feature_prob.shape
+    tables = np.zeros((K, I, jmax))
+    for k in range(K):
+        jk = int(np.sum(np.isfinite(feature_prob[k, 0])))
+        for i in range(I):
+            tables[k, i, :jk] = rng.multinomial(class_counts[i], feature_prob[k, i, :jk])
+    return tables
+
+
+def release_from_tables(tables: np.ndarray, levels: list[int], n: int, epsilon: float, rng,
+                        scale: str = "counts") -> dict:
+    """Release dict of confidential tables (K, I, Jmax) with numpy Laplace noise."""
+    K = len(levels)
+    b = sensitivity_for(scale, n, K) / epsilon
+    values = []
+    for k, jk in enumerate(levels):
+        t = tables[k, :, :jk] if scale == "counts" else tables[k, :, :jk] / n
+        values.append((t + rng.laplace(0.0, b, size=t.shape)).tolist())
+    return {
+        "format": FORMAT, "family": "naive-bayes", "n": int(n), "classes": int(tables.shape[1]),
+        "levels": [int(j) for j in levels],
+        "statistics": {"tables": {"value": values, "mechanism": "laplace", "epsilon": float(epsilon),
+                                  "sensitivity": sensitivity_for(scale, n, K), "scale": scale,
+                                  "sampler": f"numpy-{np.__version__} (simulation)"}},
+    }
+
+
+def simulate(prior, n: int, epsilon: float, rng, *, classes: int = 2, levels=(2, 2),
+             scale: str = "counts") -> SimulatedRelease:
+    """theta ~ prior, tables ~ model, release through the Laplace mechanism (Karwa et al. Sec. 5).
+
+    The shape comes from a structured prior if given, else ``classes`` / ``levels``
+    (default I = K = J = 2, as in Xiong et al. App. E.3).  ``epsilon`` is per table for
+    ``scale="counts"``.  ``theta`` is keyed by the posterior variable names.
+    """
+    from ..release import load_release
+
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError("n", f"must be an integer >= 1 (got {n!r})")
+    p = parse_prior(prior, None)
+    if p.resolved:
+        classes = p.class_alpha.shape[0]
+        levels = [int(np.sum(np.isfinite(p.feature_alpha[k, 0]))) for k in range(p.feature_alpha.shape[0])]
+    p = p.resolve(classes, list(levels))
+    class_prob, feature_prob = draw_parameters(p, rng)
+    tables = draw_tables(class_prob, feature_prob, int(n), rng)
+    release = load_release(release_from_tables(tables, list(levels), int(n), epsilon, rng, scale))
+    return SimulatedRelease(theta={"class_prob": class_prob, "feature_prob": feature_prob}, release=release,
+                            confidential={"tables": tables})
+
+
+FAMILY = Family(
+    name="naive-bayes",
+    release_model=NaiveBayesRelease,
+    methods={
+        "vb": "dpposterior.inference.naive_bayes_vb:vb_engine",
+        "naive": "dpposterior.inference.naive_bayes_vb:naive_engine",
+        "non-private": "dpposterior.inference.naive_bayes_vb:nonprivate_engine",
+        "exact-enumeration": "dpposterior.inference.naive_bayes_exact:exact_engine",
+    },
+    auto_method="vb",
+    parse_prior=parse_prior,
+    curate=curate,
+    analysis_keys=frozenset({"tol", "max_iter", "confidential"}),
+    naive_method="naive",
+    description="naive Bayes log-linear model from Laplace-noised two-way tables (Karwa, Kifer & Slavkovic)",
+    simulate=simulate,
+)

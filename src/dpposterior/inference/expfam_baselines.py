@@ -1,0 +1,181 @@
+"""Baselines of Bernstein & Sheldon (NeurIPS 2018), Sec. 4 "Methods", and the calibration batch hook.
+
+* ``naive``: conjugate update with the noisy statistics as if they were exact
+  (Foulds et al. 2016; Zhang et al. 2016), clipped to the valid range.  For the
+  truncated families the paper lets the naive method "cheat" with the noisy
+  *untruncated* sum (same noise magnitude, not private): inside simulations we do the
+  same when the confidential ``noisy_full_sum`` is passed; on a real release the naive
+  method treats the noisy truncated sum as the full sum (ignoring noise and truncation).
+  The posterior's attrs say which.
+* ``non-private``: conjugate update with the confidential statistics (simulations only).
+* ``ops``: one-posterior sampling (Wang et al. 2015; Foulds et al. 2016) for the
+  binomial: 100 samples, each from the exponential mechanism with utility
+  log p(x | theta) on theta in [a0, 1 - a0] (a0 = 0.1) at eps/100, i.e. from the prior
+  times the likelihood tempered by tau = (eps/100) / (2 Delta_u), Delta_u =
+  log((1 - a0)/a0) the sensitivity of the Bernoulli log-likelihood on that interval.
+  It needs the confidential data (it *is* a release mechanism): simulations only.
+
+``calibration_batch`` runs any of these (and Gibbs-SS) for a list of simulated
+releases at once; ``dpposterior calibrate`` uses it through ``Family.hooks``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from ..errors import InputError, RefusedError
+from ..families._expfam import require_confidential
+from .gibbs_ss import TRUNCATED_CODES, make_posterior, release_arrays, sample_batch
+
+OPS_SAMPLES = 100
+OPS_A0 = 0.1
+
+
+# --------------------------------------------------------------------------- vectorised draws
+def conjugate_draws(family: str, s, n, prior, size: tuple, rng) -> np.ndarray:
+    """Conjugate posterior draws given statistics ``s`` (T,) or (T, K): shape (T, *size[, K])."""
+    s = np.asarray(s, float)
+    n = np.asarray(n, float)
+    T = s.shape[0]
+    n = np.broadcast_to(n, (T,))
+    expand = (slice(None),) + (None,) * len(size)
+    if family == "binomial":
+        return rng.beta((prior.alpha + s)[expand], (prior.beta + n - s)[expand], size=(T, *size))
+    if family == "multinomial":
+        K = s.shape[1]
+        conc = prior.vector(K)[None, :] + s  # (T, K)
+        g = rng.gamma(conc[(slice(None),) + (None,) * len(size) + (slice(None),)], size=(T, *size, K))
+        return g / g.sum(axis=-1, keepdims=True)
+    if family == "exponential":
+        return rng.gamma((prior.shape + n)[expand], 1.0 / (prior.rate + s)[expand], size=(T, *size))
+    if family == "poisson":
+        return rng.gamma((prior.shape + s)[expand], 1.0 / (prior.rate + n)[expand], size=(T, *size))
+    raise InputError("family", f"no conjugate update for family {family!r}")
+
+
+def clip_statistic(family: str, y, n, bounds=None) -> np.ndarray:
+    """Noisy statistics clipped to the range a true statistic can take."""
+    y = np.asarray(y, float)
+    n = np.asarray(n, float)
+    if family in ("binomial", "multinomial"):
+        nn = n.reshape(n.shape + (1,) * (y.ndim - n.ndim)) if n.ndim else n
+        return np.clip(y, 0.0, nn)
+    hi = np.inf if bounds is None else n * np.asarray(bounds, float)[..., 1]
+    return np.clip(y, 0.0, hi)
+
+
+def ops_draws(s, n, prior, epsilon, rng, samples: int = OPS_SAMPLES, a0: float = OPS_A0) -> np.ndarray:
+    """OPS for the binomial: (T, samples) draws, each at epsilon/samples."""
+    s = np.asarray(s, float)
+    n = np.broadcast_to(np.asarray(n, float), s.shape)
+    eps = np.broadcast_to(np.asarray(epsilon, float), s.shape)
+    delta_u = math.log((1.0 - a0) / a0)
+    tau = (eps / samples) / (2.0 * delta_u)
+    a = (prior.alpha + tau * s)[:, None]
+    b = (prior.beta + tau * (n - s))[:, None]
+    lo, hi = stats.beta.cdf(a0, a, b), stats.beta.cdf(1.0 - a0, a, b)
+    u = lo + (hi - lo) * rng.random((s.shape[0], samples))
+    return np.clip(stats.beta.ppf(u, a, b), a0, 1.0 - a0)
+
+
+# --------------------------------------------------------------------------- engines
+def _attrs(prior, **extra):
+    return {"prior": str(prior.to_dict()), **extra}
+
+
+def _size(options):
+    return (options.chains, options.draws)
+
+
+def naive(release, prior, options):
+    """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
+    arrays = release_arrays(release)
+    rng = options.rng()
+    conf = options.extra.get("confidential")
+    note = "noisy statistics treated as exact (clipped to the valid range)"
+    if release.family in TRUNCATED_CODES:
+        if isinstance(conf, dict) and "noisy_full_sum" in conf:
+            s = np.array([max(float(conf["noisy_full_sum"]), 0.0)])
+            note = ("CHEATING as in Bernstein & Sheldon Sec. 4: uses the noisy untruncated sum from the "
+                    "simulation (same noise magnitude; not private)")
+        else:
+            s = clip_statistic(release.family, arrays["y"], arrays["n"], arrays["bounds"])
+            note = "noisy truncated sum treated as the exact full sum (ignores noise and truncation)"
+    else:
+        y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]
+        s = clip_statistic(release.family, y, arrays["n"])
+    theta = conjugate_draws(release.family, s, arrays["n"], prior, _size(options), rng)[0]
+    return make_posterior(release, "naive", theta, _attrs(prior, naive_statistic=note))
+
+
+def _confidential_statistic(release, conf) -> np.ndarray:
+    key = {"binomial": "successes", "multinomial": "counts"}.get(release.family, "sum")
+    if key not in conf:
+        raise InputError("confidential", f"missing the confidential statistic {key!r}")
+    value = np.asarray(conf[key], float)
+    return value[None, ...] if value.ndim == 1 else value.reshape(1)
+
+
+def non_private(release, prior, options):
+    """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
+    conf = require_confidential(options, "non-private")
+    s = _confidential_statistic(release, conf)
+    theta = conjugate_draws(release.family, s, float(release.n), prior, _size(options), options.rng())[0]
+    return make_posterior(release, "non-private", theta, _attrs(prior, note="uses confidential statistics"))
+
+
+def ops(release, prior, options):
+    """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
+    if release.family != "binomial":
+        raise RefusedError("method", "ops is implemented for the binomial family only")
+    conf = require_confidential(options, "ops")
+    s = _confidential_statistic(release, conf)
+    eps = release.statistics.successes.epsilon
+    theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
+    return make_posterior(release, "ops", theta[None, :],
+                          _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
+                                             f"[{OPS_A0}, {1 - OPS_A0}]"))
+
+
+# --------------------------------------------------------------------------- calibration hook
+def calibration_batch(method: str, sims, prior, *, draws: int | None = None, warmup: int | None = None,
+                      seed=None):
+    """Draws of ``method`` for every simulated release: array (T, S, D), or None if not handled here.
+
+    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.
+    """
+    family = sims[0].release.family
+    draws = int(draws or 5000)
+    rng = np.random.default_rng(seed)
+    T = len(sims)
+    n = np.array([float(sim.release.n) for sim in sims])
+    if family == "multinomial":
+        y = np.stack([sim.release.released for sim in sims])
+    else:
+        y = np.array([sim.release.released[0] for sim in sims])
+    if method == "gibbs-ss":
+        scale = np.array([sim.release.laplace_scale for sim in sims])
+        bounds = np.array([sim.release.bounds for sim in sims]) if family in TRUNCATED_CODES else None
+        out = sample_batch(family, y, n, scale, prior, bounds=bounds, chains=1,
+                           warmup=2000 if warmup is None else int(warmup), draws=draws, seed=seed)
+        theta = out["theta"][:, 0]
+    elif method == "naive":
+        if family in TRUNCATED_CODES:
+            s = np.array([max(float(sim.confidential["noisy_full_sum"]), 0.0) for sim in sims])
+        else:
+            s = clip_statistic(family, y, n)
+        theta = conjugate_draws(family, s, n, prior, (draws,), rng)
+    elif method == "non-private":
+        key = {"binomial": "successes", "multinomial": "counts"}.get(family, "sum")
+        s = np.array([np.asarray(sim.confidential[key], float) for sim in sims])
+        theta = conjugate_draws(family, s, n, prior, (draws,), rng)
+    elif method == "ops" and family == "binomial":
+        s = np.array([float(sim.confidential["successes"]) for sim in sims])
+        eps = np.array([sim.release.statistics.successes.epsilon for sim in sims])
+        theta = ops_draws(s, n, prior, eps, rng)
+    else:
+        return None
+    return theta.reshape(T, theta.shape[1], -1)

@@ -1,0 +1,577 @@
+r"""Exact Gibbs sampler for the bounded univariate Gaussian (Kazan & Reiter, App. B-D).
+
+Everything runs on the [0, 1] scale (Theorem 1): with data bounds [a, b], w = b - a,
+the released statistics become ystar = (Ybar* - a)/w and s2star = S2*/w^2, the
+Laplace scales b1 = 1/(eps1 n) and b2 = 1/(eps2 n), and the draws are mapped back
+as mu -> a + w mu, sigma^2 -> w^2 sigma^2.
+
+Model (App. C, eqs. 28-33), latent Ybar, S^2 and omega^2:
+
+    Ybar | mu, s2 ~ N(mu, s2/n),   S^2 | s2 ~ Gam((n-1)/2, (n-1)/(2 s2)),
+    Ybar* | Ybar, omega^2 ~ N(Ybar, omega^2),   omega^2 ~ Exp(1/(2 b1^2)),
+    S2* | S^2 ~ Lap(S^2, b2),
+
+prior NIG: s2 ~ IG(nu0/2, nu0 sigma0^2/2), mu | s2 ~ N(mu0, s2/kappa0), or flat
+p(mu, s2) ∝ 1 (n > 3, Theorem 5).  ``constrained=True`` multiplies by the indicators
+of Theorem 2 (s2 <= mu(1 - mu), on the prior) and Theorem 3
+(S^2 <= n/(n-1) Ybar(1 - Ybar), on the likelihood), as App. D does.
+
+Full conditionals (App. D, eqs. 48-67), with the sigma^2 one corrected
+-----------------------------------------------------------------------
+* mu | .      ~ N((n Ybar + kappa0 mu0)/(n + kappa0), s2/(n + kappa0))     (eq. 48; flat: kappa0 = 0),
+  constrained: truncated to [1/2 - sqrt(1/4 - s2), 1/2 + sqrt(1/4 - s2)] (eq. 53).
+* sigma^2 | . -- derivation.  Collect every factor of the joint density that holds s2:
+
+      prior      (s2)^{-nu0/2-1} exp(-nu0 sigma0^2/(2 s2))           [IG(nu0/2, nu0 sigma0^2/2)]
+                 (s2)^{-1/2}    exp(-kappa0 (mu - mu0)^2/(2 s2))       [N(mu0, s2/kappa0) -- depends on s2!]
+      Ybar       (s2)^{-1/2}    exp(-n (Ybar - mu)^2/(2 s2))
+      S^2        (s2)^{-(n-1)/2} exp(-(n-1) S^2/(2 s2))                [Gam((n-1)/2, (n-1)/(2 s2))]
+
+  Their product is (s2)^{-(n + nu0 + 1)/2 - 1} exp(-B/s2), i.e.
+
+      s2 | . ~ IG((n + nu0 + 1)/2, (nu0 sigma0^2 + (n-1) S^2 + n (Ybar - mu)^2 + kappa0 (mu - mu0)^2)/2).
+
+  The paper's eqs. (38), (49), (54) drop the second prior line (the "+1" in the shape
+  and the kappa0 term): that is the semi-conjugate prior mu ~ N(mu0, .) independent of
+  s2, not the stated prior (2), so its conditionals belong to no single joint.  Under
+  the flat prior the product is (s2)^{-n/2} exp(.) -> IG((n-2)/2, ((n-1)S^2 + n(Ybar-mu)^2)/2),
+  the paper's eq. (59), which is right.  The draw is truncated to s2 < (n-1)/(2 n eps2)
+  (eq. 49; needed for the TGM form of S^2 below) and, constrained, to s2 <= mu(1-mu) (eq. 54).
+* Ybar | .    ~ N((ystar/omega^2 + n mu/s2)/(1/omega^2 + n/s2), 1/(1/omega^2 + n/s2))  (eq. 50),
+  constrained: truncated to [1/2 -+ sqrt(1/4 - (n-1)/n S^2)] (eq. 55).
+* 1/omega^2 | . ~ InvGauss(1/(b1 |ystar - Ybar|), 1/b1^2)   (eq. 51, Bayesian-LASSO form).
+* S^2 | .     ~ TGM((n-1)/2, (n-1)/(2 s2), 1/b2, s2star)   (eq. 52, App. B), constrained:
+  truncated to (0, n/(n-1) Ybar(1 - Ybar)] (eq. 57).  The TGM needs (n-1)/(2 s2) > 1/b2,
+  i.e. s2 < (n-1)/(2 n eps2) (eq. 47): the sampler enforces it on sigma^2 (reject-and-redraw
+  in the paper; here a truncated draw), and refuses releases with eps2 >= 2(n-1)/n, where the
+  cut would remove feasible sigma^2 <= 1/4 (Corollary 1) and no constraint saves the form.
+
+Joint update (better mixing)
+----------------------------
+The Gibbs sweep mixes slowly: S^2 pins sigma^2 (and Ybar pins mu) while the released
+statistics are far noisier than the sampling variation.  Each iteration therefore adds
+one Metropolis-Hastings move of (mu, log s2) with the latents integrated out:
+
+* Ybar is proposed from its exact conditional under the *unconstrained* model,
+  r(Ybar | mu, s2) ∝ N(Ybar; mu, s2/n) exp(-|ystar - Ybar|/b1), a two-piece mixture of
+  truncated normals whose normaliser is the normal-Laplace convolution L1(mu, s2);
+* S^2 is integrated out in closed form: G(s2, c) = ∫_0^c Gam(x; (n-1)/2, (n-1)/(2 s2))
+  Lap(s2star; x, b2) dx is a sum of two incomplete gamma functions (the TGM normaliser,
+  eq. 26), with c = n/(n-1) Ybar(1-Ybar) constrained and c = inf otherwise.
+
+The acceptance ratio is prior * L1 * G * s2 (Jacobian) at the proposal over the same at
+the current state (r cancels against the target's Ybar factor), so the move leaves the
+joint posterior invariant; unconstrained it is a Metropolis step on the exact marginal
+p(mu, s2 | ystar, s2star).  S^2 and omega^2 are redrawn from their full conditionals at the start of the next sweep.
+The random-walk covariance is adapted during warm-up only, pooled over the chains of
+each dataset (chains of one dataset share a target), so the kept draws come from a
+fixed kernel.  ``joint_update=False`` gives the paper's plain Gibbs sampler.
+
+State arrays carry a leading chain axis; chains may belong to different datasets (the
+problem's arrays have one entry per chain), which is how simulation studies run
+thousands of posteriors in one vectorised call (BlackJAX-style ``init`` / ``step``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import special
+
+from ..errors import RefusedError
+from ..posterior import Posterior
+from .truncated import log_diff_exp, log_gammainc, log_gammaincc, truncgamma_rvs, truncnorm_rvs
+
+_EPS_S2 = 1e-12  # smallest sigma^2 / S^2 the sampler keeps (on [0, 1]): avoids division by zero
+
+
+# ---------------------------------------------------------------------------------------
+# problem and state
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Problem:
+    """One posterior per chain, on the [0, 1] scale; every field broadcasts to (chains,)."""
+
+    n: np.ndarray
+    ystar: np.ndarray
+    s2star: np.ndarray
+    b1: np.ndarray              # Laplace scale of the released mean
+    lam2: np.ndarray            # 1 / Laplace scale of the released variance
+    flat: bool
+    mu0: np.ndarray
+    sigma0_sq: np.ndarray
+    kappa0: np.ndarray
+    nu0: np.ndarray
+    constrained: bool
+
+    @property
+    def sigma2_max(self):
+        """TGM availability (eq. 47): (n-1)/(2 s2) > lam2."""
+        return (self.n - 1.0) / (2.0 * self.lam2)
+
+    def expand(self, chains_per: int) -> "Problem":
+        """Repeat every per-dataset entry ``chains_per`` times (dataset-major chain order)."""
+        def rep(v):
+            v = np.atleast_1d(np.asarray(v, float))
+            return np.repeat(v, chains_per)
+        return replace(self, **{k: rep(getattr(self, k)) for k in
+                                ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")})
+
+
+def make_problem(n, ystar, s2star, eps_mean, eps_var, prior, constrained: bool) -> Problem:
+    """Problem on the [0, 1] scale; ``prior`` is a GaussianPrior on the [0, 1] scale."""
+    n = np.asarray(n, float)
+    flat = prior.kind == "flat"
+    prob = Problem(
+        n=n, ystar=np.asarray(ystar, float), s2star=np.asarray(s2star, float),
+        b1=1.0 / (np.asarray(eps_mean, float) * n), lam2=np.asarray(eps_var, float) * n, flat=flat,
+        mu0=np.asarray(0.0 if flat else prior.mu0, float), sigma0_sq=np.asarray(1.0 if flat else prior.sigma0_sq, float),
+        kappa0=np.asarray(0.0 if flat else prior.kappa0, float), nu0=np.asarray(0.0 if flat else prior.nu0, float),
+        constrained=bool(constrained))
+    if np.any(prob.sigma2_max <= 0.25):
+        eps_var = np.broadcast_to(np.asarray(eps_var, float), np.shape(n))
+        raise RefusedError("release.statistics.variance.epsilon",
+                           f"epsilon = {np.max(eps_var):g} >= 2(n-1)/n: the S^2 full conditional is not a truncated "
+                           "gamma mixture for all feasible sigma^2 (Kazan & Reiter, eq. 47), so the exact sampler "
+                           "does not apply")
+    if flat and np.any(n <= 3):
+        raise RefusedError("prior.kind", "the flat prior needs n > 3 (Kazan & Reiter, Theorem 5)")
+    return prob
+
+
+@dataclass
+class State:
+    mu: np.ndarray
+    sigma2: np.ndarray
+    ybar: np.ndarray
+    s2: np.ndarray
+    inv_omega2: np.ndarray
+
+
+@dataclass
+class Proposal:
+    """Random-walk proposal of (mu, log sigma^2): per-chain Cholesky factor (chains, 2, 2)."""
+
+    chol: np.ndarray
+
+
+# ---------------------------------------------------------------------------------------
+# closed-form pieces
+# ---------------------------------------------------------------------------------------
+def mu_interval(sigma2):
+    """Theorem 2: mu in [1/2 - sqrt(1/4 - s2), 1/2 + sqrt(1/4 - s2)]."""
+    half = np.sqrt(np.maximum(0.25 - sigma2, 0.0))
+    return 0.5 - half, 0.5 + half
+
+
+def ybar_interval(s2, n):
+    """Theorem 3: Ybar in [1/2 -+ sqrt(1/4 - (n-1)/n S^2)]."""
+    half = np.sqrt(np.maximum(0.25 - (n - 1.0) / n * s2, 0.0))
+    return 0.5 - half, 0.5 + half
+
+
+def s2_cap(ybar, n):
+    """Theorem 3: S^2 <= n/(n-1) Ybar(1 - Ybar) (negative outside [0, 1])."""
+    return n / (n - 1.0) * ybar * (1.0 - ybar)
+
+
+def lam_b(lam, mask):
+    """``lam`` (scalar or per-chain array) restricted to ``mask``."""
+    lam = np.asarray(lam, float)
+    return lam if lam.ndim == 0 else np.broadcast_to(lam, mask.shape)[mask]
+
+
+def tgm_log_weights(alpha, beta, lam, tau, cap):
+    """Unnormalised log weights of the two pieces of TGM(alpha, beta, lam, tau) on (0, cap].
+
+    Piece 1: Gam(alpha, beta - lam) on (0, min(tau, cap)] (only when tau > 0);
+    piece 2: Gam(alpha, beta + lam) on (max(tau, 0), cap].  Weights as in eq. (4), including
+    the common factor beta^alpha / Gamma(alpha) omitted; see :func:`log_s2_marginal`.
+    """
+    beta_lo = beta - lam
+    beta_hi = beta + lam
+    alpha, beta_lo, beta_hi, tau, cap = np.broadcast_arrays(alpha, beta_lo, beta_hi, tau, cap)
+    tau_pos = np.maximum(tau, 0.0)
+    upper1 = np.minimum(tau_pos, cap)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw1 = np.full(alpha.shape, -np.inf)
+        has1 = upper1 > 0
+        lw1[has1] = (-lam_b(lam, has1) * tau[has1] - alpha[has1] * np.log(beta_lo[has1])
+                     + log_gammainc(alpha[has1], beta_lo[has1] * upper1[has1]))
+        # piece 2 mass P(a, x_hi) - P(a, x_lo): through Q right of the bulk, P left of it,
+        # each element evaluated once per end point (the incomplete gammas dominate the cost)
+        x_lo = beta_hi * tau_pos
+        x_hi = beta_hi * cap
+        mass2 = np.full(alpha.shape, -np.inf)
+        finite = np.isfinite(x_hi)
+        use_q = (x_lo > alpha) | ~finite
+        only_q = use_q & ~finite
+        if only_q.any():
+            mass2[only_q] = log_gammaincc(alpha[only_q], x_lo[only_q])
+        both_q = use_q & finite
+        if both_q.any():
+            mass2[both_q] = log_diff_exp(log_gammaincc(alpha[both_q], x_lo[both_q]),
+                                         log_gammaincc(alpha[both_q], x_hi[both_q]))
+        both_p = ~use_q
+        if both_p.any():
+            mass2[both_p] = log_diff_exp(log_gammainc(alpha[both_p], x_hi[both_p]),
+                                         log_gammainc(alpha[both_p], x_lo[both_p]))
+        lw2 = np.where(cap > tau_pos, lam * tau - alpha * np.log(beta_hi) + mass2, -np.inf)
+    return lw1, lw2
+
+
+def log_s2_marginal(sigma2, prob: Problem, cap):
+    """log ∫_0^cap Gam(x; (n-1)/2, (n-1)/(2 s2)) Lap(s2star; x, 1/lam2) dx  (Theorem 7 normaliser)."""
+    alpha = (prob.n - 1.0) / 2.0
+    beta = alpha / sigma2
+    lw1, lw2 = tgm_log_weights(alpha, beta, prob.lam2, prob.s2star, cap)
+    return np.log(prob.lam2 / 2.0) + alpha * np.log(beta) + np.logaddexp(lw1, lw2)
+
+
+def normal_laplace_pieces(mu, sigma2, prob: Problem):
+    """Two pieces of N(Ybar; mu, s2/n) * exp(-|ystar - Ybar|/b1) split at ystar.
+
+    Returns (log w_left, log w_right, mean_left, mean_right, sd): left piece
+    N(mean_left, sd^2) on (-inf, ystar], right piece N(mean_right, sd^2) on [ystar, inf).
+    log(w_left + w_right) - log(2 b1) is the log normal-Laplace convolution L1(mu, s2).
+    """
+    var = sigma2 / prob.n
+    sd = np.sqrt(var)
+    b1 = prob.b1
+    d = prob.ystar - mu
+    shift = var / b1
+    common = var / (2.0 * b1**2)
+    lw_left = -d / b1 + common + special.log_ndtr((d - shift) / sd)
+    lw_right = d / b1 + common + special.log_ndtr((-d - shift) / sd)
+    return lw_left, lw_right, mu + shift, mu - shift, sd
+
+
+def log_mean_marginal(mu, sigma2, prob: Problem):
+    """log ∫ N(Ybar; mu, s2/n) Lap(ystar; Ybar, b1) dYbar (closed form)."""
+    lwl, lwr, *_ = normal_laplace_pieces(mu, sigma2, prob)
+    return np.logaddexp(lwl, lwr) - np.log(2.0 * prob.b1)
+
+
+def log_prior(mu, sigma2, prob: Problem):
+    """log p(mu, s2) up to a constant (NIG, eq. 2, or flat)."""
+    if prob.flat:
+        return np.zeros(np.broadcast(mu, sigma2).shape)
+    return (-(prob.nu0 / 2.0 + 1.5) * np.log(sigma2)
+            - (prob.nu0 * prob.sigma0_sq + prob.kappa0 * (mu - prob.mu0) ** 2) / (2.0 * sigma2))
+
+
+def feasible_params(mu, sigma2, prob: Problem):
+    ok = (sigma2 > _EPS_S2) & (sigma2 < prob.sigma2_max)
+    if prob.constrained:
+        ok &= (mu > 0.0) & (mu < 1.0) & (sigma2 <= mu * (1.0 - mu))
+    return ok
+
+
+# ---------------------------------------------------------------------------------------
+# full conditionals (one vectorised draw per chain)
+# ---------------------------------------------------------------------------------------
+def draw_mu(state: State, prob: Problem, rng):
+    prec_n = prob.n + prob.kappa0
+    mean = (prob.n * state.ybar + prob.kappa0 * prob.mu0) / prec_n
+    sd = np.sqrt(state.sigma2 / prec_n)
+    if prob.constrained:
+        lo, hi = mu_interval(state.sigma2)
+        return truncnorm_rvs(mean, sd, lo, hi, rng)
+    return mean + sd * rng.standard_normal(mean.shape)
+
+
+def draw_sigma2(state: State, prob: Problem, rng):
+    """Corrected NIG conditional (module docstring) / flat eq. (59), truncated."""
+    n = prob.n
+    if prob.flat:
+        shape = (n - 2.0) / 2.0
+        rate = ((n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2) / 2.0
+    else:
+        shape = (n + prob.nu0 + 1.0) / 2.0
+        rate = (prob.nu0 * prob.sigma0_sq + (n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2
+                + prob.kappa0 * (state.mu - prob.mu0) ** 2) / 2.0
+    rate = np.maximum(rate, 1e-300)
+    upper = prob.sigma2_max
+    if prob.constrained:
+        upper = np.minimum(upper, state.mu * (1.0 - state.mu))
+    upper = np.broadcast_to(upper, state.mu.shape)
+    # 1/s2 ~ Gamma(shape, rate) truncated to [1/upper, 1/_EPS_S2)
+    precision = truncgamma_rvs(shape, rate, 1.0 / upper, 1.0 / _EPS_S2, rng)
+    return np.clip(1.0 / precision, _EPS_S2, upper)
+
+
+def draw_ybar(state: State, prob: Problem, rng):
+    prec = state.inv_omega2 + prob.n / state.sigma2
+    mean = (prob.ystar * state.inv_omega2 + prob.n * state.mu / state.sigma2) / prec
+    sd = 1.0 / np.sqrt(prec)
+    if prob.constrained:
+        lo, hi = ybar_interval(state.s2, prob.n)
+        return truncnorm_rvs(mean, sd, lo, hi, rng)
+    return mean + sd * rng.standard_normal(mean.shape)
+
+
+def draw_inv_omega2(state: State, prob: Problem, rng):
+    lam1 = 1.0 / prob.b1
+    gap = np.maximum(np.abs(prob.ystar - state.ybar), 1e-300)
+    mean = np.minimum(lam1 / gap, 1e300)
+    return np.maximum(rng.wald(mean, np.broadcast_to(lam1**2, mean.shape)), 1e-300)
+
+
+def draw_s2(state: State, prob: Problem, rng):
+    """TGM draw (App. B, Algorithm 1), truncated to (0, cap] when constrained (eq. 57)."""
+    alpha = (prob.n - 1.0) / 2.0
+    beta = alpha / state.sigma2
+    lam = prob.lam2
+    tau = prob.s2star
+    shape_ = state.sigma2.shape
+    cap = s2_cap(state.ybar, prob.n) if prob.constrained else np.full(shape_, np.inf)
+    cap = np.maximum(cap, 2 * _EPS_S2)
+    lw1, lw2 = tgm_log_weights(alpha, beta, lam, tau, cap)
+    p1 = np.exp(lw1 - np.logaddexp(lw1, lw2))
+    first = rng.random(shape_) < p1
+    tau_pos = np.broadcast_to(np.maximum(tau, 0.0), shape_)
+    lo = np.where(first, 0.0, tau_pos)
+    hi = np.where(first, np.minimum(tau_pos, cap), cap)
+    rate = np.where(first, beta - lam, beta + lam)
+    alpha_b = np.broadcast_to(alpha, shape_)
+    out = truncgamma_rvs(alpha_b, rate, lo, hi, rng)
+    return np.maximum(out, _EPS_S2)
+
+
+def draw_ybar_proposal(mu, sigma2, prob: Problem, rng):
+    """Ybar from r(Ybar | mu, s2) ∝ N(mu, s2/n) exp(-|ystar - Ybar|/b1); returns (Ybar, log L1)."""
+    lwl, lwr, ml, mr, sd = normal_laplace_pieces(mu, sigma2, prob)
+    log_norm = np.logaddexp(lwl, lwr)
+    left = rng.random(mu.shape) < np.exp(lwl - log_norm)
+    ystar = np.broadcast_to(prob.ystar, mu.shape)
+    lo = np.where(left, -np.inf, ystar)
+    hi = np.where(left, ystar, np.inf)
+    ybar = truncnorm_rvs(np.where(left, ml, mr), sd, lo, hi, rng)
+    return ybar, log_norm - np.log(2.0 * prob.b1)
+
+
+def log_joint_target(mu, sigma2, ybar, log_l1, prob: Problem):
+    """log [prior * L1 * G * s2] of the joint move (module docstring); -inf if infeasible."""
+    ok = feasible_params(mu, sigma2, prob)
+    if prob.constrained:
+        cap = s2_cap(ybar, prob.n)
+        ok &= cap > 0
+    else:
+        cap = np.full(mu.shape, np.inf)
+    safe_s2 = np.where(ok, sigma2, 0.01)
+    safe_cap = np.where(ok, cap, 1.0)
+    with np.errstate(all="ignore"):
+        value = log_prior(mu, safe_s2, prob) + log_l1 + log_s2_marginal(safe_s2, prob, safe_cap) + np.log(safe_s2)
+    return np.where(ok & np.isfinite(value), value, -np.inf)
+
+
+# ---------------------------------------------------------------------------------------
+# kernel
+# ---------------------------------------------------------------------------------------
+def init(prob: Problem, chains: int, rng: np.random.Generator) -> State:
+    """Overdispersed feasible starting points around the released statistics."""
+    shape = (chains,)
+    n = np.broadcast_to(prob.n, shape)
+    ystar = np.broadcast_to(prob.ystar, shape)
+    b1 = np.broadcast_to(prob.b1, shape)
+    s2_guess = np.clip(np.broadcast_to(prob.s2star, shape), 1e-3, 0.2)
+    mu = ystar + b1 * rng.standard_normal(shape)
+    sigma2 = s2_guess * np.exp(0.5 * rng.standard_normal(shape))
+    sigma2 = np.minimum(sigma2, 0.9 * np.broadcast_to(prob.sigma2_max, shape))
+    if prob.constrained:
+        mu = np.clip(mu, 0.02, 0.98)
+        sigma2 = np.clip(sigma2, 1e-4, 0.9 * mu * (1.0 - mu))
+    ybar = mu + np.sqrt(sigma2 / n) * rng.standard_normal(shape)
+    if prob.constrained:
+        ybar = np.clip(ybar, 0.01, 0.99)
+        s2 = np.minimum(sigma2, 0.9 * s2_cap(ybar, n))
+    else:
+        s2 = sigma2.copy()
+    state = State(mu=mu, sigma2=sigma2, ybar=ybar, s2=s2, inv_omega2=np.ones(shape))
+    state.inv_omega2 = draw_inv_omega2(state, prob, rng)
+    return state
+
+
+def initial_proposal(prob: Problem, chains: int) -> Proposal:
+    shape = (chains,)
+    sd_mu = np.broadcast_to(np.sqrt(2.0) * prob.b1 + np.sqrt(np.clip(prob.s2star, 1e-3, 0.25) / prob.n), shape)
+    chol = np.zeros((chains, 2, 2))
+    chol[:, 0, 0] = 1.2 * sd_mu
+    chol[:, 1, 1] = 0.5
+    return Proposal(chol=chol)
+
+
+def gibbs_sweep(state: State, prob: Problem, rng) -> State:
+    """One scan of the App. D full conditionals (S^2, 1/omega^2, mu, sigma^2, Ybar)."""
+    state = State(**vars(state))
+    # S^2 and omega^2 first: the joint move leaves them stale, and this refreshes them
+    # from their full conditionals before anything conditions on them
+    state.s2 = draw_s2(state, prob, rng)
+    state.inv_omega2 = draw_inv_omega2(state, prob, rng)
+    state.mu = draw_mu(state, prob, rng)
+    state.sigma2 = draw_sigma2(state, prob, rng)
+    state.ybar = draw_ybar(state, prob, rng)
+    return state
+
+
+def joint_move(state: State, prob: Problem, proposal: Proposal, rng):
+    """MH move of (mu, log s2, Ybar) with S^2 and omega^2 integrated out."""
+    shape = state.mu.shape
+    z = rng.standard_normal((shape[0], 2))
+    step = np.einsum("cij,cj->ci", proposal.chol, z)
+    mu_new = state.mu + step[:, 0]
+    sigma2_new = state.sigma2 * np.exp(step[:, 1])
+    ok = feasible_params(mu_new, sigma2_new, prob)
+    sigma2_safe = np.where(ok, sigma2_new, state.sigma2)
+    mu_safe = np.where(ok, mu_new, state.mu)
+    ybar_new, log_l1_new = draw_ybar_proposal(mu_safe, sigma2_safe, prob, rng)
+    log_new = np.where(ok, log_joint_target(mu_safe, sigma2_safe, ybar_new, log_l1_new, prob), -np.inf)
+    log_l1_old = log_mean_marginal(state.mu, state.sigma2, prob)
+    log_old = log_joint_target(state.mu, state.sigma2, state.ybar, log_l1_old, prob)
+    accept = np.log(rng.random(shape)) < (log_new - log_old)
+    # a current state of log density -inf (possible only at the first steps) always moves
+    accept |= ~np.isfinite(log_old) & np.isfinite(log_new)
+    new = State(mu=np.where(accept, mu_safe, state.mu), sigma2=np.where(accept, sigma2_safe, state.sigma2),
+                ybar=np.where(accept, ybar_new, state.ybar), s2=state.s2, inv_omega2=state.inv_omega2)
+    # S^2 and omega^2 are now stale; the next sweep redraws them first (they are integrated
+    # out of this move, so the chain on (mu, s2, Ybar) keeps the right invariant law)
+    return new, accept
+
+
+def step(state: State, prob: Problem, proposal: Proposal | None, rng):
+    """One iteration: Gibbs sweep, then (if ``proposal``) the joint move."""
+    state = gibbs_sweep(state, prob, rng)
+    if proposal is None:
+        return state, np.zeros(state.mu.shape, bool)
+    return joint_move(state, prob, proposal, rng)
+
+
+def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale):
+    """Per-dataset covariance of (mu, log s2) over a warm-up window -> new Cholesky factors."""
+    chains = groups.size
+    ngroups = groups.max() + 1
+    x = np.stack([window_mu, window_eta], axis=-1)  # (T, C, 2)
+    t = x.shape[0]
+    counts = np.bincount(groups, minlength=ngroups) * t
+    sums = np.zeros((ngroups, 2))
+    np.add.at(sums, groups, x.sum(axis=0))
+    mean = sums / counts[:, None]
+    centred = x - mean[groups][None]
+    outer = np.einsum("tci,tcj->cij", centred, centred)
+    cov = np.zeros((ngroups, 2, 2))
+    np.add.at(cov, groups, outer)
+    cov /= np.maximum(counts - 1, 1)[:, None, None]
+    acc = np.bincount(groups, weights=accept_rate, minlength=ngroups) / np.bincount(groups, minlength=ngroups)
+    scale = scale * np.where(acc < 0.15, 0.6, np.where(acc > 0.45, 1.6, 1.0))
+    cov_g = cov * (2.38**2 / 2.0) * scale[:, None, None] ** 2
+    # regularise: keep some of the diagonal so a collapsed window cannot freeze the chain
+    diag = np.einsum("gii->gi", cov_g)
+    cov_g = cov_g + np.eye(2)[None] * (1e-6 * diag.max(axis=1)[:, None, None] + 1e-14)
+    try:
+        chol = np.linalg.cholesky(cov_g)
+    except np.linalg.LinAlgError:
+        chol = np.sqrt(np.maximum(diag, 1e-14))[..., None] * np.eye(2)[None]
+    bad = ~np.all(np.isfinite(chol), axis=(1, 2)) | (np.einsum("gii->gi", chol).min(axis=1) <= 0)
+    if bad.any():
+        return proposal, scale
+    return Proposal(chol=chol[groups].reshape(chains, 2, 2)), scale
+
+
+def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
+               joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1):
+    """Run ``chains`` chains vectorised; returns dict of arrays (chains, draws) on [0, 1].
+
+    ``groups[c]`` names the dataset of chain c (for pooled warm-up adaptation).
+    """
+    if groups is None:
+        groups = np.zeros(chains, dtype=np.int64)
+    state = init(prob, chains, rng)
+    proposal = initial_proposal(prob, chains) if joint_update else None
+    scale = np.ones(groups.max() + 1)
+    # warm-up windows of growing length; adapt the proposal at the end of each window
+    windows = []
+    remaining, size = warmup, 25
+    while remaining > 0:
+        size = min(size, remaining)
+        if remaining - size < size:  # merge a short tail into the last window
+            size = remaining
+        windows.append(size)
+        remaining -= size
+        size *= 2
+    for w in windows:
+        keep = max(w // 2, 1)
+        hist_mu = np.empty((keep, chains))
+        hist_eta = np.empty((keep, chains))
+        acc = np.zeros(chains)
+        for i in range(w):
+            state, accepted = step(state, prob, proposal, rng)
+            acc += accepted
+            if i >= w - keep:
+                hist_mu[i - (w - keep)] = state.mu
+                hist_eta[i - (w - keep)] = np.log(state.sigma2)
+        if joint_update and w >= 10:
+            proposal, scale = _adapt(proposal, hist_mu, hist_eta, acc / w, groups, scale)
+    out = {k: np.empty((draws, chains)) for k in ("mu", "sigma2")}
+    accepted_all = np.zeros((draws, chains), bool)
+    for i in range(draws):
+        for _ in range(thin):
+            state, accepted = step(state, prob, proposal, rng)
+        out["mu"][i] = state.mu
+        out["sigma2"][i] = state.sigma2
+        accepted_all[i] = accepted
+    result = {k: v.T.copy() for k, v in out.items()}
+    result["accepted"] = accepted_all.T.copy()
+    return result
+
+
+def predictive(mu, sigma2, constrained: bool, rng):
+    """y_new ~ N(mu, s2) per draw, truncated to [0, 1] when constrained (on [0, 1])."""
+    sd = np.sqrt(sigma2)
+    if constrained:
+        return truncnorm_rvs(mu, sd, np.zeros_like(mu), np.ones_like(mu), rng)
+    return mu + sd * rng.standard_normal(mu.shape)
+
+
+# ---------------------------------------------------------------------------------------
+# engine
+# ---------------------------------------------------------------------------------------
+def problem_from_release(release, prior, constrained: bool) -> Problem:
+    lo, width = release.bounds[0], release.width
+    scaled_prior = prior.scaled(lo, width)
+    ystar = (release.statistics.mean.value - lo) / width
+    s2star = release.statistics.variance.value / width**2
+    return make_problem(release.n, ystar, s2star, release.epsilon_mean, release.epsilon_variance, scaled_prior,
+                        constrained)
+
+
+def _bool_option(options, key, default):
+    value = options.extra.get(key, default)
+    if not isinstance(value, bool):
+        from ..errors import InputError
+
+        raise InputError(key, "must be true or false")
+    return value
+
+
+def gibbs(release, prior, options) -> Posterior:
+    """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
+    joint_update = _bool_option(options, "joint_update", True)
+    prob = problem_from_release(release, prior, options.constrained)
+    seq = np.random.SeedSequence(options.seed)
+    rng_chain, rng_pred = (np.random.default_rng(s) for s in seq.spawn(2))
+    res = run_chains(prob, options.chains, options.draws, options.warmup, rng_chain, joint_update=joint_update)
+    y_new = predictive(res["mu"], res["sigma2"], options.constrained, rng_pred)
+    lo, width = release.bounds[0], release.width
+    return Posterior(
+        family="gaussian", method="gibbs",
+        posterior={"mu": lo + width * res["mu"], "sigma2": width**2 * res["sigma2"]},
+        posterior_predictive={"y_new": lo + width * y_new},
+        sample_stats={"joint_move_accepted": res["accepted"]},
+        attrs={"prior": prior.kind, "joint_update": int(joint_update),
+               "sigma2_conditional": "IG((n+nu0+1)/2, (nu0 s0^2 + (n-1)S^2 + n(Ybar-mu)^2 + kappa0(mu-mu0)^2)/2)"
+               if prior.kind != "flat" else "IG((n-2)/2, ((n-1)S^2 + n(Ybar-mu)^2)/2)",
+               "sigma2_truncation": float(width**2 * float(np.max(prob.sigma2_max))),
+               "paper": "Kazan & Reiter, App. C-D"},
+    )

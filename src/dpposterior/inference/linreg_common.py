@@ -1,0 +1,260 @@
+"""Shared pieces of the linear-regression engines (Alparslan, Yildirim & Birbil, Sec. 4; App. A).
+
+Everything is batched: arrays carry a leading batch axis B (chains, or chains x
+simulated datasets), then the party axis J where relevant, so one call advances
+every chain at once.  Linear algebra goes through Cholesky factors and solves;
+no explicit inverse appears in a sampling loop.
+
+* :func:`nearest_psd` -- Higham (1988): clip negative eigenvalues (Algorithm 2's S~_j).
+* :func:`theta_conditional` -- eq. (12): theta | S_{1:J}, sigma_y^2, zhat ~ N(m_p, Sigma_p) with
+  Sigma_p^{-1} = sum_j S_j (sigma_y^2 S_j + sigma_z^2 I)^{-1} S_j + C^{-1}
+  (z_j integrated out: zhat_j | S_j, theta, sigma_y^2 ~ N(S_j theta, sigma_y^2 S_j + sigma_z^2 I);
+  the papers' README notes the "S theta" typo in the covariance of App. A.4).
+* :func:`zhat_loglik`, :func:`sigma2_rw_step` -- the random-walk MH move of App. A.4.
+* :func:`wishart_factor`, :func:`inverse_wishart` -- batched Bartlett sampling.
+* :class:`Adapter` -- Robbins-Monro adaptation of a log step size towards a target
+  acceptance rate (Andrieu & Thoms 2008, Sec. 4/5), used during warm-up only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from ..errors import InputError, RefusedError
+from ..posterior import Posterior
+
+LOG2PI = math.log(2.0 * math.pi)
+
+
+# ----------------------------------------------------------------------------- matrices
+
+
+def sym(a: np.ndarray) -> np.ndarray:
+    return 0.5 * (a + np.swapaxes(a, -1, -2))
+
+
+def nearest_psd(a: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Nearest symmetric PSD matrix in Frobenius norm (Higham 1988): E max(D, floor) E'."""
+    w, v = np.linalg.eigh(sym(a))
+    return sym((v * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(v, -1, -2))
+
+
+def chol(a: np.ndarray) -> np.ndarray:
+    return np.linalg.cholesky(a)
+
+
+def tri_solve(l: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Solve L x = b (L lower triangular, batched; b may be a vector)."""
+    if b.ndim == l.ndim - 1:
+        return np.linalg.solve(l, b[..., None])[..., 0]
+    return np.linalg.solve(l, b)
+
+
+def tri_solve_t(l: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Solve L' x = b."""
+    lt = np.swapaxes(l, -1, -2)
+    if b.ndim == l.ndim - 1:
+        return np.linalg.solve(lt, b[..., None])[..., 0]
+    return np.linalg.solve(lt, b)
+
+
+def logdet_chol(l: np.ndarray) -> np.ndarray:
+    return 2.0 * np.sum(np.log(np.diagonal(l, axis1=-2, axis2=-1)), axis=-1)
+
+
+def eye_like(d: int) -> np.ndarray:
+    return np.eye(d)
+
+
+# ----------------------------------------------------------------------------- Wishart
+
+
+def bartlett(df: np.ndarray, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Lower-triangular A with A A' ~ W(I, df) (Bartlett); ``df`` has any batch shape."""
+    df = np.asarray(df, dtype=float)
+    shape = df.shape
+    a = np.zeros(shape + (d, d))
+    il = np.tril_indices(d, -1)
+    a[..., il[0], il[1]] = rng.standard_normal(shape + (len(il[0]),))
+    k = np.arange(d)
+    a[..., k, k] = np.sqrt(rng.chisquare(df[..., None] - k))
+    return a
+
+
+def wishart_factor(scale_chol: np.ndarray, df, rng) -> np.ndarray:
+    """F with F F' ~ W(scale, df), scale = L L' (batched)."""
+    d = scale_chol.shape[-1]
+    df = np.broadcast_to(np.asarray(df, float), scale_chol.shape[:-2])
+    return scale_chol @ bartlett(df, d, rng)
+
+
+def inverse_wishart(psi: np.ndarray, df, rng) -> np.ndarray:
+    """Sigma ~ IW(psi, df): Sigma = G G' with G = L_psi A^{-T} (A Bartlett), no inverse formed."""
+    d = psi.shape[-1]
+    lpsi = chol(psi)
+    df = np.broadcast_to(np.asarray(df, float), psi.shape[:-2])
+    a = bartlett(df, d, rng)
+    gt = tri_solve(a, np.swapaxes(lpsi, -1, -2))   # G' = A^{-1} L_psi'
+    return sym(np.swapaxes(gt, -1, -2) @ gt)
+
+
+# ----------------------------------------------------------------------------- theta and sigma^2
+
+
+def theta_precision(S: np.ndarray, zhat: np.ndarray, sigma2: np.ndarray, sz2: np.ndarray,
+                    prior_prec: np.ndarray, prior_shift: np.ndarray):
+    """Precision P and P m_p of eq. (12), batched.
+
+    S: (B, J, d, d); zhat: (B|1, J, d); sigma2: (B,); sz2: (J,) or (B, J) noise variance of zhat_j;
+    prior_prec = C^{-1}, prior_shift = C^{-1} m.
+    """
+    d = S.shape[-1]
+    sz2 = np.asarray(sz2, float)
+    K = sigma2[:, None, None, None] * S + sz2[..., None, None] * np.eye(d)
+    L = chol(K)
+    A = tri_solve(L, S)                                # L^{-1} S
+    w = tri_solve(L, np.broadcast_to(zhat, S.shape[:-1]))  # L^{-1} zhat
+    P = np.einsum("bjki,bjkl->bil", A, A) + prior_prec
+    h = np.einsum("bjki,bjk->bi", A, w) + prior_shift
+    return sym(P), h
+
+
+def sample_gaussian_canonical(P: np.ndarray, h: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Draw from N(P^{-1} h, P^{-1}) via the Cholesky factor of P; returns (draw, mean)."""
+    L = chol(P)
+    mean = tri_solve_t(L, tri_solve(L, h))
+    draw = mean + tri_solve_t(L, rng.standard_normal(h.shape))
+    return draw, mean
+
+
+def zhat_loglik(S, zhat, theta, sigma2, sz2) -> np.ndarray:
+    """sum_j log N(zhat_j; S_j theta, sigma2 S_j + sigma_z^2 I); returns (B,)."""
+    d = S.shape[-1]
+    sz2 = np.asarray(sz2, float)
+    K = sigma2[:, None, None, None] * S + sz2[..., None, None] * np.eye(d)
+    L = chol(K)
+    r = zhat - np.einsum("bjkl,bl->bjk", S, theta)
+    q = tri_solve(L, r)
+    return np.sum(-0.5 * np.sum(q * q, -1) - 0.5 * logdet_chol(L) - 0.5 * d * LOG2PI, axis=-1)
+
+
+def log_inv_gamma(x, a, b):
+    x = np.asarray(x, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = a * math.log(b) - special.gammaln(a) - (a + 1) * np.log(x) - b / x
+    return np.where(x > 0, out, -np.inf)
+
+
+class Adapter:
+    """Robbins-Monro on a log scale: log s <- log s + g_t (accept - target) (Andrieu & Thoms 2008).
+
+    ``sign=-1`` for parameters where larger values mean smaller moves (the Wishart
+    proposal's alpha).  Only called during warm-up, so the kept chain is a plain MH chain.
+    """
+
+    def __init__(self, log_value: np.ndarray, target: float, sign: float = 1.0, lower=None, upper=None):
+        self.log_value = np.asarray(log_value, float).copy()
+        self.target = target
+        self.sign = sign
+        self.lower = lower
+        self.upper = upper
+        self.t = 0
+
+    @property
+    def value(self) -> np.ndarray:
+        return np.exp(self.log_value)
+
+    def update(self, accept_prob: np.ndarray) -> None:
+        self.t += 1
+        gain = 1.0 / (self.t ** 0.6)
+        self.log_value = self.log_value + self.sign * gain * (np.asarray(accept_prob) - self.target)
+        if self.lower is not None or self.upper is not None:
+            self.log_value = np.clip(self.log_value, self.lower if self.lower is not None else -np.inf,
+                                     self.upper if self.upper is not None else np.inf)
+
+
+def sigma2_rw_step(sigma2, step, loglik_fn, a, b, rng):
+    """Random-walk MH on sigma_y^2 (App. A.4): sigma2' ~ N(sigma2, step^2); returns (new, accept_prob)."""
+    prop = sigma2 + step * rng.standard_normal(sigma2.shape)
+    ok = prop > 0
+    safe = np.where(ok, prop, sigma2)
+    log_r = (log_inv_gamma(safe, a, b) + loglik_fn(safe)) - (log_inv_gamma(sigma2, a, b) + loglik_fn(sigma2))
+    log_r = np.where(ok, log_r, -np.inf)
+    accept_prob = np.exp(np.minimum(0.0, np.nan_to_num(log_r, nan=-np.inf)))
+    accept = rng.random(sigma2.shape) < accept_prob
+    return np.where(accept, safe, sigma2), accept_prob, accept
+
+
+# ----------------------------------------------------------------------------- engine plumbing
+
+
+def require_gaussian(data, method: str) -> None:
+    if data.mechanism != "gaussian":
+        raise RefusedError("method", f"{method} models Gaussian noise on xtx and xty; this release uses "
+                                     f"{data.mechanism!r} noise (use mcmc-bs)")
+
+
+def refuse_constrained(options, method: str) -> None:
+    if options.constrained:
+        raise RefusedError("constrained", f"{method} does not enforce the Kazan & Reiter constraints; "
+                                          "use method mcmc-bs with constrained = true")
+
+
+def prior_arrays(prior):
+    """C^{-1} and C^{-1} m through a Cholesky factor of C (done once, outside the loops)."""
+    Lc = chol(prior.theta_cov)
+    d = prior.d
+    prec = tri_solve_t(Lc, tri_solve(Lc, np.eye(d)))
+    prec = sym(prec)
+    return prec, prec @ prior.theta_mean
+
+
+def check_dims(data, prior) -> None:
+    if prior.d != data.d:
+        raise InputError("prior.theta_mean", f"has {prior.d} entries but the release has {data.d} coefficients")
+
+
+def crude_sigma2(data) -> float:
+    """The paper's crude estimate for Bayes-fixedS-fast: ||Y||/3 (Sec. 4.2, used as a variance)."""
+    return data.y_abs / 3.0
+
+
+def fixed_s(data, floor_rel: float = 0.0) -> np.ndarray:
+    """Algorithm 2's S~_j = nearest PSD matrix to Shat_j."""
+    return nearest_psd(data.xtx)
+
+
+def initial_theta(data, prior_prec, prior_shift, sigma2: float) -> np.ndarray:
+    """Posterior mean of eq. (12) at S = S~ and the given sigma2 (a start for the chains)."""
+    S = fixed_s(data)[None]
+    P, h = theta_precision(S, data.xty[None], np.array([sigma2]), data.sigma_z ** 2, prior_prec, prior_shift)
+    L = chol(P)
+    return tri_solve_t(L, tri_solve(L, h))[0]
+
+
+def make_posterior(method, data, variables: dict, options, *, sample_stats=None, attrs=None, extras=None,
+                   sigma_x=None) -> Posterior:
+    dims = {"theta": ["coef"]}
+    coords = {"coef": list(data.names)}
+    post_vars = dict(variables)
+    if sigma_x is not None:
+        post_vars["sigma_x"] = sigma_x
+        feats = list(data.features)
+        dims["sigma_x"] = ["feature", "feature_col"]
+        coords["feature"] = feats
+        coords["feature_col"] = feats
+    base_attrs = {
+        "intercept": int(data.intercept),
+        "parties": data.J,
+        "n_total": data.n_total,
+        "noise_mechanism": data.mechanism,
+        "privacy_composition": "parallel over data holders (each spends its full (epsilon, delta))",
+        "draws_per_chain": options.draws,
+        "warmup": options.warmup,
+    }
+    base_attrs.update(attrs or {})
+    return Posterior(family="linear-regression", method=method, posterior=post_vars, dims=dims, coords=coords,
+                     sample_stats=sample_stats or {}, attrs=base_attrs, extras=extras or {})

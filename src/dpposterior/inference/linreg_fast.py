@@ -1,0 +1,56 @@
+"""Bayes-fixedS-fast (Alparslan, Yildirim & Birbil, Algorithm 3).
+
+With S_j fixed at the nearest PSD matrix S~_j to Shat_j (Higham 1988) and sigma_y^2
+fixed at an estimate s2, the posterior of theta is Gaussian in closed form:
+
+    Sigma_post^{-1} = sum_j U_j + C^{-1},   U_j = S~_j (s2 S~_j + sigma_z^2 I)^{-1} S~_j,
+    m_post = Sigma_post (C^{-1} m + sum_j u_j), u_j = S~_j (s2 S~_j + sigma_z^2 I)^{-1} zhat_j.
+
+s2 is the analysis key ``sigma2_fixed``; by default the paper's crude estimate
+||Y||/3 (Sec. 4.2; the README of the papers notes it is used as a variance as it
+stands).  Draws are exact and iid (no warm-up); ``sigma2`` is not a variable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InputError
+from .linreg_common import (check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays,
+                            refuse_constrained, require_gaussian, theta_precision, tri_solve, tri_solve_t)
+
+
+def fast_moments(S, zhat, sz2, sigma2, prior):
+    """Batched closed form: S (B, J, d, d), zhat (B|1, J, d), sigma2 (B,) -> (mean (B, d), chol of precision)."""
+    prec, shift = prior_arrays(prior)
+    P, h = theta_precision(S, zhat, sigma2, sz2, prec, shift)
+    L = chol(P)
+    return tri_solve_t(L, tri_solve(L, h)), L
+
+
+def sigma2_fixed_of(data, options) -> float:
+    value = options.extra.get("sigma2_fixed")
+    if value is None:
+        return crude_sigma2(data)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError("sigma2_fixed", f"must be a finite number > 0 (got {value!r})")
+    return float(value)
+
+
+def bayes_fixeds_fast(release, prior, options):
+    data = release.regression_data()
+    require_gaussian(data, "bayes-fixeds-fast")
+    refuse_constrained(options, "bayes-fixeds-fast")
+    check_dims(data, prior)
+    s2 = sigma2_fixed_of(data, options)
+    S = nearest_psd(data.xtx)[None]
+    mean, L = fast_moments(S, data.xty[None], data.sigma_z ** 2, np.array([s2]), prior)
+    rng = options.rng()
+    eps = rng.standard_normal((options.chains, options.draws, data.d))
+    draws = mean[0] + tri_solve_t(np.broadcast_to(L[0], (options.chains, options.draws) + L.shape[1:]), eps)
+    cov = tri_solve_t(L[0], tri_solve(L[0], np.eye(data.d)))
+    return make_posterior("bayes-fixeds-fast", data, {"theta": draws}, options,
+                          attrs={"sigma2_fixed": s2, "exact_draws": 1},
+                          extras={"mean": mean[0], "cov": 0.5 * (cov + cov.T)})

@@ -1,0 +1,684 @@
+"""``dpposterior report``: PNG figures and one self-contained ``report.html``.
+
+For a posterior (ArviZ netCDF written by ``dpposterior infer``):
+
+* marginal densities and a pair plot, with the naive (noise-ignoring) posterior
+  overlaid -- recomputed from the release stored in the file's attrs (``release_json``,
+  ``prior_json``: see :func:`dpposterior.inference.infer`) when possible, and any
+  ``--compare`` posteriors;
+* a table of posterior means and 95% HPD intervals (ArviZ ``hdi``, the shortest
+  interval holding 95% of the draws), with ESS and R-hat for the main posterior;
+* trace and rank plots (ArviZ ``plot_trace`` / ``plot_rank``, Vehtari et al. 2021)
+  for MCMC engines;
+* the feasible region when the data are bounded: for the Gaussian family the
+  region of Kazan & Reiter (2024) Theorem 2, sigma^2 <= (mu - a)(b - mu) for data in
+  [a, b] (Corollary 1: sigma^2 <= (b - a)^2 / 4), with the share of draws outside it.
+  (Theorem 3 bounds the latent (Ybar, S^2) pair, which the posterior files do not store.)
+
+For a calibration result (the JSON of ``dpposterior calibrate``): the table of KS
+statistics and coverages, and the rank ECDF of every method minus the uniform CDF
+with its 95% *simultaneous* confidence band (Saeilynoja, Buerkner & Vehtari 2022,
+ArviZ's ``ecdf_confidence_band(method="optimized")``): a calibrated method stays
+inside the band over the whole curve with probability 0.95.
+
+Every image is written as a PNG beside ``report.html`` and embedded in it as
+base64, so the HTML file can be mailed or archived on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+#: engines that draw iid samples (no trace/rank diagnostics needed)
+IID_METHODS = {"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
+               "smc-abc", "adassp", "ops"}
+MAX_DENSITY_PANELS = 16
+MAX_PAIR_COMPONENTS = 4
+#: draws per posterior shown in scatter plots (thinned evenly; densities use every draw)
+MAX_SCATTER = 3000
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+HDI_PROB = 0.95
+
+
+@dataclass
+class Loaded:
+    """One posterior to show: a label and its scalar components, each of shape (chain, draw)."""
+
+    label: str
+    idata: Any
+    components: dict[str, np.ndarray]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def method(self) -> str:
+        return str(self.attrs.get("method", "?"))
+
+
+@dataclass
+class Figure:
+    name: str
+    title: str
+    png: bytes
+    caption: str = ""
+
+
+# ------------------------------------------------------------------------------ entry point
+
+def write_report(posterior_path, out_dir, compare=None) -> Path:
+    """Write the figures and ``report.html`` for ``posterior_path`` into ``out_dir``; return the HTML path."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    path = _existing(posterior_path, "posterior")
+    compare = [_existing(p, "compare") for p in (compare or [])]
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("out", f"cannot create folder {out_dir} ({exc.strerror})") from None
+    with warnings.catch_warnings():
+        # ArviZ 0.23 calls a matplotlib API deprecated in 3.11: noise for the user, not our problem
+        warnings.filterwarnings("ignore", category=matplotlib.MatplotlibDeprecationWarning)
+        if path.suffix.lower() == ".json":
+            if compare:
+                raise InputError("compare", "only posteriors (netCDF) can be compared, not calibration results")
+            title, sections = _calibration_sections(path)
+        else:
+            title, sections = _posterior_sections(path, compare)
+    figures = [s for s in sections if isinstance(s, Figure)]
+    for fig in figures:
+        (out_dir / f"{fig.name}.png").write_bytes(fig.png)
+    html_path = out_dir / "report.html"
+    html_path.write_text(_html(title, sections), encoding="utf-8")
+    return html_path
+
+
+def _existing(p, field_name: str) -> Path:
+    path = Path(p)
+    if not path.exists():
+        raise InputError(field_name, f"file not found: {path}")
+    if not path.is_file():
+        raise InputError(field_name, f"not a file: {path}")
+    return path
+
+
+# ------------------------------------------------------------------------------ loading
+
+def load_posterior(path: Path, field_name: str = "posterior"):
+    """ArviZ InferenceData from a netCDF file, or a one-line InputError."""
+    import arviz as az
+
+    try:
+        idata = az.from_netcdf(path)
+    except Exception as exc:  # h5netcdf/xarray raise many kinds (OSError, ValueError, KeyError...)
+        raise InputError(field_name, f"cannot read {path} as an ArviZ netCDF posterior "
+                                     f"({type(exc).__name__})") from None
+    if "posterior" not in idata.groups() or not idata.posterior.data_vars:
+        raise InputError(field_name, f"{path} has no posterior group")
+    return idata
+
+
+def components(idata, max_components: int | None = None) -> dict[str, np.ndarray]:
+    """Scalar components ``label -> (chain, draw)`` of every posterior variable, e.g. ``theta[x1]``."""
+    out: dict[str, np.ndarray] = {}
+    for name, da in idata.posterior.data_vars.items():
+        event_dims = [d for d in da.dims if d not in ("chain", "draw")]
+        values = da.transpose("chain", "draw", *event_dims).values
+        if values.dtype.kind not in "fiub":
+            continue
+        if not event_dims:
+            out[str(name)] = values.astype(float)
+            continue
+        coords = [list(da.coords[d].values) if d in da.coords else list(range(da.sizes[d])) for d in event_dims]
+        for index in np.ndindex(*values.shape[2:]):
+            label = ",".join(str(coords[k][i]) for k, i in enumerate(index))
+            out[f"{name}[{label}]"] = values[(slice(None), slice(None), *index)].astype(float)
+            if max_components and len(out) >= max_components:
+                return out
+        if max_components and len(out) >= max_components:
+            return out
+    return out
+
+
+def _attrs(idata) -> dict[str, Any]:
+    attrs = dict(idata.attrs) if getattr(idata, "attrs", None) else {}
+    attrs.update(dict(idata.posterior.attrs))
+    return attrs
+
+
+def _label(attrs: dict, fallback: str) -> str:
+    method = attrs.get("method")
+    if method is None:
+        return fallback
+    label = str(method)
+    if str(attrs.get("constrained", "0")) in ("1", "True", "true"):
+        label += " (constrained)"
+    return label
+
+
+def _release_of(attrs: dict) -> dict | None:
+    text = attrs.get("release_json")
+    if not isinstance(text, str):
+        return None
+    try:
+        release = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return release if isinstance(release, dict) else None
+
+
+def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
+    """The naive posterior recomputed from the release in ``attrs``, or (None, why not)."""
+    release = _release_of(attrs)
+    if release is None:
+        return None, "the file does not carry its release (pass the naive posterior with --compare)"
+    try:
+        prior = json.loads(attrs.get("prior_json", "null"))
+    except (TypeError, json.JSONDecodeError):
+        return None, "the file's prior is not plain data (pass the naive posterior with --compare)"
+    from .families import get_family
+    from .inference import infer
+
+    try:
+        family = get_family(release.get("family"))
+    except InputError as exc:
+        return None, str(exc)
+    naive = family.naive_method
+    if not naive or naive == attrs.get("method") or naive not in family.methods:
+        return None, "this family has no separate naive method"
+    kwargs = {}
+    for name in ("draws", "chains"):
+        value = attrs.get(f"options_{name}")
+        if value is not None:
+            kwargs[name] = int(value)
+    if "constrained" in attrs:
+        kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
+    seed = attrs.get("seed")
+    try:
+        post = infer(release, prior=prior, method=naive, seed=int(seed) if seed is not None else 0, **kwargs)
+    except InputError as exc:
+        return None, f"the naive method refused this release ({exc})"
+    except Exception as exc:  # a convenience overlay: report why it is missing, keep the report
+        return None, f"recomputing it failed ({type(exc).__name__}: {exc})"
+    return post.to_arviz(), ""
+
+
+# ------------------------------------------------------------------------------ posterior report
+
+def _posterior_sections(path: Path, compare: list[Path]):
+    import arviz as az
+
+    main_idata = load_posterior(path)
+    main_attrs = _attrs(main_idata)
+    main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata), main_attrs)
+    others: list[Loaded] = []
+    notes: list[str] = []
+    for p in compare:
+        idata = load_posterior(p, "compare")
+        attrs = _attrs(idata)
+        others.append(Loaded(_label(attrs, p.stem), idata, components(idata), attrs))
+    family = str(main_attrs.get("family", "?"))
+    if not any(o.method in ("naive", "non-private") for o in others):
+        naive_idata, why = naive_from_release(main_attrs)
+        if naive_idata is not None:
+            attrs = _attrs(naive_idata)
+            others.insert(0, Loaded("naive (ignores the DP noise; recomputed from the release)", naive_idata,
+                                    components(naive_idata), attrs))
+        elif why:
+            notes.append(f"Naive posterior not shown: {why}.")
+    labels = [main.label]
+    for o in others:  # distinct labels for the legend
+        while o.label in labels:
+            o.label += "'"
+        labels.append(o.label)
+
+    release = _release_of(main_attrs)
+    sections: list[Any] = []
+    meta = [("file", str(path)), ("family", family), ("method", main.method),
+            ("chains x draws", f"{main_idata.posterior.sizes['chain']} x {main_idata.posterior.sizes['draw']}")]
+    for key in ("constrained", "seed", "release_epsilon", "release_delta", "release_sha256", "dpposterior_version"):
+        if key in main_attrs:
+            meta.append((key, str(main_attrs[key])))
+    sections.append(("table", "Run", ["", ""], meta))
+    sections.extend(("note", n) for n in notes)
+    sections.append(("table", f"Posterior means and {HDI_PROB:.0%} HPD intervals", *_hpd_table(main, others)))
+    sections.append(_density_figure(main, others))
+    pair = _pair_figure(main, others)
+    if pair is not None:
+        sections.append(pair)
+    feasible = _feasible_figure(main, others, release)
+    if feasible is not None:
+        sections.append(feasible)
+    if main.method not in IID_METHODS:
+        var_names = _first_vars(main_idata, 4)
+        sections.append(_arviz_figure(
+            "trace", "Trace plot (MCMC)",
+            lambda: az.plot_trace(main_idata, var_names=var_names, compact=True, show=False),
+            "Left: per-chain densities; right: draws in iteration order. Chains should overlap and look "
+            "like stationary noise."))
+        if main_idata.posterior.sizes["chain"] >= 2:
+            sections.append(_arviz_figure(
+                "rank", "Rank plot (MCMC)",
+                lambda: az.plot_rank(main_idata, var_names=var_names, kind="vlines", show=False),
+                "Ranks of each chain's draws among all draws: uniform (flat around the dashed line) when the "
+                "chains mix (Vehtari et al. 2021)."))
+    if "posterior_predictive" in main_idata.groups():
+        pp = _predictive_figure(main_idata, release)
+        if pp is not None:
+            sections.append(pp)
+    return f"dpposterior report: {family} posterior ({main.label})", sections
+
+
+def _first_vars(idata, k: int) -> list[str]:
+    return [str(v) for v in list(idata.posterior.data_vars)[:k]]
+
+
+def _hpd_table(main: Loaded, others: list[Loaded]):
+    import arviz as az
+
+    header = ["variable", f"{main.label}: mean", f"{HDI_PROB:.0%} HPD"]
+    diag = main.idata.posterior.sizes["chain"] >= 2
+    if diag:
+        header += ["ESS (bulk)", "R-hat"]
+    for o in others:
+        header += [f"{o.label}: mean", f"{HDI_PROB:.0%} HPD"]
+    rows = []
+    for label, draws in main.components.items():
+        lo, hi = az.hdi(draws.reshape(-1), hdi_prob=HDI_PROB)
+        row = [label, _fmt(draws.mean()), f"[{_fmt(lo)}, {_fmt(hi)}]"]
+        if diag:
+            row += [_fmt(az.ess(draws, method="bulk")), f"{az.rhat(draws):.3f}"]
+        for o in others:
+            if label in o.components:
+                od = o.components[label].reshape(-1)
+                olo, ohi = az.hdi(od, hdi_prob=HDI_PROB)
+                row += [_fmt(od.mean()), f"[{_fmt(olo)}, {_fmt(ohi)}]"]
+            else:
+                row += ["", ""]
+        rows.append(row)
+    return header, rows
+
+
+def _fmt(x) -> str:
+    x = float(x)
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.4g}"
+
+
+def _density_figure(main: Loaded, others: list[Loaded]) -> Figure:
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    labels = list(main.components)[:MAX_DENSITY_PANELS]
+    ncols = min(3, len(labels))
+    nrows = math.ceil(len(labels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    for ax, label in zip(axes.flat, labels):
+        for k, post in enumerate([main, *others]):
+            if label not in post.components:
+                continue
+            az.plot_kde(post.components[label].reshape(-1), ax=ax,
+                        plot_kwargs={"color": COLORS[k % len(COLORS)], "linewidth": 2 if k == 0 else 1.4,
+                                     "linestyle": "-" if k == 0 else "--"},
+                        label=post.label if ax is axes.flat[0] else None)
+        ax.set_title(label)
+        ax.set_yticks([])
+        if ax.get_legend() is not None:  # one shared legend below the panels instead
+            ax.get_legend().remove()
+    for ax in list(axes.flat)[len(labels):]:
+        ax.axis("off")
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    if names:
+        fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), frameon=False)
+    fig.tight_layout(rect=(0, 0.07 if names else 0, 1, 1))
+    caption = "Marginal posterior densities (kernel density estimates)."
+    if len(main.components) > len(labels):
+        caption += f" First {len(labels)} of {len(main.components)} components."
+    return Figure("marginals", "Marginal densities", _png(fig), caption)
+
+
+def _thin(x: np.ndarray) -> np.ndarray:
+    x = x.reshape(-1)
+    step = max(1, len(x) // MAX_SCATTER)
+    return x[::step]
+
+
+def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    labels = list(main.components)[:MAX_PAIR_COMPONENTS]
+    if len(labels) < 2:
+        return None
+    k = len(labels)
+    fig, axes = plt.subplots(k, k, figsize=(2.6 * k + 1, 2.6 * k + 1), squeeze=False)
+    posts = [main, *others]
+    for i, yl in enumerate(labels):
+        for j, xl in enumerate(labels):
+            ax = axes[i, j]
+            if j > i:
+                ax.axis("off")
+                continue
+            for c, post in enumerate(posts):
+                if xl not in post.components or yl not in post.components:
+                    continue
+                color = COLORS[c % len(COLORS)]
+                if i == j:
+                    az.plot_kde(post.components[xl].reshape(-1), ax=ax,
+                                plot_kwargs={"color": color, "linestyle": "-" if c == 0 else "--"})
+                else:
+                    ax.scatter(_thin(post.components[xl]), _thin(post.components[yl]), s=2,
+                               alpha=0.25 if c == 0 else 0.15, color=color, rasterized=True,
+                               label=post.label if (i, j) == (1, 0) else None)
+            if i == k - 1:
+                ax.set_xlabel(xl)
+            if j == 0 and i != j:
+                ax.set_ylabel(yl)
+            if i == j:
+                ax.set_yticks([])
+    handles, names = axes[1, 0].get_legend_handles_labels()
+    if names:
+        fig.legend(handles, names, loc="upper right", markerscale=5, frameon=False)
+    fig.tight_layout()
+    caption = "Pair plot: joint draws (lower triangle) and marginal densities (diagonal)."
+    if len(main.components) > k:
+        caption += f" First {k} of {len(main.components)} components."
+    return Figure("pair", "Pair plot", _png(fig), caption)
+
+
+def gaussian_feasible_sigma2_max(mu, bounds) -> np.ndarray:
+    """Kazan & Reiter Theorem 2 on the data scale: sigma^2 <= (mu - a)(b - mu) for data in [a, b]
+    (and mu must lie in [a, b]); NaN outside [a, b]."""
+    from importlib import import_module
+
+    try:  # prefer the Gaussian family's own implementation when it provides one
+        fam = import_module("dpposterior.families.gaussian")
+        fn = getattr(fam, "feasible_sigma2_max", None)
+        if callable(fn):
+            return np.asarray(fn(mu, bounds), dtype=float)
+    except ImportError:
+        pass
+    a, b = float(bounds[0]), float(bounds[1])
+    mu = np.asarray(mu, dtype=float)
+    return np.where((mu >= a) & (mu <= b), (mu - a) * (b - mu), np.nan)
+
+
+def _feasible_figure(main: Loaded, others: list[Loaded], release: dict | None) -> Figure | None:
+    """The (mu, sigma^2) feasible region for bounded Gaussian data (Kazan & Reiter Theorem 2)."""
+    import matplotlib.pyplot as plt
+
+    if main.attrs.get("family") != "gaussian" or release is None or "bounds" not in release:
+        return None
+    if "mu" not in main.components or "sigma2" not in main.components:
+        return None
+    a, b = (float(v) for v in release["bounds"])
+    fig, ax = plt.subplots(figsize=(7, 5))
+    grid = np.linspace(a, b, 400)
+    ax.fill_between(grid, 0, gaussian_feasible_sigma2_max(grid, (a, b)), color="0.85",
+                    label="feasible region (Theorem 2)")
+    rows = []
+    for c, post in enumerate([main, *others]):
+        if "mu" not in post.components or "sigma2" not in post.components:
+            continue
+        mu, s2 = post.components["mu"].reshape(-1), post.components["sigma2"].reshape(-1)
+        limit = gaussian_feasible_sigma2_max(mu, (a, b))
+        outside = float(np.mean(~(s2 <= limit)))  # NaN limit (mu outside [a, b]) counts as outside
+        rows.append((post.label, outside))
+        ax.scatter(_thin(mu), _thin(s2), s=3, alpha=0.3, color=COLORS[c % len(COLORS)], rasterized=True,
+                   label=f"{post.label}: {outside:.1%} of draws infeasible")
+    stats = release.get("statistics", {})
+    try:
+        ax.plot(float(stats["mean"]["value"]), float(stats["variance"]["value"]), "o", ms=9, mfc="none",
+                mec="red", mew=2, label="released (mean, variance)")
+    except (KeyError, TypeError, ValueError):
+        pass
+    ax.set_xlabel("mu")
+    ax.set_ylabel("sigma2")
+    top = max((b - a) ** 2 / 4 * 1.6, float(np.quantile(main.components["sigma2"], 0.99)))
+    ax.set_ylim(0, top)
+    ax.set_xlim(a - 0.3 * (b - a), b + 0.3 * (b - a))
+    legend = ax.legend(loc="upper left", fontsize=8)
+    for handle in legend.legend_handles:
+        if hasattr(handle, "set_sizes"):  # scatter markers readable in the legend
+            handle.set_sizes([25])
+            handle.set_alpha(0.8)
+    fig.tight_layout()
+    caption = (f"Feasible region for data bounded in [{a:g}, {b:g}]: sigma^2 <= (mu - a)(b - mu) "
+               f"(Kazan & Reiter, Theorem 2; so sigma^2 <= {(b - a) ** 2 / 4:g}). "
+               + "; ".join(f"{label}: {share:.1%} of draws outside" for label, share in rows) + ".")
+    return Figure("feasible", "Feasible region", _png(fig), caption)
+
+
+def _predictive_figure(idata, release: dict | None) -> Figure | None:
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    pp = idata.posterior_predictive
+    names = [str(v) for v in pp.data_vars if pp[v].ndim == 2]
+    if not names:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for c, name in enumerate(names[:3]):
+        az.plot_kde(pp[name].values.reshape(-1), ax=ax, plot_kwargs={"color": COLORS[c]}, label=name)
+    if release is not None and "bounds" in release:
+        a, b = (float(v) for v in release["bounds"])
+        ax.axvspan(a, b, color="0.9", zorder=0, label="data bounds")
+    ax.set_yticks([])
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return Figure("predictive", "Posterior predictive", _png(fig), "Posterior predictive density of a new record.")
+
+
+def _arviz_figure(name: str, title: str, plot, caption: str) -> Figure:
+    import matplotlib.pyplot as plt
+
+    axes = plot()
+    fig = np.asarray(axes).flat[0].get_figure()
+    fig.tight_layout()
+    return Figure(name, title, _png(fig), caption)
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------ calibration report
+
+def load_calibration(path: Path) -> dict:
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError("posterior", f"cannot read {path} as a calibration result ({exc})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
+        raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
+    return result
+
+
+def calibration_ranks(entry: dict) -> dict[str, np.ndarray]:
+    """Per-coordinate posterior quantiles of the truth stored in one method's entry.
+
+    Accepts ``ranks``/``quantiles`` as a list (one coordinate), a list of lists
+    (trial x coordinate) or a dict ``coordinate -> list``.
+    """
+    for key in ("ranks", "quantiles", "u"):
+        if key in entry:
+            raw = entry[key]
+            break
+    else:
+        return {}
+    if isinstance(raw, dict):
+        return {str(k): np.asarray(v, dtype=float).reshape(-1) for k, v in raw.items()}
+    arr = np.asarray(raw, dtype=float)
+    if arr.ndim == 1:
+        return {"theta": arr}
+    if arr.ndim == 2:
+        return {f"theta[{j}]": arr[:, j] for j in range(arr.shape[1])}
+    return {"theta": arr.reshape(-1)}
+
+
+def ranks_from_checkpoint(path: Path, result: dict) -> dict[str, dict[str, np.ndarray]]:
+    """Per-trial quantiles from the checkpoint ``dpposterior calibrate`` writes beside its JSON
+    (``<out>.ckpt.json``: one entry per unit with ``ranks[method]`` of shape (trials, coordinates))."""
+    ck = path.with_name(path.name + ".ckpt.json")
+    try:
+        state = json.loads(ck.read_text())
+        units = state["results"]
+        if state.get("total") != len(units):
+            return {}  # an unfinished run: its ranks would not match the summary
+        coords = [str(c) for c in result.get("coordinates", [])]
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for method in result["methods"]:
+            u = np.concatenate([np.asarray(units[str(i)]["ranks"][method], dtype=float)
+                                for i in range(len(units))])
+            if u.ndim == 1:
+                u = u[:, None]
+            names = coords if len(coords) == u.shape[1] else [f"theta[{j}]" for j in range(u.shape[1])]
+            out[method] = {name: u[:, j] for j, name in enumerate(names)}
+        if any(len(next(iter(v.values()))) != result.get("trials", -1) for v in out.values()):
+            return {}
+        return out
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return {}
+
+
+def rank_ecdf_band(ntrials: int, prob: float = 0.95, points: int = 199):
+    """Evaluation points in (0, 1) and the simultaneous ``prob`` band of the uniform ECDF for ``ntrials``."""
+    from arviz.stats.ecdf_utils import ecdf_confidence_band
+
+    x = np.linspace(0, 1, points + 2)[1:-1]
+    lower, upper = ecdf_confidence_band(ntrials, x, x, prob=prob, method="optimized")
+    return x, lower, upper
+
+
+def _calibration_sections(path: Path):
+    import matplotlib.pyplot as plt
+
+    result = load_calibration(path)
+    methods = result["methods"]
+    sections: list[Any] = []
+    meta = [(k, str(result[k])) for k in ("family", "n", "epsilon", "trials", "seed", "prior") if k in result]
+    sections.append(("table", "Run", ["", ""], meta))
+    header = ["method", "KS", "KS p-value", "coverage 50%", "coverage 90%", "coverage 95%", "MMD"]
+    rows = []
+    for name, m in methods.items():
+        cov = m.get("coverage", {}) if isinstance(m, dict) else {}
+        rows.append([name, *(_maybe(m.get(k)) for k in ("ks", "ks_pvalue")),
+                     *(_maybe(cov.get(q)) for q in ("0.5", "0.9", "0.95")), _maybe(m.get("mmd"))])
+    sections.append(("table", "Calibration summary", header, rows))
+    ranks = {name: calibration_ranks(m) for name, m in methods.items() if isinstance(m, dict)}
+    ranks = {k: v for k, v in ranks.items() if v}
+    if not ranks:
+        ranks = ranks_from_checkpoint(path, result)
+        if ranks:
+            sections.append(("note", f"Per-trial quantiles read from the run's checkpoint "
+                                     f"{path.name}.ckpt.json."))
+    if not ranks:
+        sections.append(("note", "This result holds no per-trial quantiles (and its checkpoint "
+                                 f"{path.name}.ckpt.json is missing), so no rank ECDF can be drawn."))
+        return f"dpposterior calibration report: {result.get('family', '?')}", sections
+    coords = sorted({c for r in ranks.values() for c in r})[:6]
+    fig, axes = plt.subplots(1, len(coords), figsize=(5.5 * len(coords), 4.2), squeeze=False)
+    band_n = None
+    for ax, coord in zip(axes.flat, coords):
+        for c, (name, per_coord) in enumerate(ranks.items()):
+            if coord not in per_coord:
+                continue
+            u = np.sort(per_coord[coord][np.isfinite(per_coord[coord])])
+            n = len(u)
+            if band_n != n:
+                x, lower, upper = rank_ecdf_band(n)
+                band_n = n
+            ecdf = np.searchsorted(u, x, side="right") / n
+            if c == 0:
+                ax.fill_between(x, lower - x, upper - x, color="0.85",
+                                label=f"95% simultaneous band (N = {n})")
+            ax.step(x, ecdf - x, where="post", color=COLORS[c % len(COLORS)], lw=1.6, label=name)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlabel("posterior quantile of the true parameter")
+        ax.set_ylabel("ECDF - uniform CDF")
+        ax.set_title(coord)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    sections.append(Figure("rank_ecdf", "Rank ECDF", _png(fig),
+                           "ECDF of the posterior quantile of the true parameter over the simulated trials, minus "
+                           "the uniform CDF. A calibrated method stays inside the grey 95% simultaneous band "
+                           "(Saeilynoja et al. 2022) along the whole curve; an S shape means over-confident "
+                           "(too narrow) posteriors, a bump the other way over-dispersed ones."))
+    return f"dpposterior calibration report: {result.get('family', '?')}", sections
+
+
+def _maybe(x) -> str:
+    if x is None:
+        return ""
+    try:
+        return _fmt(x)
+    except (TypeError, ValueError):
+        return html.escape(str(x))
+
+
+# ------------------------------------------------------------------------------ HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1100px;
+color:#222;padding:0 1em}
+h1{font-size:1.5em;border-bottom:2px solid #1f77b4;padding-bottom:.3em}
+h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f0f4f8}
+td:first-child,th:first-child{text-align:left}
+img{max-width:100%;border:1px solid #eee}
+.note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}
+.caption{color:#555;font-size:.9em}
+footer{margin-top:2em;color:#888;font-size:.8em}
+"""
+
+
+def _html(title: str, sections) -> str:
+    from . import __version__
+
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        if isinstance(s, Figure):
+            data = base64.b64encode(s.png).decode("ascii")
+            parts.append(f'<h2>{html.escape(s.title)}</h2><figure><img alt="{html.escape(s.title)}" '
+                         f'src="data:image/png;base64,{data}"><figcaption class="caption">'
+                         f"{html.escape(s.caption)}</figcaption></figure>")
+        elif s[0] == "note":
+            parts.append(f'<p class="note">{html.escape(s[1])}</p>')
+        elif s[0] == "table":
+            _, caption, header, rows = s
+            parts.append(f"<h2>{html.escape(caption)}</h2><table>")
+            if any(header):
+                parts.append("<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>")
+            for row in rows:
+                parts.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
+            parts.append("</table>")
+    parts.append(f"<footer>written by dpposterior {html.escape(__version__)} &middot; figures also saved as PNG "
+                 "files beside this page</footer></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience: python -m dpposterior.report FILE OUT
+    write_report(sys.argv[1], sys.argv[2], compare=sys.argv[3:])

@@ -1,0 +1,10 @@
+"""Simulation-based inference from DP releases (Xiong, Ju & Zhang): the model interface.
+
+See :mod:`dpposterior.sbi.model` for a runnable user-defined example; the engines
+are :func:`dpposterior.inference.smc_abc.run_smc_abc`,
+:func:`dpposterior.inference.sppe.run_sppe` and :func:`dpposterior.inference.sple.run_sple`.
+"""
+
+from .model import DirichletALRPrior, GaussianPrior, SimulatorModel, alr_to_simplex, simplex_to_alr
+
+__all__ = ["SimulatorModel", "GaussianPrior", "DirichletALRPrior", "alr_to_simplex", "simplex_to_alr"]

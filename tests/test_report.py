@@ -1,0 +1,181 @@
+"""``dpposterior report``: figures, a self-contained report.html, one-line errors, and
+(marked ``browser``) a headless-Chromium rendering check of the HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpposterior.cli import main
+from dpposterior.errors import InputError
+from dpposterior.posterior import Posterior
+from dpposterior.report import calibration_ranks, components, gaussian_feasible_sigma2_max, rank_ecdf_band, write_report
+
+RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bounds": [0.0, 100.0],
+           "statistics": {"mean": {"value": 34.30, "mechanism": "laplace", "epsilon": 0.25},
+                          "variance": {"value": 2224.07, "mechanism": "laplace", "epsilon": 0.25}}}
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _posterior(method, shift, seed, chains=2, draws=300):
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(20 + shift, 8, size=(chains, draws))
+    sigma2 = rng.gamma(2, 300, size=(chains, draws))
+    return Posterior("gaussian", method, {"mu": mu, "sigma2": sigma2},
+                     posterior_predictive={"y_new": rng.normal(mu, np.sqrt(sigma2))},
+                     attrs={"constrained": True, "seed": 1, "release_json": json.dumps(RELEASE)})
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    _posterior("gibbs", 0, 1).to_netcdf(d / "post.nc")
+    _posterior("naive", 10, 2).to_netcdf(d / "naive.nc")
+    rng = np.random.default_rng(3)
+    cal = {"family": "binomial", "n": 100, "epsilon": 0.1, "trials": 200, "methods": {
+        "gibbs-ss": {"ks": 0.03, "ks_pvalue": 0.7, "coverage": {"0.5": 0.5, "0.9": 0.9, "0.95": 0.95},
+                     "ranks": rng.uniform(size=200).tolist()},
+        "naive": {"ks": 0.2, "ks_pvalue": 1e-9, "coverage": {"0.5": 0.3, "0.9": 0.6, "0.95": 0.7},
+                  "ranks": rng.beta(0.6, 0.6, size=200).tolist()}}}
+    (d / "cal.json").write_text(json.dumps(cal))
+    return d
+
+
+def _self_contained(html: str) -> None:
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "<link" not in html and "http://" not in html and "https://" not in html
+
+
+def test_posterior_report_with_compare(files, tmp_path):
+    out = tmp_path / "rep"
+    html_path = write_report(files / "post.nc", out, compare=[files / "naive.nc"])
+    html = html_path.read_text()
+    _self_contained(html)
+    for name in ("marginals", "pair", "feasible", "trace", "rank", "predictive"):
+        png = out / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    # HPD table: both posteriors, both variables
+    assert "95% HPD" in html and "naive (constrained): mean" in html and ">sigma2<" in html
+    assert "Theorem 2" in html and "of draws outside" in html
+
+
+def test_iid_posterior_has_no_trace_plot(files, tmp_path):
+    write_report(files / "naive.nc", tmp_path / "rep")
+    assert not (tmp_path / "rep" / "trace.png").exists()
+    assert (tmp_path / "rep" / "marginals.png").exists()
+
+
+def test_calibration_report(files, tmp_path):
+    html = write_report(files / "cal.json", tmp_path / "cal").read_text()
+    _self_contained(html)
+    assert (tmp_path / "cal" / "rank_ecdf.png").exists()
+    assert "gibbs-ss" in html and "simultaneous" in html
+
+
+def test_feasible_region_theorem2():
+    # sigma^2 <= (mu - a)(b - mu): 2500 at the centre of [0, 100], 0 at the bounds, undefined outside
+    out = gaussian_feasible_sigma2_max(np.array([0.0, 50.0, 100.0, 25.0, -1.0]), (0.0, 100.0))
+    assert np.allclose(out[:4], [0.0, 2500.0, 0.0, 1875.0]) and np.isnan(out[4])
+
+
+def test_rank_ecdf_band_is_simultaneous():
+    # the whole ECDF of N uniform ranks must stay inside the band with probability 0.95.
+    # 2000 simulated ECDFs: Monte Carlo SE of the coverage = sqrt(.95 * .05 / 2000) = 0.0049;
+    # accept within 4 SE (0.0195).  A pointwise band would cover far less (~0.5 here), so the
+    # test fails if the band is not simultaneous.
+    n = 200
+    x, lower, upper = rank_ecdf_band(n)
+    assert np.all(lower <= x) and np.all(upper >= x)
+    u = np.sort(np.random.default_rng(0).uniform(size=(2000, n)), axis=1)
+    ecdf = np.stack([np.searchsorted(row, x, side="right") for row in u]) / n
+    coverage = np.mean(np.all((ecdf >= lower) & (ecdf <= upper), axis=1))
+    assert abs(coverage - 0.95) < 0.0195, coverage
+
+
+def test_components_label_vector_variables():
+    post = Posterior("linear-regression", "mcmc-fixeds",
+                     {"theta": np.zeros((2, 5, 3)), "sigma2": np.ones((2, 5))},
+                     dims={"theta": ["coef"]}, coords={"coef": ["x1", "x2", "x3"]})
+    comps = components(post.to_arviz())
+    assert list(comps) == ["theta[x1]", "theta[x2]", "theta[x3]", "sigma2"]
+    assert comps["theta[x2]"].shape == (2, 5)
+
+
+def test_calibration_ranks_shapes():
+    assert list(calibration_ranks({"ranks": [0.1, 0.2]})) == ["theta"]
+    assert list(calibration_ranks({"quantiles": [[0.1, 0.2], [0.3, 0.4]]})) == ["theta[0]", "theta[1]"]
+    assert list(calibration_ranks({"ranks": {"mu": [0.5], "sigma2": [0.5]}})) == ["mu", "sigma2"]
+    assert calibration_ranks({"ks": 0.1}) == {}
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda d: d / "missing.nc", "posterior"),
+    (lambda d: (d / "garbage.nc").write_text("not netcdf") and d / "garbage.nc", "posterior"),
+    (lambda d: (d / "bad.json").write_text("{broken") and d / "bad.json", "posterior"),
+    (lambda d: (d / "nomethods.json").write_text('{"family": "x"}') and d / "nomethods.json", "posterior"),
+    (lambda d: d, "posterior"),
+])
+def test_bad_inputs_one_line(tmp_path, make, field, capsys):
+    path = make(tmp_path)
+    with pytest.raises(InputError) as info:
+        write_report(path, tmp_path / "out")
+    assert info.value.field == field
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}:") and err.count("\n") == 1
+
+
+def test_bad_compare_one_line(files, tmp_path, capsys):
+    assert main(["report", str(files / "post.nc"), "--compare", str(tmp_path / "nope.nc"),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith("error: compare: file not found")
+
+
+# ------------------------------------------------------------------------------ browser
+
+def _demo_posterior(tmp: Path) -> Path | None:
+    """The demo's constrained posterior when the demo exists, else None."""
+    try:
+        from dpposterior.demo import run_demo
+    except ImportError:
+        return None
+    run_demo(tmp / "demo")
+    ncs = sorted((tmp / "demo").glob("*.nc"))
+    constrained = [p for p in ncs if "unconstrained" not in p.name and "naive" not in p.name]
+    return (constrained or ncs or [None])[0]
+
+
+def screenshot(html_path: Path, png: Path, profile: Path, size=(1200, 2400)) -> None:
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size={size[0]},{size[1]}",
+           html_path.resolve().as_uri()]
+    subprocess.run(cmd, check=True, timeout=120, capture_output=True)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium)")
+def test_report_renders_in_headless_chromium(files, tmp_path):
+    from PIL import Image  # matplotlib depends on pillow
+
+    post = _demo_posterior(tmp_path) or files / "post.nc"
+    html_path = write_report(post, tmp_path / "rep")
+    png = tmp_path / "shot.png"
+    screenshot(html_path, png, tmp_path / "profile")
+    img = np.asarray(Image.open(png).convert("RGB")).astype(float)
+    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
+    # a blank or broken page is (nearly) one colour; a rendered report has text, tables and plots
+    non_white = np.mean(img.min(axis=2) < 200)
+    assert non_white > 0.03, f"only {non_white:.1%} of the page is drawn"
+    colours = len(np.unique((img // 32).reshape(-1, 3), axis=0))
+    assert colours >= 20, f"only {colours} colour bins: images did not render"
+    # the embedded figures rendered: the plot colours (blue and red curves/points) are on the page
+    blue = np.mean((img[..., 2] > 150) & (img[..., 0] < 100))
+    assert blue > 0.001
