@@ -151,3 +151,26 @@ def test_calibrate_bad_scheduler_one_line(tmp_path, capsys):
                  "--scheduler", "cluster", "--quiet", "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: scheduler:") and err.count("\n") == 1
+
+
+def gamma_sim(theta, rng):
+    """A vectorised toy simulator: one statistic per parameter row."""
+    return rng.gamma(theta[:, 0], size=len(theta))[:, None] + theta[:, 1:2]
+
+
+def test_map_batches_identical_across_backends(dask_executor):
+    from dpposterior.execution import map_batches
+
+    theta = np.column_stack([np.linspace(1, 3, 25), np.arange(25.0)])
+    serial = map_batches(gamma_sim, theta, seed=4, batch_size=7)
+    assert serial.shape == (25, 1)
+    with executor("processes", workers=2) as ex:
+        procs = map_batches(gamma_sim, theta, seed=4, batch_size=7, ex=ex)
+    dask = map_batches(gamma_sim, theta, seed=4, batch_size=7, ex=dask_executor)
+    assert np.array_equal(serial, procs) and np.array_equal(serial, dask)
+    # batch k (rows 7k..7k+6, in order) draws from the k-th spawned seed
+    expected = np.concatenate([gamma_sim(theta[7 * k:7 * k + 7], np.random.default_rng(ss))
+                               for k, ss in enumerate(spawn_seeds(4, 4))])
+    assert np.array_equal(serial, expected)
+    with pytest.raises(InputError, match="batch_size"):
+        map_batches(gamma_sim, theta, seed=4, batch_size=0)

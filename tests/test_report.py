@@ -140,16 +140,21 @@ def test_bad_compare_one_line(files, tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ browser
 
-def _demo_posterior(tmp: Path) -> Path | None:
-    """The demo's constrained posterior when the demo exists, else None."""
+def _demo_posteriors(tmp: Path) -> list[Path]:
+    """The demo's (constrained, unconstrained) posteriors when the demo exists, else []."""
     try:
         from dpposterior.demo import run_demo
     except ImportError:
-        return None
-    run_demo(tmp / "demo")
-    ncs = sorted((tmp / "demo").glob("*.nc"))
-    constrained = [p for p in ncs if "unconstrained" not in p.name and "naive" not in p.name]
-    return (constrained or ncs or [None])[0]
+        return []
+    import inspect
+
+    kwargs = {k: v for k, v in {"draws": 1000, "quiet": True}.items()
+              if k in inspect.signature(run_demo).parameters}
+    run_demo(tmp / "demo", **kwargs)
+    ncs = {p.name: p for p in (tmp / "demo").glob("*.nc")}
+    main_nc = ncs.get("posterior_constrained.nc") or next(iter(ncs.values()), None)
+    others = [p for name, p in ncs.items() if p != main_nc]
+    return [main_nc, *others] if main_nc else []
 
 
 def screenshot(html_path: Path, png: Path, profile: Path, size=(1200, 2400)) -> None:
@@ -165,8 +170,10 @@ def screenshot(html_path: Path, png: Path, profile: Path, size=(1200, 2400)) -> 
 def test_report_renders_in_headless_chromium(files, tmp_path):
     from PIL import Image  # matplotlib depends on pillow
 
-    post = _demo_posterior(tmp_path) or files / "post.nc"
-    html_path = write_report(post, tmp_path / "rep")
+    # the Done-when of issue 7: `report` on the demo's output renders (synthetic files if no demo)
+    demo = _demo_posteriors(tmp_path)
+    post, compare = (demo[0], demo[1:]) if demo else (files / "post.nc", [files / "naive.nc"])
+    html_path = write_report(post, tmp_path / "rep", compare=compare)
     png = tmp_path / "shot.png"
     screenshot(html_path, png, tmp_path / "profile")
     img = np.asarray(Image.open(png).convert("RGB")).astype(float)
@@ -179,3 +186,20 @@ def test_report_renders_in_headless_chromium(files, tmp_path):
     # the embedded figures rendered: the plot colours (blue and red curves/points) are on the page
     blue = np.mean((img[..., 2] > 150) & (img[..., 0] < 100))
     assert blue > 0.001
+
+
+def test_calibration_ranks_read_from_the_checkpoint(tmp_path):
+    # `dpposterior calibrate` keeps per-trial quantiles only in its checkpoint <out>.ckpt.json
+    rng = np.random.default_rng(5)
+    result = {"family": "binomial", "n": 50, "epsilon": 0.5, "trials": 30, "coordinates": ["p"],
+              "methods": {"gibbs-ss": {"ks": 0.1, "coverage": {}}, "naive": {"ks": 0.3, "coverage": {}}}}
+    units = {str(i): {"ranks": {m: rng.uniform(size=(15, 1)).tolist() for m in result["methods"]}}
+             for i in range(2)}
+    (tmp_path / "cal.json").write_text(json.dumps(result))
+    (tmp_path / "cal.json.ckpt.json").write_text(json.dumps({"fingerprint": {}, "total": 2, "results": units}))
+    html = write_report(tmp_path / "cal.json", tmp_path / "out").read_text()
+    assert (tmp_path / "out" / "rank_ecdf.png").exists() and "checkpoint" in html
+    # an unfinished checkpoint is not used (its ranks would not match the summary)
+    (tmp_path / "cal.json.ckpt.json").write_text(json.dumps({"fingerprint": {}, "total": 3, "results": units}))
+    html = write_report(tmp_path / "cal.json", tmp_path / "out2").read_text()
+    assert not (tmp_path / "out2" / "rank_ecdf.png").exists() and "no per-trial quantiles" in html

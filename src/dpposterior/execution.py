@@ -145,3 +145,37 @@ def executor(scheduler: str = "processes", workers: int | None = None):
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _batch_task(task):
+    fn, batch, seed = task
+    return fn(batch, np.random.default_rng(seed))
+
+
+def map_batches(fn: Callable[[np.ndarray, np.random.Generator], np.ndarray], rows, *, seed,
+                batch_size: int = 1000, scheduler: str = "serial", ex: "Executor | None" = None) -> np.ndarray:
+    """``fn(batch, rng)`` over row batches of ``rows``, concatenated in order.
+
+    For vectorised simulators (SBI simulation batches, benchmark grids): batch ``k``
+    gets its own generator from ``SeedSequence(seed).spawn``, so the result is the same
+    for every backend and every number of workers (but depends on ``batch_size``).
+    ``fn`` must be a module-level function for ``processes`` and Dask; pass ``ex`` to
+    reuse a running executor (e.g. one per SMC-ABC run rather than one per round).
+    """
+    rows = np.asarray(rows)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InputError("batch_size", f"must be a positive integer (got {batch_size!r})")
+    starts = range(0, len(rows), int(batch_size))
+    seeds = spawn_seeds(seed, len(starts))
+    tasks = [(fn, rows[s:s + batch_size], ss) for s, ss in zip(starts, seeds)]
+    if not tasks:
+        return fn(rows, np.random.default_rng(seed))
+    if ex is not None:
+        parts = ex.map(_batch_task, tasks)
+    elif scheduler == "serial" or len(tasks) == 1:
+        check_scheduler(scheduler)
+        parts = [_batch_task(t) for t in tasks]
+    else:
+        with executor(scheduler) as own:
+            parts = own.map(_batch_task, tasks)
+    return np.concatenate(parts, axis=0)

@@ -235,7 +235,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
         naive_idata, why = naive_from_release(main_attrs)
         if naive_idata is not None:
             attrs = _attrs(naive_idata)
-            others.insert(0, Loaded("naive (ignores the DP noise; recomputed from the release)", naive_idata,
+            others.insert(0, Loaded("naive (noise ignored; recomputed)", naive_idata,
                                     components(naive_idata), attrs))
         elif why:
             notes.append(f"Naive posterior not shown: {why}.")
@@ -391,9 +391,12 @@ def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
             if i == j:
                 ax.set_yticks([])
     handles, names = axes[1, 0].get_legend_handles_labels()
-    if names:
-        fig.legend(handles, names, loc="upper right", markerscale=5, frameon=False)
     fig.tight_layout()
+    if names:  # in the empty upper-right panel, clear of the plots
+        legend = axes[0, k - 1].legend(handles, names, loc="center", frameon=False, fontsize=8)
+        for handle in legend.legend_handles:
+            handle.set_sizes([30])
+            handle.set_alpha(0.9)
     caption = "Pair plot: joint draws (lower triangle) and marginal densities (diagonal)."
     if len(main.components) > k:
         caption += f" First {k} of {len(main.components)} components."

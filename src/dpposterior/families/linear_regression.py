@@ -44,6 +44,7 @@ from ..release import FORMAT, FiniteFloat, PositiveFloat, ReleaseBase, Statistic
 from . import Family, SimulatedRelease
 
 FAMILY_NAME = "linear-regression"
+SPLITS = ("xtx,xty", "xtx,xty,yty", "halves", "min-variance", "adassp")
 #: relative tolerance for symmetry of xtx and for a stated sensitivity to match the derived one
 SYMMETRY_RTOL = 1e-9
 SENSITIVITY_RTOL = 1e-9
@@ -89,6 +90,11 @@ class Party(BaseModel):
 
     n: Annotated[int, Field(strict=True, ge=1)]
     statistics: PartyStatistics
+    #: "joint": xtx, xty (, yty) are ONE mechanism calibrated on their joint sensitivity (the paper's
+    #: Sec. 3); "separate": each record is its own mechanism with its own sensitivity
+    #: (xtx: ||X||^2, xty: ||X|| ||Y||, yty: ||Y||^2) and budget, composed by basic composition
+    #: (Dwork et al. 2014b; the authors' code; Wang's adaSSP).
+    composition: Literal["joint", "separate"] = "joint"
 
 
 @dataclass
@@ -106,7 +112,7 @@ class RegressionData:
     sigma_s: np.ndarray      # (J,) Gaussian sd of each upper-triangle entry of xtx (Laplace: sd sqrt(2) b)
     sigma_z: np.ndarray      # (J,)
     sigma_u: np.ndarray | None
-    laplace_scale: np.ndarray | None  # (J,) Laplace scale b of every entry (laplace mechanism)
+    laplace_scale: np.ndarray | None  # (J, 3) Laplace scale b of xtx, xty, yty entries (laplace mechanism)
     epsilon: np.ndarray      # (J,) budget of the joint (xtx, xty[, yty]) mechanism
     delta: np.ndarray | None
     lambda_min: np.ndarray | None
@@ -134,6 +140,15 @@ class RegressionData:
     def x_eff(self) -> float:
         """Bound on the norm of a design row (with the intercept's 1 when present)."""
         return math.sqrt(self.x_norm ** 2 + 1.0) if self.intercept else self.x_norm
+
+
+def separate_sensitivity(mechanism: str, name: str, x_eff: float, y_abs: float, d: int) -> float:
+    """Sensitivity of one statistic released on its own (L2 for gaussian, L1 for laplace)."""
+    if name == "xtx":
+        return x_eff ** 2 if mechanism == "gaussian" else (d + 1) / 2.0 * x_eff ** 2
+    if name == "xty":
+        return x_eff * y_abs if mechanism == "gaussian" else math.sqrt(d) * x_eff * y_abs
+    return y_abs ** 2
 
 
 def joint_sensitivity(mechanism: str, x_eff: float, y_abs: float, d: int, with_yty: bool) -> float:
@@ -177,15 +192,20 @@ class LinearRegressionRelease(ReleaseBase):
     def total_privacy_cost(self) -> tuple[float, float]:
         """Parallel composition: every party spends (eps, delta) on its own, disjoint rows.
 
-        Within a party, xtx/xty(/yty) are one joint mechanism (one sensitivity), so they
-        count once; a released ``lambda_min`` (adaSSP) composes with it.  The release costs
-        the largest per-party spend.
+        Within a party with ``composition = "joint"``, xtx/xty(/yty) are one mechanism (one
+        sensitivity) and count once; with ``"separate"`` their budgets add up; a released
+        ``lambda_min`` (adaSSP) adds to either.  The release costs the largest per-party spend.
         """
         eps_j, delta_j = [], []
         for party in self.parties:
             st = party.statistics
-            eps = st.xtx.epsilon
-            dlt = st.xtx.delta or 0.0
+            if party.composition == "joint":
+                eps = st.xtx.epsilon
+                dlt = st.xtx.delta or 0.0
+            else:
+                recs = [r for r in (st.xtx, st.xty, st.yty) if r is not None]
+                eps = sum(r.epsilon for r in recs)
+                dlt = sum(r.delta or 0.0 for r in recs)
             if st.lambda_min is not None:
                 eps += st.lambda_min.epsilon
                 dlt += st.lambda_min.delta or 0.0
@@ -245,7 +265,7 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
             if rec.mechanism != mech:
                 raise _bad(f"{where}.{name}.mechanism: xtx, xty and yty are one joint mechanism "
                                  f"and must share it (xtx has {mech!r})")
-            if rec.epsilon != st.xtx.epsilon or rec.delta != st.xtx.delta:
+            if party.composition == "joint" and (rec.epsilon != st.xtx.epsilon or rec.delta != st.xtx.delta):
                 raise _bad(f"{where}.{name}: epsilon and delta must equal those of xtx "
                                  "(one joint mechanism)")
             if rec.mechanism == "gaussian" and rec.delta is None:
@@ -253,7 +273,10 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
             if rec.mechanism == "laplace" and (rec.delta is not None or rec.sigma is not None):
                 raise _bad(f"{where}.{name}: the laplace mechanism takes no delta or sigma")
             if rec.sensitivity is not None:
-                derived = joint_sensitivity(mech, _x_eff(rel), rel.bounds.y_abs, d, st.yty is not None)
+                if party.composition == "joint":
+                    derived = joint_sensitivity(mech, _x_eff(rel), rel.bounds.y_abs, d, st.yty is not None)
+                else:
+                    derived = separate_sensitivity(mech, name, _x_eff(rel), rel.bounds.y_abs, d)
                 if abs(rec.sensitivity - derived) > SENSITIVITY_RTOL * derived:
                     raise _bad(f"{where}.{name}.sensitivity: {rec.sensitivity:g} does not match the "
                                      f"one derived from the bounds ({derived:g})")
@@ -296,7 +319,7 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
     xty = np.empty((J, d))
     yty = np.empty(J) if has_yty else None
     sig = {k: np.empty(J) for k in ("xtx", "xty", "yty")}
-    lap = np.empty(J) if mech == "laplace" else None
+    lap = np.empty((J, 3)) if mech == "laplace" else None
     eps = np.empty(J)
     dlt = np.empty(J) if mech == "gaussian" else None
     lam = lam_sig = lam_eps = lam_dlt = None
@@ -308,6 +331,7 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
         xtx[j] = 0.5 * (a + a.T)
         xty[j] = np.asarray(st.xty.value, dtype=float)
         eps[j] = st.xtx.epsilon
+        joint = party.composition == "joint"
         if mech == "gaussian":
             dlt[j] = st.xtx.delta
             derived = None
@@ -317,15 +341,23 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
                     continue
                 if rec.sigma is not None:
                     sig[name][j] = rec.sigma
-                else:
+                elif joint:
                     if derived is None:
                         derived = analytic_sigma(rec.epsilon, rec.delta, sens)
                     sig[name][j] = derived
+                else:
+                    sig[name][j] = analytic_sigma(rec.epsilon, rec.delta,
+                                                  separate_sensitivity(mech, name, x_eff, rel.bounds.y_abs, d))
         else:
-            b = sens / st.xtx.epsilon
-            lap[j] = b
-            for name in sig:
-                sig[name][j] = math.sqrt(2.0) * b
+            for k, name in enumerate(("xtx", "xty", "yty")):
+                rec = getattr(st, name)
+                if rec is None:
+                    lap[j, k] = np.nan
+                    sig[name][j] = np.nan
+                    continue
+                sens_k = sens if joint else separate_sensitivity(mech, name, x_eff, rel.bounds.y_abs, d)
+                lap[j, k] = sens_k / rec.epsilon
+                sig[name][j] = math.sqrt(2.0) * lap[j, k]
         if has_yty:
             yty[j] = float(st.yty.value)
         if has_lambda:
@@ -476,10 +508,13 @@ def curate(frame, options) -> dict:
     """Clip rows to the public bounds, split them into J parties in order, add noise per party.
 
     ``--epsilon-split`` chooses what each party releases with its full (eps, delta):
-    ``xtx,xty`` (default; the paper's joint Gaussian mechanism), ``xtx,xty,yty``
-    (Bernstein & Sheldon; default with ``--mechanism laplace``) or ``adassp``
-    (Wang 2018 / 004 App. C.2: (2 eps/3, 2 delta/3) on (xtx, xty), (eps/3, delta/3)
-    on the smallest eigenvalue of xtx).
+    ``xtx,xty`` (default; the paper's joint Gaussian mechanism, Sec. 3), ``xtx,xty,yty``
+    (Bernstein & Sheldon; default with ``--mechanism laplace``), ``halves`` ((eps/2, delta/2)
+    on each of xtx and xty with their own sensitivities, Dwork et al. 2014b), ``min-variance``
+    (``halves`` when its sigma_s^2 + sigma_z^2 <= sigma_joint^2, else ``xtx,xty`` -- the rule of
+    the authors' code, which reproduces their Table 1; it depends only on public bounds) or
+    ``adassp`` (Wang 2018 Alg. 2, as in the authors' code: (eps/3, delta/3) on each of xtx,
+    xty and the smallest eigenvalue of xtx).
     """
     from ..curator import require_column
     from ..mechanisms import analytic_sigma, draw_noise
@@ -503,10 +538,10 @@ def curate(frame, options) -> dict:
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
     split = options.epsilon_split or ("xtx,xty,yty" if mechanism == "laplace" else "xtx,xty")
     split = split.replace(" ", "")
-    if split not in ("xtx,xty", "xtx,xty,yty", "adassp"):
-        raise InputError("epsilon-split", "must be xtx,xty or xtx,xty,yty or adassp for linear-regression")
-    if split == "adassp" and mechanism != "gaussian":
-        raise InputError("epsilon-split", "adassp uses the gaussian mechanism")
+    if split not in SPLITS:
+        raise InputError("epsilon-split", "must be one of " + ", ".join(SPLITS) + " for linear-regression")
+    if split in ("adassp", "min-variance") and mechanism != "gaussian":
+        raise InputError("epsilon-split", f"{split} uses the gaussian mechanism")
     x_range = y_range = None
     if options.bounds is not None:
         lo, hi = (float(v) for v in options.bounds)
@@ -549,15 +584,14 @@ def curate(frame, options) -> dict:
     eps = float(options.epsilon)
     d = X.shape[1]
     x_eff = math.sqrt(x_norm ** 2 + 1) if options.intercept else x_norm
-    with_yty = split == "xtx,xty,yty"
     seeds = ([None] * (4 * J) if options.seed is None
              else [int(s) for s in np.random.SeedSequence(options.seed).generate_state(4 * J)])
     parties = []
     for j, rows in enumerate(np.array_split(np.arange(n), J)):
         Xj, yj = X[rows], y[rows]
-        stats = _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds[4 * j:4 * j + 4],
-                               draw_noise, analytic_sigma)
-        parties.append({"n": int(len(rows)), "statistics": stats})
+        stats, comp = _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds[4 * j:4 * j + 4],
+                                     draw_noise, analytic_sigma)
+        parties.append({"n": int(len(rows)), "statistics": stats, "composition": comp})
     bounds: dict[str, Any] = {"x_norm": float(x_norm), "y_abs": float(y_abs)}
     if x_range is not None:
         bounds["x_range"] = x_range
@@ -567,44 +601,70 @@ def curate(frame, options) -> dict:
             "description": f"linear regression, {J} data holder(s), {split} ({mechanism})"}
 
 
-def _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds, draw_noise, analytic_sigma):
-    d = Xj.shape[1]
-    S = Xj.T @ Xj
-    z = Xj.T @ yj
-    u = float(yj @ yj)
-    iu = np.triu_indices(d)
-    with_yty = split == "xtx,xty,yty"
+def split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma):
+    """(composition, {statistic: (epsilon, delta, sensitivity, scale)}) for one party's budget."""
+    gauss = mechanism == "gaussian"
+
+    def scale(e, dl, sens):
+        return analytic_sigma(e, dl, sens) if gauss else sens / e
+
+    def joint(names):
+        sens = joint_sensitivity(mechanism, x_eff, y_abs, d, "yty" in names)
+        sc = scale(eps, delta, sens)
+        return "joint", {k: (eps, delta, sens, sc) for k in names}
+
+    def separate(names, share):
+        out = {}
+        for k in names:
+            sens = separate_sensitivity(mechanism, k, x_eff, y_abs, d)
+            out[k] = (eps * share, delta * share, sens, scale(eps * share, delta * share, sens))
+        return "separate", out
+
+    if split == "xtx,xty":
+        return joint(("xtx", "xty"))
+    if split == "xtx,xty,yty":
+        return joint(("xtx", "xty", "yty"))
+    if split == "halves":
+        return separate(("xtx", "xty"), 0.5)
     if split == "adassp":
-        eps_sz, delta_sz = 2.0 * eps / 3.0, 2.0 * delta / 3.0
-    else:
-        eps_sz, delta_sz = eps, delta
-    sens = joint_sensitivity(mechanism, x_eff, y_abs, d, with_yty)
-    if mechanism == "gaussian":
-        scale = analytic_sigma(eps_sz, delta_sz, sens)
-        common = {"mechanism": "gaussian", "epsilon": eps_sz, "delta": delta_sz, "sigma": scale,
-                  "sensitivity": sens}
-    else:
-        scale = sens / eps_sz
-        common = {"mechanism": "laplace", "epsilon": eps_sz, "sensitivity": sens}
-    upper, sampler = draw_noise(mechanism, S[iu], scale, seeds[0])
-    Shat = np.zeros((d, d))
-    Shat[iu] = upper
-    Shat = Shat + np.triu(Shat, 1).T
-    zhat, _ = draw_noise(mechanism, z, scale, seeds[1])
-    out = {"xtx": {"value": Shat.tolist(), **common, "sampler": sampler},
-           "xty": {"value": zhat.tolist(), **common, "sampler": sampler}}
-    if with_yty:
-        uhat, _ = draw_noise(mechanism, np.array([u]), scale, seeds[2])
-        out["yty"] = {"value": float(uhat[0]), **common, "sampler": sampler}
+        return separate(("xtx", "xty"), 1.0 / 3.0)
+    # min-variance: the authors' code uses the halves when sigma_s'^2 + sigma_z'^2 <= sigma_joint^2
+    comp_j, plan_j = joint(("xtx", "xty"))
+    comp_h, plan_h = separate(("xtx", "xty"), 0.5)
+    sigma_joint = plan_j["xtx"][3]
+    var_h = sum(v[3] ** 2 for v in plan_h.values())
+    return (comp_h, plan_h) if var_h <= sigma_joint ** 2 else (comp_j, plan_j)
+
+
+def _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds, draw_noise, analytic_sigma):
+    """One party's release: ({statistics}, composition)."""
+    d = Xj.shape[1]
+    values = {"xtx": Xj.T @ Xj, "xty": Xj.T @ yj, "yty": np.array([float(yj @ yj)])}
+    iu = np.triu_indices(d)
+    composition, plan = split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma)
+    out = {}
+    for k, (name, (e, dl, sens, sc)) in enumerate(plan.items()):
+        rec = {"mechanism": mechanism, "epsilon": e, "sensitivity": sens}
+        if mechanism == "gaussian":
+            rec.update(delta=dl, sigma=sc)
+        if name == "xtx":
+            upper, sampler = draw_noise(mechanism, values["xtx"][iu], sc, seeds[k])
+            M = np.zeros((d, d))
+            M[iu] = upper
+            value = (M + np.triu(M, 1).T).tolist()
+        else:
+            noisy, sampler = draw_noise(mechanism, values[name], sc, seeds[k])
+            value = float(noisy[0]) if name == "yty" else noisy.tolist()
+        out[name] = {"value": value, **rec, "sampler": sampler}
     if split == "adassp":
         # Wang (2018) Alg. 2: lambda_min(X'X) + sqrt(log(6/delta))/(eps/3) ||X||^2 N(0,1)
         sig_l = math.sqrt(math.log(6.0 / delta)) * x_eff ** 2 / (eps / 3.0)
-        lam = float(np.linalg.eigvalsh(S)[0])
-        lhat, _ = draw_noise("gaussian", np.array([lam]), sig_l, seeds[3])
+        lam = float(np.linalg.eigvalsh(values["xtx"])[0])
+        lhat, sampler = draw_noise("gaussian", np.array([lam]), sig_l, seeds[3])
         out["lambda_min"] = {"value": float(lhat[0]), "mechanism": "gaussian", "epsilon": eps / 3.0,
                              "delta": delta / 3.0, "sigma": sig_l, "sampler": sampler,
                              "note": "adaSSP (Wang 2018): smallest eigenvalue of X'X"}
-    return out
+    return out, composition
 
 
 # ----------------------------------------------------------------------------- simulation
@@ -628,14 +688,14 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
             Xj = np.column_stack([np.ones(len(Xj)), Xj])
         seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=4)]
         if sigma is not None:
-            stats = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
-                                   seeds, _numpy_noise, lambda e, dl, s: float(sigma))
+            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
+                                         seeds, _numpy_noise, lambda e, dl, s: float(sigma))
             for rec in stats.values():
                 rec.pop("sensitivity", None)
         else:
-            stats = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
-                                   seeds, _numpy_noise, analytic_sigma)
-        parties.append({"n": int(len(yj)), "statistics": stats})
+            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
+                                         seeds, _numpy_noise, analytic_sigma)
+        parties.append({"n": int(len(yj)), "statistics": stats, "composition": comp})
     return {"format": FORMAT, "family": FAMILY_NAME, "features": list(features), "intercept": bool(intercept),
             "bounds": {"x_norm": float(x_norm), "y_abs": float(y_abs)}, "parties": parties}
 

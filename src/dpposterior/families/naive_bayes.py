@@ -242,6 +242,13 @@ class DirichletPrior:
         """feature_alpha with 0 in place of NaN padding (for vectorised arithmetic under a mask)."""
         return np.nan_to_num(self.feature_alpha, nan=0.0)
 
+    def to_dict(self) -> dict:
+        """The analysis-file ``[prior]`` form (parse_prior(to_dict()) gives this prior back)."""
+        if self.uniform is not None:
+            return {"kind": "dirichlet", "alpha": float(self.uniform)}
+        features = [[[float(a) for a in row if np.isfinite(a)] for row in table] for table in self.feature_alpha]
+        return {"kind": "dirichlet", "alpha": {"class": [float(a) for a in self.class_alpha], "features": features}}
+
     def describe(self) -> str:
         if self.uniform is not None:
             return f"dirichlet(alpha={self.uniform:g})"

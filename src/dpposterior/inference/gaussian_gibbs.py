@@ -105,6 +105,8 @@ class Problem:
     kappa0: np.ndarray
     nu0: np.ndarray
     constrained: bool
+    #: use the paper's eq. (38)/(49)/(54) sigma^2 conditional (tests only: shows it is wrong)
+    paper_sigma2: bool = False
 
     @property
     def sigma2_max(self):
@@ -113,11 +115,12 @@ class Problem:
 
     def expand(self, chains_per: int) -> "Problem":
         """Repeat every per-dataset entry ``chains_per`` times (dataset-major chain order)."""
+        keys = ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")
+        datasets = max(np.size(getattr(self, k)) for k in keys)
+
         def rep(v):
-            v = np.atleast_1d(np.asarray(v, float))
-            return np.repeat(v, chains_per)
-        return replace(self, **{k: rep(getattr(self, k)) for k in
-                                ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")})
+            return np.repeat(np.broadcast_to(np.asarray(v, float), (datasets,)), chains_per)
+        return replace(self, **{k: rep(getattr(self, k)) for k in keys})
 
 
 def make_problem(n, ystar, s2star, eps_mean, eps_var, prior, constrained: bool) -> Problem:
@@ -288,6 +291,9 @@ def draw_sigma2(state: State, prob: Problem, rng):
     if prob.flat:
         shape = (n - 2.0) / 2.0
         rate = ((n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2) / 2.0
+    elif prob.paper_sigma2:  # eq. (38) as printed: no "+1", no kappa0 term (semi-conjugate form)
+        shape = (n + prob.nu0) / 2.0
+        rate = (prob.nu0 * prob.sigma0_sq + (n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2) / 2.0
     else:
         shape = (n + prob.nu0 + 1.0) / 2.0
         rate = (prob.nu0 * prob.sigma0_sq + (n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2

@@ -31,7 +31,8 @@ Method ``naive`` -- the noise-ignoring baseline
 The conjugate posterior that plugs the released Ybar*, S2* in as if they were the exact
 statistics (NIG: the textbook update; flat: s2 ~ IG((n-3)/2, (n-1)S^2/2), mu | s2 ~
 N(Ybar, s2/n)).  A released variance <= 0 is clipped to 1e-6 (b-a)^2 and the posterior
-says so in its attrs.  Constrained, draws outside the feasible region are rejected.
+says so in its attrs.  Constrained, draws outside the feasible region are rejected (when
+none is feasible the unconstrained baseline is returned and its attrs say so).
 """
 
 from __future__ import annotations
@@ -57,12 +58,16 @@ _DROP = 30.0      # log-density below max - _DROP counts as no mass
 _EDGE = 16.0      # an open edge with density above max - _EDGE means the box misses mass
 
 
-def _cell_mass(lo, hi, mean, sd):
-    """Phi((hi-mean)/sd) - Phi((lo-mean)/sd), accurate in both tails."""
-    a = (lo - mean) / sd
-    b = (hi - mean) / sd
-    flip = (a + b) > 0
-    return np.where(flip, special.ndtr(-a) - special.ndtr(-b), special.ndtr(b) - special.ndtr(a))
+def _cell_masses(edges, mean, sd):
+    """Normal masses of consecutive cells: (len(mean), len(edges) - 1), accurate in both tails.
+
+    Left of the mean the lower CDF is differenced, right of it the upper one (no cancellation).
+    """
+    z = (edges[None, :] - mean[:, None]) / sd[:, None]
+    lower = special.ndtr(z)
+    upper = special.ndtr(-z)
+    right = (z[:, :-1] + z[:, 1:]) > 0
+    return np.where(right, upper[:, :-1] - upper[:, 1:], lower[:, 1:] - lower[:, :-1])
 
 
 def log_density_grid(prob: Problem, mu, eta, ybar_cells: int = 600):
@@ -96,6 +101,9 @@ def _log_constrained_likelihood(prob: Problem, mu, s2_values, ybar_cells):
     lo, hi = edges[:-1], edges[1:]
     mid = 0.5 * (lo + hi)
     left = hi <= ystar  # cell lies left of ystar (Laplace piece exp(-(ystar - Ybar)/b1))
+    n_left = int(left.sum())
+    edges_left = edges[: n_left + 1]
+    edges_right = edges[n_left:]
     cap = s2_cap(mid, float(prob.n))
     out = np.empty((s2_values.size, mu.size))
     for i, s2 in enumerate(s2_values):
@@ -107,12 +115,12 @@ def _log_constrained_likelihood(prob: Problem, mu, s2_values, ybar_cells):
         common = s2 / prob.n / (2.0 * prob.b1**2)
         lwl = -(prob.ystar - mu) / prob.b1 + common
         lwr = (prob.ystar - mu) / prob.b1 + common
-        mass_left = _cell_mass(lo[None, :], hi[None, :], ml[:, None], sd[:, None])
-        mass_right = _cell_mass(lo[None, :], hi[None, :], mr[:, None], sd[:, None])
-        # sum_cells mass * g, weighted by the two pieces' log weights
+        # sum over cells of (normal mass of the cell) * G at its midpoint, for each Laplace piece
         with np.errstate(divide="ignore"):
-            sl = np.log(mass_left[:, left] @ g[left]) if left.any() else np.full(mu.shape, -np.inf)
-            sr = np.log(mass_right[:, ~left] @ g[~left]) if (~left).any() else np.full(mu.shape, -np.inf)
+            sl = (np.log(_cell_masses(edges_left, ml, sd) @ g[:n_left]) if n_left
+                  else np.full(mu.shape, -np.inf))
+            sr = (np.log(_cell_masses(edges_right, mr, sd) @ g[n_left:]) if n_left < mid.size
+                  else np.full(mu.shape, -np.inf))
         out[i] = np.logaddexp(lwl + sl, lwr + sr) - np.log(2.0 * prob.b1) + g_max
     return out
 
@@ -213,7 +221,10 @@ def grid(release, prior, options) -> Posterior:
 # naive
 # ---------------------------------------------------------------------------------------
 def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
-    """Conjugate posterior draws on [0, 1] treating (ybar, s2) as the exact statistics."""
+    """Conjugate posterior draws on [0, 1] treating (ybar, s2) as the exact statistics.
+
+    Constrained, infeasible draws are rejected; returns None when (almost) none is feasible.
+    """
     out_mu = np.empty(0)
     out_s2 = np.empty(0)
     for _ in range(200):
@@ -235,7 +246,7 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
         out_s2 = np.concatenate([out_s2, sigma2])
         if out_mu.size >= ndraws:
             return out_mu[:ndraws], out_s2[:ndraws]
-    raise RefusedError("constrained", "naive: the noise-ignoring posterior has (almost) no mass on the feasible region")
+    return None
 
 
 def naive(release, prior, options) -> Posterior:
@@ -248,11 +259,15 @@ def naive(release, prior, options) -> Posterior:
     s2 = max(s2, 1e-6)
     rng_post, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
     total = options.chains * options.draws
-    mu, sigma2 = naive_draws(release.n, ybar, s2, sp, total, rng_post, options.constrained)
+    drawn = naive_draws(release.n, ybar, s2, sp, total, rng_post, options.constrained)
+    attrs = {"prior": prior.kind, "note": "ignores the privacy noise; for comparison only"}
+    if drawn is None:  # the noisy statistics sit outside the feasible region: show the unconstrained baseline
+        attrs["constraint_dropped"] = "the naive posterior has no mass on the feasible region; shown unconstrained"
+        drawn = naive_draws(release.n, ybar, s2, sp, total, rng_post, False)
+    mu, sigma2 = drawn
     mu = mu.reshape(options.chains, options.draws)
     sigma2 = sigma2.reshape(options.chains, options.draws)
     y_new = predictive(mu, sigma2, options.constrained, rng_pred)
-    attrs = {"prior": prior.kind, "note": "ignores the privacy noise; for comparison only"}
     if clipped:
         attrs["variance_clipped"] = f"released variance {release.statistics.variance.value:g} <= 0 was clipped to 1e-6 (b-a)^2"
     return Posterior(family="gaussian", method="naive",

@@ -181,7 +181,8 @@ def uniform_w(layout: Layout, n):
 def run_bs(layout, obs, n, noise, prior, draws, warmup, rng, theta0, sigma2_0, sigma_x0, mu0,
            laplace_b=None, constrained=False, max_rejections=DEFAULT_MAX_REJECTIONS, keep_w=False):
     """Batched Gibbs-SS.  obs: (B|1, J, |O|) released coordinates; n: (J,); noise: (B|1, J, |O|)
-    Gaussian noise variances (ignored when ``laplace_b`` (J,) or (B, J) is given)."""
+    Gaussian noise variances (ignored when ``laplace_b``, the Laplace scales per party (J,) or per
+    observed coordinate (J, |O|), is given)."""
     prec, shift = prior_arrays(prior)
     m0 = prior.theta_mean
     theta = np.array(theta0, float)
@@ -197,7 +198,8 @@ def run_bs(layout, obs, n, noise, prior, draws, warmup, rng, theta0, sigma2_0, s
     n_total = float(n.sum())
     obs = np.broadcast_to(obs, (B, J, nO))
     if laplace_b is not None:
-        lb = np.broadcast_to(np.asarray(laplace_b, float)[..., None], (B, J, nO))
+        lb = np.asarray(laplace_b, float)
+        lb = np.broadcast_to(lb if lb.shape[-1:] == (nO,) and lb.ndim >= 2 else lb[..., None], (B, J, nO))
         omega = 2.0 * lb ** 2
     else:
         omega = np.broadcast_to(noise, (B, J, nO))
@@ -329,7 +331,8 @@ def setup(data, constrained: bool):
         lap = None
     else:
         noise = None
-        lap = data.laplace_scale
+        ls = data.laplace_scale
+        lap = layout.noise_var(ls[:, 0], ls[:, 1], ls[:, 2])      # per observed coordinate (J, |O|)
     return layout, obs, noise, lap
 
 

@@ -92,6 +92,7 @@ def enumerate_posterior(m, b: float, n: int, alpha_c, alpha_f) -> ExactPosterior
             log_t[k, i] = np.where(valid, lt, -np.inf)
     row_log_z = logsumexp(log_t, axis=-1)             # (K, 2, n+1)
     row_cond = np.exp(log_t - row_log_z[..., None])
+    row_cond /= np.where(valid.any(-1), row_cond.sum(-1), 1.0)[..., None]
     for k in range(K):
         for i in range(2):
             a0, a1 = alpha_f[k, i]
@@ -108,7 +109,8 @@ def enumerate_posterior(m, b: float, n: int, alpha_c, alpha_f) -> ExactPosterior
     for k in range(K):
         log_w = log_w + row_log_z[k, 0, idx1] + row_log_z[k, 1, idx2]
     log_evidence = float(logsumexp(log_w))
-    w = np.exp(log_w - log_evidence)
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()          # explicit: log_w - log_evidence loses digits when |log_w| ~ 1e10 (tiny b)
     A = alpha_c.sum() + n
     c_mean0 = np.sum(w * (alpha_c[0] + n1) / A)
     c_second0 = np.sum(w * (alpha_c[0] + n1) * (alpha_c[0] + n1 + 1) / (A * (A + 1)))

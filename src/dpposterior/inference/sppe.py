@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..sbi.flows import FlowConfig, StandardizedFlow, configure_torch, robust_scale, train
+from ..sbi.flows import FlowConfig, StandardizedFlow, configure_torch, pick_replicates, robust_scale, train
 from ..sbi.rqmc import inner_uniforms
 from . import sbi_common as common
 
@@ -120,12 +120,16 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
             lp_all = torch.as_tensor(np.concatenate(logpri), dtype=torch.float32)
             val_all = np.concatenate(is_val)
 
+            def batch_sdp(idx):
+                k = config.replicates_per_step if flow.training else None
+                return pick_replicates(sdp_all[idx], k, gen)
+
             if r == 1:
                 def batch_loss(idx):
-                    return npe_loss(flow.log_prob, th_all[idx], sdp_all[idx])
+                    return npe_loss(flow.log_prob, th_all[idx], batch_sdp(idx))
             else:
                 def batch_loss(idx):
-                    return atomic_loss(flow.log_prob, th_all[idx], lp_all[idx], sdp_all[idx], num_atoms, gen)
+                    return atomic_loss(flow.log_prob, th_all[idx], lp_all[idx], batch_sdp(idx), num_atoms, gen)
 
             stats = train(flow, batch_loss, len(th_all), np.flatnonzero(val_all), np.flatnonzero(~val_all),
                           config, gen)

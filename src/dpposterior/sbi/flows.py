@@ -36,6 +36,11 @@ class FlowConfig:
     patience: int = 20
     #: hard cap on epochs per round (the paper has none; keeps wall time bounded)
     max_epochs: int = 200
+    #: RQMC replicates per simulation used in one SGD step (None = all M).  The
+    #: objective stays the nested estimator (11) averaged over all M replicates;
+    #: a random subset per step is an unbiased stochastic gradient of it (the
+    #: validation loss, which drives early stopping, uses all M).
+    replicates_per_step: int | None = 1
 
 
 def configure_torch(seed: int) -> None:
@@ -69,6 +74,15 @@ class StandardizedFlow(torch.nn.Module):
         cz = (c - self.c_mean) / self.c_std
         yz = self.flow(cz).sample((n,))
         return yz * self.y_std + self.y_mean
+
+
+def pick_replicates(sdp: torch.Tensor, k: int | None, generator: torch.Generator | None) -> torch.Tensor:
+    """sdp (B, M, r) -> (B, k, r): k replicates per row drawn uniformly without replacement."""
+    b, m, r = sdp.shape
+    if k is None or k >= m:
+        return sdp
+    order = torch.argsort(torch.rand(b, m, generator=generator), dim=1)[:, :k]
+    return torch.gather(sdp, 1, order[:, :, None].expand(b, k, r))
 
 
 def robust_scale(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +121,7 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 5.0)
             opt.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         last_train = total / max(len(perm), 1)
         module.eval()
         with torch.no_grad():
