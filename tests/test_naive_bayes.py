@@ -11,7 +11,6 @@ import pytest
 from dpposterior.cli import main
 from dpposterior.errors import InputError
 from dpposterior.families import get_family
-from dpposterior.families import naive_bayes as nb
 from dpposterior.inference import infer
 from dpposterior.release import load_release
 

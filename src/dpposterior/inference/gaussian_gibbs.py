@@ -155,9 +155,21 @@ class State:
 
 @dataclass
 class Proposal:
-    """Random-walk proposal of (mu, log sigma^2): per-chain Cholesky factor (chains, 2, 2)."""
+    """Proposals of (mu, log sigma^2) for the joint move, per chain.
+
+    ``chol`` (chains, 2, 2): random-walk Cholesky factor.  After the first warm-up window
+    also ``center`` (chains, 2) and ``ind_chol``: a multivariate-t (``T_DF`` degrees of
+    freedom) independence proposal fitted to the dataset's warm-up draws, used with
+    probability ``P_INDEPENDENT`` per move (a mixture of two valid MH kernels).
+    """
 
     chol: np.ndarray
+    center: np.ndarray | None = None
+    ind_chol: np.ndarray | None = None
+
+
+T_DF = 5.0
+P_INDEPENDENT = 0.5
 
 
 # ---------------------------------------------------------------------------------------
@@ -429,6 +441,16 @@ def joint_move(state: State, prob: Problem, proposal: Proposal, rng):
     step = np.einsum("cij,cj->ci", proposal.chol, z)
     mu_new = state.mu + step[:, 0]
     sigma2_new = state.sigma2 * np.exp(step[:, 1])
+    log_q_ratio = 0.0
+    if proposal.center is not None:
+        independent = rng.random(shape) < P_INDEPENDENT
+        w = np.sqrt(rng.chisquare(T_DF, shape) / T_DF)
+        x_ind = proposal.center + np.einsum("cij,cj->ci", proposal.ind_chol, z) / w[:, None]
+        mu_new = np.where(independent, x_ind[:, 0], mu_new)
+        sigma2_new = np.where(independent, np.exp(np.minimum(x_ind[:, 1], 700.0)), sigma2_new)
+        log_q_old = _log_t_density(state.mu, np.log(state.sigma2), proposal)
+        log_q_new = _log_t_density(mu_new, np.log(np.maximum(sigma2_new, 1e-300)), proposal)
+        log_q_ratio = np.where(independent, log_q_old - log_q_new, 0.0)
     ok = feasible_params(mu_new, sigma2_new, prob)
     sigma2_safe = np.where(ok, sigma2_new, state.sigma2)
     mu_safe = np.where(ok, mu_new, state.mu)
@@ -436,7 +458,7 @@ def joint_move(state: State, prob: Problem, proposal: Proposal, rng):
     log_new = np.where(ok, log_joint_target(mu_safe, sigma2_safe, ybar_new, log_l1_new, prob), -np.inf)
     log_l1_old = log_mean_marginal(state.mu, state.sigma2, prob)
     log_old = log_joint_target(state.mu, state.sigma2, state.ybar, log_l1_old, prob)
-    accept = np.log(rng.random(shape)) < (log_new - log_old)
+    accept = np.log(rng.random(shape)) < (log_new - log_old + log_q_ratio)
     # a current state of log density -inf (possible only at the first steps) always moves
     accept |= ~np.isfinite(log_old) & np.isfinite(log_new)
     new = State(mu=np.where(accept, mu_safe, state.mu), sigma2=np.where(accept, sigma2_safe, state.sigma2),
@@ -444,6 +466,16 @@ def joint_move(state: State, prob: Problem, proposal: Proposal, rng):
     # S^2 and omega^2 are now stale; the next sweep redraws them first (they are integrated
     # out of this move, so the chain on (mu, s2, Ybar) keeps the right invariant law)
     return new, accept
+
+
+def _log_t_density(mu, eta, proposal: Proposal):
+    """log density (up to a constant) of the independence t proposal at (mu, eta)."""
+    L = proposal.ind_chol
+    d0 = mu - proposal.center[:, 0]
+    d1 = eta - proposal.center[:, 1]
+    y0 = d0 / L[:, 0, 0]
+    y1 = (d1 - L[:, 1, 0] * y0) / L[:, 1, 1]
+    return -(T_DF + 2.0) / 2.0 * np.log1p((y0**2 + y1**2) / T_DF)
 
 
 def step(state: State, prob: Problem, proposal: Proposal | None, rng):
@@ -479,10 +511,21 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
         chol = np.linalg.cholesky(cov_g)
     except np.linalg.LinAlgError:
         chol = np.sqrt(np.maximum(diag, 1e-14))[..., None] * np.eye(2)[None]
+    # independence proposal: the window's mean and 1.2^2 x its covariance (heavier than the target)
+    cov_i = cov * 1.2**2
+    cov_i = cov_i + np.eye(2)[None] * (1e-6 * np.einsum("gii->gi", cov_i).max(axis=1)[:, None, None] + 1e-14)
+    try:
+        ind_chol = np.linalg.cholesky(cov_i)
+    except np.linalg.LinAlgError:
+        ind_chol = None
     bad = ~np.all(np.isfinite(chol), axis=(1, 2)) | (np.einsum("gii->gi", chol).min(axis=1) <= 0)
     if bad.any():
         return proposal, scale
-    return Proposal(chol=chol[groups].reshape(chains, 2, 2)), scale
+    new = Proposal(chol=chol[groups].reshape(chains, 2, 2))
+    if ind_chol is not None and np.all(np.isfinite(ind_chol)) and np.all(np.isfinite(mean)):
+        new.center = mean[groups]
+        new.ind_chol = ind_chol[groups]
+    return new, scale
 
 
 def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
