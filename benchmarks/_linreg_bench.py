@@ -37,12 +37,51 @@ def sym_noise(rng, shape, sigma):
     return np.asarray(sigma)[..., None, None] * M
 
 
-def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, methods=METHODS, timings=None):
+def authors_unit_sigma(eps: float, delta: float) -> float:
+    """sigma(eps, delta) as computed by the authors' MATLAB code (analytic_Gaussian_mech.m).
+
+    It follows Balle & Wang (2018) Alg. 1 but evaluates Phi(-sqrt(eps) u) and Phi(sqrt(eps) v) where
+    the algorithm has Phi(-sqrt(eps u)) and Phi(sqrt(eps v)); the result is too small (1.49 instead
+    of 3.27 at eps = 1, delta = 1/13904), so releases built with it are NOT (eps, delta)-DP.  Used
+    only to show that the paper's Table 1 is reproduced under the paper's own noise level.
+    Re-implemented from that description (0.001 grid, as there).
+    """
+    from scipy.stats import norm
+
+    d0 = norm.cdf(0) - math.exp(eps) * norm.cdf(-2 * math.sqrt(eps))
+    start = 0.0
+    while True:
+        g = np.arange(start, start + 1.0, 0.001)
+        if delta >= d0:
+            B = norm.cdf(math.sqrt(eps) * g) - math.exp(eps) * norm.cdf(-np.sqrt(eps * (g + 2)))
+            if B.max() > delta and B.min() < delta:
+                v = g[np.sum(B <= delta) - 1]
+                alpha = math.sqrt(1 + v / 2) - math.sqrt(v / 2)
+                break
+        else:
+            B = norm.cdf(-math.sqrt(eps) * g) - math.exp(eps) * norm.cdf(-np.sqrt(eps * (g + 2)))
+            if B.min() < delta and B.max() > delta:
+                u = g[np.sum(B > delta)]
+                alpha = math.sqrt(1 + u / 2) + math.sqrt(u / 2)
+                break
+        start += 1.0
+    return alpha / math.sqrt(2 * eps)
+
+
+def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, methods=METHODS, timings=None,
+            calibration="analytic"):
     """S (R, J, d, d), z (R, J, d), u (R, J) exact statistics; x_norm, y_abs (R,) public bounds.
 
     Returns {method: theta_hat (R, d)} (posterior means; adaSSP's point estimate)."""
     R, J, d = S.shape[0], S.shape[1], S.shape[-1]
     n_j = np.asarray(n_j, float)
+    if calibration == "analytic":
+        def unit(e, dl):
+            return analytic_sigma(e, dl, 1.0)
+    elif calibration == "authors":
+        unit = authors_unit_sigma
+    else:
+        raise ValueError(calibration)
     out = {}
     timings = {} if timings is None else timings
     # the release of the proposed methods: joint (eps, delta) on (xtx, xty), or (eps/2, delta/2) on each,
@@ -50,8 +89,8 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
     # "min-variance"; it depends on the public bounds only)
     sig_s, sig_z = np.empty(R), np.empty(R)
     for r, (xn, ya) in enumerate(zip(x_norm, y_abs)):
-        joint = analytic_sigma(eps, delta, math.sqrt(xn ** 4 + xn ** 2 * ya ** 2))
-        half = analytic_sigma(eps / 2, delta / 2, 1.0)
+        joint = unit(eps, delta) * math.sqrt(xn ** 4 + xn ** 2 * ya ** 2)
+        half = unit(eps / 2, delta / 2)
         hs, hz = half * xn ** 2, half * xn * ya
         sig_s[r], sig_z[r] = (hs, hz) if hs ** 2 + hz ** 2 <= joint ** 2 else (joint, joint)
     ssJ = np.repeat(sig_s[:, None], J, 1)
@@ -79,7 +118,7 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
         out["MCMC-normalX"] = nx["theta"].mean(1)
     if "MCMC-B&S" in methods:
         t0 = time.perf_counter()
-        sig_bs = np.array([analytic_sigma(eps, delta, math.sqrt(xn ** 4 + xn ** 2 * ya ** 2 + ya ** 4))
+        sig_bs = np.array([unit(eps, delta) * math.sqrt(xn ** 4 + xn ** 2 * ya ** 2 + ya ** 4)
                            for xn, ya in zip(x_norm, y_abs)])
         sbJ = np.repeat(sig_bs[:, None], J, 1)
         Sb = S + sym_noise(rng, S.shape, sbJ)
@@ -98,9 +137,9 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
         rho = 0.05
         # Wang (2018) Alg. 2 as in the authors' adaSSP.m: (eps/3, delta/3) on each of xtx (sensitivity
         # ||X||^2), xty (||X|| ||Y||) and lambda_min
-        unit = analytic_sigma(eps / 3, delta / 3, 1.0)
-        Sa = S + sym_noise(rng, S.shape, np.repeat((unit * x_norm ** 2)[:, None], J, 1))
-        za = z + (unit * x_norm * y_abs)[:, None, None] * rng.standard_normal(z.shape)
+        u3 = unit(eps / 3, delta / 3)
+        Sa = S + sym_noise(rng, S.shape, np.repeat((u3 * x_norm ** 2)[:, None], J, 1))
+        za = z + (u3 * x_norm * y_abs)[:, None, None] * rng.standard_normal(z.shape)
         sw = (x_norm ** 2 / (eps / 3))[:, None]                     # Wang's sigma = ||X||^2/(eps/3)
         lam_true = np.linalg.eigvalsh(S)[..., 0]
         lam_hat = lam_true + math.sqrt(math.log(6 / delta)) * sw * rng.standard_normal((R, J))

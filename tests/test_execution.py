@@ -174,3 +174,37 @@ def test_map_batches_identical_across_backends(dask_executor):
     assert np.array_equal(serial, expected)
     with pytest.raises(InputError, match="batch_size"):
         map_batches(gamma_sim, theta, seed=4, batch_size=0)
+
+
+def test_sbi_simulation_batches_identical_on_every_backend():
+    """SBI simulations run in seeded batches on the executor `infer(..., scheduler=)` makes current."""
+    pytest.importorskip("dpposterior.sbi")
+    from dpposterior.execution import current_executor, use_executor
+    from dpposterior.mechanisms import Laplace
+    from dpposterior.sbi import GaussianPrior, SimulatorModel
+
+    # a lambda on purpose: closures must travel to worker processes too (cloudpickle)
+    model = SimulatorModel(prior=GaussianPrior([0.0], [[1.0]]), mechanism=Laplace(1.0, 1.0), observed=[0.3],
+                           simulate=lambda theta, rng: theta + rng.normal(size=theta.shape))
+    theta = np.linspace(-1, 1, 600)[:, None]
+    assert current_executor() is None
+    with use_executor("serial"):
+        serial = model.statistics(theta, np.random.default_rng(9))
+    with use_executor("processes", workers=2) as ex:
+        procs = model.statistics(theta, np.random.default_rng(9))
+        assert ex.kind == "processes"
+    assert current_executor() is None
+    assert np.array_equal(serial, procs) and serial.shape == (600, 1)
+    # outside infer (no current executor) the simulator sees the caller's generator directly
+    direct = model.statistics(theta, np.random.default_rng(9))
+    assert direct.shape == serial.shape and not np.array_equal(direct, serial)
+
+
+def test_use_executor_starts_nothing_unless_used():
+    from dpposterior.execution import use_executor
+
+    with use_executor("local") as lazy:  # a LocalCluster would take seconds to start
+        assert lazy._ex is None
+    with pytest.raises(InputError, match="scheduler"):
+        with use_executor("nope"):
+            pass

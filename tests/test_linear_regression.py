@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 
@@ -234,7 +233,7 @@ def test_seed_reproducible_and_posterior_predictive():
 def test_simulate_hook():
     sim = lr.FAMILY.simulate(None, 500, 1.0, np.random.default_rng(0))
     rel = load_release(sim.release)
-    assert rel.d == 2 and set(sim.theta) == {"theta", "sigma2"}
+    assert rel.d == 2 and set(sim.theta) == {"theta"} and sim.confidential["sigma2"] > 0
     post = infer(rel, method="bayes-fixeds-fast", draws=10, chains=1, seed=0)
     assert post.posterior["theta"].shape == (1, 10, 2)
 
@@ -261,11 +260,23 @@ def test_separate_composition_halves_and_min_variance(tmp_path):
     assert math.isclose(dat.sigma_z[0], analytic_sigma(0.5, 0.5 / 300, 2.0))
     joint = rel("xtx,xty").regression_data()
     best = rel("min-variance").regression_data()
+    # the authors' rule: the halves when sigma_s'^2 + sigma_z'^2 <= sigma_joint^2, else the joint release
     use_halves = dat.sigma_s[0] ** 2 + dat.sigma_z[0] ** 2 <= joint.sigma_s[0] ** 2
-    assert use_halves      # ||Y|| << ||X||: the halves win (the authors' rule)
-    assert math.isclose(best.sigma_z[0], dat.sigma_z[0]) and math.isclose(best.sigma_s[0], dat.sigma_s[0])
+    pick = dat if use_halves else joint
+    assert math.isclose(best.sigma_z[0], pick.sigma_z[0]) and math.isclose(best.sigma_s[0], pick.sigma_s[0])
     # sigma omitted in a separate release is derived from each statistic's own sensitivity
     raw = halves.to_dict()
     for rec in raw["parties"][0]["statistics"].values():
         rec.pop("sigma")
     assert math.isclose(load_release(raw).regression_data().sigma_z[0], dat.sigma_z[0])
+
+
+def test_calibration_batch_hook_shapes():
+    rng = np.random.default_rng(1)
+    prior = lr.parse_prior(None)
+    sims = [lr.simulate(prior, 300, 1.0, rng) for _ in range(3)]
+    hook = lr.FAMILY.hooks["calibration_batch"]
+    for method in ("auto", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
+        out = hook(method, sims, prior, draws=20, warmup=10, seed=np.random.SeedSequence(0))
+        assert out.shape == (3, 20, 2) and np.all(np.isfinite(out))
+    assert hook("mcmc-bs", sims, prior, draws=20) is None

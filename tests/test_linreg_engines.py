@@ -14,11 +14,12 @@ import math
 import arviz as az
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import stats
 
 from dpposterior.families import linear_regression as lr
 from dpposterior.inference import infer
 from dpposterior.inference.linreg_bs import feasible_theta, feasible_w
+from dpposterior.inference.linreg_common import nearest_psd
 from dpposterior.inference.linreg_fixeds import run_fixeds
 from dpposterior.inference.linreg_naive import naive_inputs
 from dpposterior.inference.linreg_normalx import run_normalx, start_s
@@ -27,14 +28,16 @@ from dpposterior.release import load_release
 Z = 4.5
 
 
-def _problem(seed=0, n=1000, J=2, sigma_y=0.2, split="xtx,xty", epsilon=1e6):
+def _problem(seed=0, n=1000, J=2, sigma_y=0.2, split="xtx,xty", epsilon=1e6, intercept=False):
     rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = X @ np.array([0.3, -0.2]) + rng.normal(0, sigma_y, n)
+    X = rng.normal(1.0 if intercept else 0.0, 1.0, size=(n, 2))
+    y = X @ np.array([0.3, -0.2]) + rng.normal(0, sigma_y, n) + (0.5 if intercept else 0.0)
     idx = np.array_split(np.arange(n), J)
     rel = lr.make_release([X[i] for i in idx], [y[i] for i in idx], features=["a", "b"], epsilon=epsilon,
                           delta=1e-5, x_norm=float(np.max(np.linalg.norm(X, axis=1))),
-                          y_abs=float(np.max(np.abs(y))), split=split, rng=seed + 1)
+                          y_abs=float(np.max(np.abs(y))), split=split, rng=seed + 1, intercept=intercept)
+    if intercept:
+        X = np.column_stack([np.ones(n), X])
     S = [X[i].T @ X[i] for i in idx]
     z = [X[i].T @ y[i] for i in idx]
     return load_release(rel), S, z, float(y @ y)
@@ -112,8 +115,9 @@ def test_tiny_noise_fast_closed_form():
     assert math.isclose(post2.attrs["sigma2_fixed"], rel.bounds.y_abs / 3)
 
 
-def test_tiny_noise_bs_matches_conjugate_nig():
-    rel, S, z, u = _problem(split="xtx,xty,yty")
+@pytest.mark.parametrize("intercept", [False, True])
+def test_tiny_noise_bs_matches_conjugate_nig(intercept):
+    rel, S, z, u = _problem(split="xtx,xty,yty", intercept=intercept)
     prior = lr.parse_prior(None, rel)
     # exact NIG posterior with theta | sigma2 ~ N(m, sigma2 C), sigma2 ~ IG(a, b)
     L0 = np.linalg.inv(prior.theta_cov)
@@ -178,7 +182,7 @@ def _calibration(trials, seed, draws, warmup):
     s20 = np.full(trials, prior.b / (prior.a - 1))
     th0 = np.zeros((trials, 2))
     out = {}
-    fx = run_fixeds(np.stack([lr_nearest(s) for s in Shat]), zhat, sig2, prior, draws, warmup, rng, th0, s20)
+    fx = run_fixeds(nearest_psd(Shat), zhat, sig2, prior, draws, warmup, rng, th0, s20)
     out["mcmc-fixeds"] = _quantile_pvalues(fx["theta"], fx["sigma2"], theta, sigma2)
     nx = run_normalx(Shat, zhat, np.full(J, 100.0), sig2, sig2, prior, draws, warmup, rng, th0, s20,
                      start_s(Shat))
@@ -186,12 +190,6 @@ def _calibration(trials, seed, draws, warmup):
     nv = run_fixeds(naive_inputs(Shat), zhat, np.zeros((trials, J)), prior, draws, warmup, rng, th0, s20)
     out["naive"] = _quantile_pvalues(nv["theta"], nv["sigma2"], theta, sigma2)
     return out
-
-
-def lr_nearest(s):
-    from dpposterior.inference.linreg_common import nearest_psd
-
-    return nearest_psd(s)
 
 
 def _assert_calibration(out):
@@ -242,7 +240,7 @@ def test_constrained_bs_never_emits_infeasible_draw():
 
 def test_feasibility_checks_reject_known_violations():
     n = 10.0
-    W = lr_uniform = np.array([[10, 5, 5], [5, 3.3, 2.5], [5, 2.5, 3.3]])
+    W = np.array([[10, 5, 5], [5, 3.3, 2.5], [5, 2.5, 3.3]])
     assert feasible_w(W, n, True)
     bad = W.copy()
     bad[1, 1] = 6.0                       # x'x > 1'x

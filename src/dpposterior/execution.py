@@ -17,6 +17,7 @@ import logging
 import os
 import warnings
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -72,7 +73,10 @@ class Executor:
         elif self.kind == "processes":
             from concurrent.futures import as_completed
 
-            futures = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
+            import cloudpickle  # (a dependency of dask) closures and lambdas travel too, as with Dask
+
+            futures = {self._pool.submit(_call_cloudpickled, cloudpickle.dumps((fn, item))): i
+                       for i, item in enumerate(items)}
             try:
                 for fut in as_completed(futures):
                     yield futures[fut], fut.result()
@@ -96,6 +100,70 @@ class Executor:
         for i, result in self.imap_unordered(fn, items):
             out[i] = result
         return out
+
+
+def _call_cloudpickled(payload: bytes):
+    import cloudpickle
+
+    fn, item = cloudpickle.loads(payload)
+    return fn(item)
+
+
+class LazyExecutor:
+    """An :class:`Executor` for ``scheduler`` started on first use (no pool or cluster is
+    started for engines that never map anything); :func:`use_executor` closes it."""
+
+    def __init__(self, scheduler: str, workers: int | None = None):
+        self.scheduler = check_scheduler(scheduler)
+        self.workers = workers
+        self._cm = None
+        self._ex: Executor | None = None
+
+    def _get(self) -> Executor:
+        if self._ex is None:
+            self._cm = executor(self.scheduler, workers=self.workers)
+            self._ex = self._cm.__enter__()
+        return self._ex
+
+    @property
+    def kind(self) -> str:
+        return self._get().kind
+
+    def imap_unordered(self, fn, items):
+        return self._get().imap_unordered(fn, items)
+
+    def map(self, fn, items):
+        return self._get().map(fn, items)
+
+    def close(self) -> None:
+        if self._cm is not None:
+            cm, self._cm, self._ex = self._cm, None, None
+            cm.__exit__(None, None, None)
+
+
+_CURRENT: ContextVar = ContextVar("dpposterior_executor", default=None)
+
+
+@contextmanager
+def use_executor(scheduler: str = "serial", workers: int | None = None):
+    """Make a (lazily started) executor for ``scheduler`` the current one inside the block.
+
+    ``dpposterior.infer`` runs every engine inside ``use_executor(--scheduler)``; code deep in
+    an engine (e.g. the SBI simulators' batches) picks it up with :func:`current_executor`
+    instead of threading an executor through every call.
+    """
+    lazy = LazyExecutor(scheduler, workers)
+    token = _CURRENT.set(lazy)
+    try:
+        yield lazy
+    finally:
+        _CURRENT.reset(token)
+        lazy.close()
+
+
+def current_executor():
+    """The executor set by the innermost :func:`use_executor`, or None outside one."""
+    return _CURRENT.get()
 
 
 @contextmanager
@@ -170,11 +238,11 @@ def map_batches(fn: Callable[[np.ndarray, np.random.Generator], np.ndarray], row
     tasks = [(fn, rows[s:s + batch_size], ss) for s, ss in zip(starts, seeds)]
     if not tasks:
         return fn(rows, np.random.default_rng(seed))
-    if ex is not None:
+    if ex is not None and not (getattr(ex, "scheduler", None) == "serial" or len(tasks) == 1):
         parts = ex.map(_batch_task, tasks)
-    elif scheduler == "serial" or len(tasks) == 1:
+    elif ex is not None or scheduler == "serial" or len(tasks) == 1:
         check_scheduler(scheduler)
-        parts = [_batch_task(t) for t in tasks]
+        parts = [_batch_task(t) for t in tasks]  # in process: no pickling, same numbers
     else:
         with executor(scheduler) as own:
             parts = own.map(_batch_task, tasks)

@@ -266,7 +266,8 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
                         fingerprint=fingerprint, quiet=quiet, description=f"calibrate {fam.name}")
     coords = results[0]["coordinates"]
     out = {"family": fam.name, "n": n, "epsilon": epsilon, "trials": trials, "methods": {},
-           "prior": prior_dict, "seed": seed, "draws": draws if draws is not None else DEFAULT_DRAWS,
+           "prior": prior_dict, "seed": seed,
+           "draws": draws if draws is not None else (DEFAULT_DRAWS if "calibration_batch" in fam.hooks else None),
            "coordinates": coords}
     ranks = {}
     for method in methods:

@@ -273,12 +273,15 @@ def make_release(n: int, bounds, mean: float, variance: float, eps_mean: float, 
 # ---------------------------------------------------------------------------------------
 # simulation (calibration studies)
 # ---------------------------------------------------------------------------------------
-def draw_theta(prior: GaussianPrior, rng: np.random.Generator, size: int | None = None):
-    """(mu, sigma^2) on [0, 1] from the prior restricted to the feasible region (Theorem 2).
+def draw_theta(prior: GaussianPrior, rng: np.random.Generator, size: int | None = None,
+               sigma2_max: float = np.inf):
+    """(mu, sigma^2) on [0, 1] from the prior.
 
-    The flat prior restricted to sigma^2 <= mu(1 - mu) is proper (mu ~ Beta(2, 2));
-    the normal-inverse-gamma prior (hyperparameters taken on the [0, 1] scale) is
-    drawn and rejected until feasible.
+    NIG (hyperparameters on the [0, 1] scale): drawn as is, with sigma^2 < ``sigma2_max``
+    (the engines' eq. 47 truncation), so the draw matches the unconstrained analysis model.
+    Flat: the improper prior cannot be drawn from; we draw from it restricted to the
+    feasible region sigma^2 <= mu(1 - mu) (proper, mu ~ Beta(2, 2)), which matches no
+    analysis exactly -- calibrate the gaussian family with a NIG prior.
     """
     m = 1 if size is None else int(size)
     mu = np.empty(m)
@@ -289,39 +292,65 @@ def draw_theta(prior: GaussianPrior, rng: np.random.Generator, size: int | None 
         if prior.kind == "flat":
             mu_c = rng.uniform(0.0, 1.0, k)
             s2_c = rng.uniform(0.0, 0.25, k)
+            ok = s2_c < mu_c * (1 - mu_c)
         else:
             s2_c = prior.nu0 * prior.sigma0_sq / 2.0 / rng.gamma(prior.nu0 / 2.0, 1.0, k)
             mu_c = rng.normal(prior.mu0, np.sqrt(s2_c / prior.kappa0))
-        ok = (mu_c > 0) & (mu_c < 1) & (s2_c < mu_c * (1 - mu_c))
+            ok = s2_c < sigma2_max
         mu[todo[ok]] = mu_c[ok]
         s2[todo[ok]] = s2_c[ok]
         todo = todo[~ok]
         if todo.size == 0:
             break
     else:
-        raise RefusedError("prior", "the prior puts almost no mass on the feasible region of [0, 1] data")
+        raise RefusedError("prior", "the prior puts almost no mass below the sampler's sigma^2 bound (eq. 47)")
     return (mu[0], s2[0]) if size is None else (mu, s2)
 
 
 def simulate(prior, n: int, epsilon: float, rng: np.random.Generator) -> SimulatedRelease:
-    """Draw (mu, sigma^2) from the prior (on [0, 1], feasible), statistics from the model, a release.
+    """theta from the prior, statistics from the model, a Laplace release on bounds [0, 1].
 
     The statistics are drawn from the analysis model itself (Ybar ~ N(mu, sigma^2/n),
-    (n-1) S^2/sigma^2 ~ chi^2_{n-1}) so posterior ranks are exactly uniform; epsilon
-    is split evenly between the mean and the variance.
+    (n-1) S^2/sigma^2 ~ chi^2_{n-1}); epsilon is split evenly between mean and variance.
+    With a NIG prior this is exactly the model of the unconstrained analysis (the default
+    of ``dpposterior calibrate``), so posterior ranks are Uniform(0, 1) for an exact engine.
     """
     prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
     if n < 2:
         raise InputError("n", "must be >= 2")
-    mu, sigma2 = draw_theta(prior, rng)
+    eps = epsilon / 2.0
+    mu, sigma2 = draw_theta(prior, rng, sigma2_max=(n - 1) / (2.0 * n * eps))
     ybar = rng.normal(mu, math.sqrt(sigma2 / n))
     s2 = sigma2 * rng.chisquare(n - 1) / (n - 1)
-    eps = epsilon / 2.0
     noisy_mean = ybar + rng.laplace(0.0, 1.0 / (eps * n))
     noisy_var = s2 + rng.laplace(0.0, 1.0 / (eps * n))
     release = make_release(n, (0.0, 1.0), noisy_mean, noisy_var, eps, eps)
     return SimulatedRelease(theta={"mu": float(mu), "sigma2": float(sigma2)}, release=release,
                             confidential={"mean": float(ybar), "variance": float(s2)})
+
+
+def calibration_batch(method, sims, prior, draws=1000, warmup=None, seed=None):
+    """Vectorised hook for ``dpposterior calibrate``: (trials, draws, 2) draws of (mu, sigma2).
+
+    Runs one chain per simulated release, all in one call of the Gibbs sampler
+    (unconstrained, as ``calibrate`` analyses); returns None for other methods.
+    """
+    if method not in ("auto", "gibbs"):
+        return None
+    from ..inference.gaussian_gibbs import make_problem, run_chains
+
+    prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
+    rel = [s.release for s in sims]
+    if any(r.bounds != (0.0, 1.0) for r in rel):
+        return None
+    n = np.array([r.n for r in rel], float)
+    prob = make_problem(n, [r.statistics.mean.value for r in rel], [r.statistics.variance.value for r in rel],
+                        np.array([r.epsilon_mean for r in rel]), np.array([r.epsilon_variance for r in rel]),
+                        prior, False)
+    rng = np.random.default_rng(seed if not isinstance(seed, np.random.SeedSequence) else seed)
+    res = run_chains(prob, len(sims), int(draws), int(warmup if warmup is not None else max(200, draws // 2)), rng,
+                     groups=np.arange(len(sims)))
+    return np.stack([res["mu"], res["sigma2"]], axis=-1)
 
 
 FAMILY = Family(
@@ -339,4 +368,5 @@ FAMILY = Family(
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     simulate=simulate,
+    hooks={"calibration_batch": calibration_batch},
 )

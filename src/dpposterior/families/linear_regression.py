@@ -39,7 +39,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import InputError, RefusedError
+from ..errors import InputError
 from ..release import FORMAT, FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord
 from . import Family, SimulatedRelease
 
@@ -734,8 +734,58 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator, parties: i
                        epsilon=epsilon, delta=delta if delta is not None else 1.0 / n, x_norm=x_norm,
                        y_abs=y_abs, rng=rng)
     conf = {"xtx": [(X[i].T @ X[i]).tolist() for i in idx], "xty": [(X[i].T @ y[i]).tolist() for i in idx],
-            "yty": [float(y[i] @ y[i]) for i in idx]}
-    return SimulatedRelease(theta={"theta": theta, "sigma2": sigma2}, release=rel, confidential=conf)
+            "yty": [float(y[i] @ y[i]) for i in idx], "sigma2": float(sigma2)}
+    # only theta is calibrated generically: every method outputs it (sigma2 is not sampled by
+    # bayes-fixeds-fast and adassp); the true sigma2 is kept in ``confidential``
+    return SimulatedRelease(theta={"theta": theta}, release=rel, confidential=conf)
+
+
+def calibration_batch(method, sims, prior, draws=5000, warmup=None, seed=None):
+    """Vectorised calibration hook: (trials, draws, d) theta draws of every simulated release at once
+    (one chain per release; the samplers' batch axis runs over releases).  None for methods without a
+    batched path (``mcmc-bs``, ``adassp``), which then go through ``infer`` one by one."""
+    from ..inference.linreg_common import nearest_psd
+    from ..inference.linreg_fast import fast_moments
+    from ..inference.linreg_fixeds import run_fixeds, sigma2_start
+    from ..inference.linreg_naive import naive_inputs
+    from ..inference.linreg_normalx import run_normalx, start_s
+
+    method = FAMILY.resolve_method(method)
+    if method not in ("mcmc-fixeds", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
+        return None
+    data = [load_release_any(sim.release).regression_data() for sim in sims]
+    if len({(dd.J, tuple(dd.n)) for dd in data}) != 1 or any(dd.mechanism != "gaussian" for dd in data):
+        return None
+    prior = prior if isinstance(prior, LinRegPrior) else parse_prior(prior)
+    rng = np.random.default_rng(seed)
+    warmup = 1000 if warmup is None else warmup
+    Shat = np.stack([dd.xtx for dd in data])
+    zhat = np.stack([dd.xty for dd in data])
+    ss2 = np.stack([dd.sigma_s ** 2 for dd in data])
+    sz2 = np.stack([dd.sigma_z ** 2 for dd in data])
+    B = len(sims)
+    s20 = np.full(B, sigma2_start(prior))
+    if method == "bayes-fixeds-fast":
+        from ..inference.linreg_common import tri_solve_t
+
+        s2 = np.array([dd.y_abs / 3.0 for dd in data])
+        mean, L = fast_moments(nearest_psd(Shat), zhat, sz2, s2, prior)
+        eps = rng.standard_normal((B, draws, prior.d))
+        return mean[:, None, :] + tri_solve_t(L[:, None], eps)
+    mean0, _ = fast_moments(nearest_psd(Shat), zhat, sz2, s20, prior)
+    if method == "mcmc-fixeds":
+        out = run_fixeds(nearest_psd(Shat), zhat, sz2, prior, draws, warmup, rng, mean0, s20)
+    elif method == "naive":
+        out = run_fixeds(naive_inputs(Shat), zhat, np.zeros_like(sz2), prior, draws, warmup, rng, mean0, s20)
+    else:
+        out = run_normalx(Shat, zhat, data[0].n, ss2, sz2, prior, draws, warmup, rng, mean0, s20, start_s(Shat))
+    return out["theta"]
+
+
+def load_release_any(release):
+    from ..release import load_release
+
+    return load_release(release)
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -786,5 +836,6 @@ FAMILY = Family(
     naive_method="naive",
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
-    hooks={"posterior_predictive": posterior_predictive, "make_release": make_release},
+    hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
+           "calibration_batch": calibration_batch},
 )

@@ -80,7 +80,13 @@ def infer(release, prior=None, method: str = "auto", *, constrained: bool | None
             setattr(options, name, value)
     options.validate()
     prior_obj = family.parse_prior(prior, release)
-    post = engine(release, prior_obj, options)
+    from ..execution import check_scheduler, use_executor
+
+    check_scheduler(scheduler)
+    # engines that map work (SBI simulation batches) find this executor with
+    # execution.current_executor(); it starts only if they use it
+    with use_executor(scheduler):
+        post = engine(release, prior_obj, options)
     post.attrs.setdefault("release_sha256", release.sha256)
     post.attrs.setdefault("seed", seed)
     post.attrs.setdefault("constrained", options.constrained)

@@ -227,7 +227,9 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
     """
     out_mu = np.empty(0)
     out_s2 = np.empty(0)
-    for _ in range(200):
+    for attempt in range(200):
+        if attempt >= 5 and out_mu.size < 1e-3 * attempt * 2 * ndraws:
+            return None  # acceptance below 1e-3: (almost) no feasible mass
         m = 2 * ndraws
         if prior.kind == "flat":
             sigma2 = (n - 1) * s2 / 2.0 / rng.gamma((n - 3) / 2.0, 1.0, m)

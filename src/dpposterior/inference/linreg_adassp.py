@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from .linreg_common import check_dims, chol, make_posterior, refuse_constrained, tri_solve, tri_solve_t
+from .linreg_common import check_dims, make_posterior, refuse_constrained
 
 
 def adassp_estimate(xtx, xty, lambdas) -> np.ndarray:

@@ -46,27 +46,38 @@ def chol(a: np.ndarray) -> np.ndarray:
     return np.linalg.cholesky(a)
 
 
+def _triangular(l: np.ndarray, b: np.ndarray, trans: bool) -> np.ndarray:
+    """Batched triangular solve.  numpy's batched LU solve is fast for many small systems;
+    for few large systems (the O(d^6) B&S step) a true triangular solve (scipy) is ~5x cheaper."""
+    vec = b.ndim == l.ndim - 1
+    if vec:
+        b = b[..., None]
+    batch = np.broadcast_shapes(l.shape[:-2], b.shape[:-2])
+    nbatch = int(np.prod(batch)) if batch else 1
+    if l.shape[-1] >= 48 and nbatch <= 16:
+        from scipy.linalg import solve_triangular
+
+        lb = np.broadcast_to(l, batch + l.shape[-2:]).reshape(-1, *l.shape[-2:])
+        bb = np.broadcast_to(b, batch + b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        x = np.stack([solve_triangular(li, bi, lower=True, trans=1 if trans else 0, check_finite=False)
+                      for li, bi in zip(lb, bb)]).reshape(batch + b.shape[-2:])
+    else:
+        x = np.linalg.solve(np.swapaxes(l, -1, -2) if trans else l, b)
+    return x[..., 0] if vec else x
+
+
 def tri_solve(l: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Solve L x = b (L lower triangular, batched; b may be a vector)."""
-    if b.ndim == l.ndim - 1:
-        return np.linalg.solve(l, b[..., None])[..., 0]
-    return np.linalg.solve(l, b)
+    return _triangular(l, b, False)
 
 
 def tri_solve_t(l: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Solve L' x = b."""
-    lt = np.swapaxes(l, -1, -2)
-    if b.ndim == l.ndim - 1:
-        return np.linalg.solve(lt, b[..., None])[..., 0]
-    return np.linalg.solve(lt, b)
+    return _triangular(l, b, True)
 
 
 def logdet_chol(l: np.ndarray) -> np.ndarray:
     return 2.0 * np.sum(np.log(np.diagonal(l, axis1=-2, axis2=-1)), axis=-1)
-
-
-def eye_like(d: int) -> np.ndarray:
-    return np.eye(d)
 
 
 # ----------------------------------------------------------------------------- Wishart
@@ -222,7 +233,7 @@ def crude_sigma2(data) -> float:
     return data.y_abs / 3.0
 
 
-def fixed_s(data, floor_rel: float = 0.0) -> np.ndarray:
+def fixed_s(data) -> np.ndarray:
     """Algorithm 2's S~_j = nearest PSD matrix to Shat_j."""
     return nearest_psd(data.xtx)
 

@@ -11,8 +11,6 @@ Cost per iteration O(J d^3), independent of n.  Needs no model for x.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .linreg_common import (Adapter, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays,

@@ -17,7 +17,7 @@ from scipy import special
 from ..sbi.flows import FlowConfig, StandardizedFlow, configure_torch, pick_replicates, robust_scale, train
 from ..sbi.slice import slice_sample
 from . import sbi_common as common
-from .sppe import SBIResult, _simulate_round, npe_loss
+from .sppe import SBIResult, _simulate_round
 
 
 def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,

@@ -56,8 +56,10 @@ class StandardizedFlow(torch.nn.Module):
 
     def __init__(self, features: int, context: int, y_mean, y_std, c_mean, c_std, config: FlowConfig):
         super().__init__()
+        # zuko conditions a 1-feature spline with a plain MLP (no masks), which has no residual option
+        extra = {"residual": True} if features > 1 else {}
         self.flow = zuko.flows.NSF(features, context, bins=config.bins, transforms=config.transforms,
-                                   hidden_features=tuple(config.hidden), residual=True)
+                                   hidden_features=tuple(config.hidden), **extra)
         self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=torch.float32))
         self.register_buffer("y_std", torch.as_tensor(y_std, dtype=torch.float32))
         self.register_buffer("c_mean", torch.as_tensor(c_mean, dtype=torch.float32))

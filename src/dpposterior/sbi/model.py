@@ -132,6 +132,10 @@ class DirichletALRPrior:
         return f"DirichletALRPrior(alphas={[a.tolist() for a in self.alphas]})"
 
 
+#: simulations per batch on an executor (``dpposterior infer --scheduler``); part of the random stream
+SIM_BATCH = 250
+
+
 @dataclass
 class SimulatorModel:
     """Prior + vectorised simulator of s(x) + mechanism + observed release (no likelihood).
@@ -170,8 +174,22 @@ class SimulatorModel:
         return int(self.observed.size)
 
     def statistics(self, theta, rng) -> np.ndarray:
-        """Confidential statistics s(x), x ~ f(. | theta), shape (n, r)."""
+        """Confidential statistics s(x), x ~ f(. | theta), shape (n, r).
+
+        Inside ``dpposterior.infer`` (``--scheduler``, issue 7) the simulations run in
+        batches of ``SIM_BATCH`` on the current executor, each batch with its own
+        ``SeedSequence`` child of one draw from ``rng``: identical on every backend.
+        """
+        from ..execution import current_executor, map_batches
+
         theta = np.asarray(theta, float).reshape(-1, self.dim)
+        ex = current_executor()
+        if ex is not None and len(theta):
+            return map_batches(self._batch_statistics, theta, seed=int(rng.integers(2**63)),
+                               batch_size=SIM_BATCH, ex=ex)
+        return self._batch_statistics(theta, rng)
+
+    def _batch_statistics(self, theta, rng) -> np.ndarray:
         if self.simulate is not None:
             s = self.simulate(theta, rng)
         else:

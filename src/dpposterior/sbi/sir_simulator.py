@@ -19,6 +19,7 @@ def _gillespie_batch(beta, gamma, population, initial_infected, times, event_cap
     n = beta.shape[0]
     n_times = times.shape[0]
     out = np.empty((n, n_times), np.int64)
+    out_s = np.empty((n, n_times), np.int64)
     for k in range(n):
         s = population - initial_infected
         i = initial_infected
@@ -32,6 +33,7 @@ def _gillespie_batch(beta, gamma, population, initial_infected, times, event_cap
                 # absorbed (or capped): the state no longer changes
                 while j < n_times:
                     out[k, j] = i
+                    out_s[k, j] = s
                     j += 1
                 break
             rate_infection = b * s * i
@@ -40,6 +42,7 @@ def _gillespie_batch(beta, gamma, population, initial_infected, times, event_cap
             # the state is constant on [t, t_next): record every grid time in it
             while j < n_times and times[j] < t_next:
                 out[k, j] = i
+                out_s[k, j] = s
                 j += 1
             if j >= n_times:
                 break
@@ -50,16 +53,22 @@ def _gillespie_batch(beta, gamma, population, initial_infected, times, event_cap
                 i -= 1
             t = t_next
             events += 1
-    return out
+    return out, out_s
 
 
 def simulate_sir(beta, gamma, rng: np.random.Generator, population: int = 1_000_000, initial_infected: int = 1,
-                 times=None, event_cap: int = 2_000_000) -> np.ndarray:
-    """Infected counts I(t) (n, L) for rate vectors ``beta``, ``gamma`` (length n)."""
+                 times=None, event_cap: int = 2_000_000, return_susceptible: bool = False):
+    """Infected counts I(t) (n, L) for rate vectors ``beta``, ``gamma`` (length n).
+
+    With ``return_susceptible`` the pair (S(t), I(t)) is returned."""
     if times is None:
         times = np.arange(0, 160, 17, dtype=float)
     beta = np.ascontiguousarray(np.atleast_1d(np.asarray(beta, float)))
     gamma = np.ascontiguousarray(np.atleast_1d(np.asarray(gamma, float)))
     times = np.ascontiguousarray(np.asarray(times, float))
     seed = int(rng.integers(0, 2**31 - 1))
-    return _gillespie_batch(beta, gamma, int(population), int(initial_infected), times, int(event_cap), seed)
+    if beta.shape != gamma.shape:
+        raise ValueError("beta and gamma must have the same length")
+    infected, susceptible = _gillespie_batch(beta, gamma, int(population), int(initial_infected), times,
+                                             int(event_cap), seed)
+    return (susceptible, infected) if return_susceptible else infected
