@@ -109,15 +109,15 @@ def main():
         config = FlowConfig(max_epochs=args.max_epochs)
         m = 1 if method == "sppe-m1" else args.rqmc_points
         if method.startswith("sppe"):
-            res = run_sppe(model, args.simulations, args.rounds, m, True, 4000, args.seed, config=config,
+            res = run_sppe(model, args.simulations, args.rounds, m, True, 2000, args.seed, config=config,
                            round_callback=callback)
         else:
-            res = run_sple(model, args.simulations, args.rounds, m, True, 4000, args.seed, config=config,
+            res = run_sple(model, args.simulations, args.rounds, m, True, 2000, args.seed, config=config,
                            round_callback=callback)
         final = summary_rows(res.theta)
         out["methods"][method] = {"rounds": rows, "final_rows": final,
-                                  "final_c2st": c2st(res.theta, ref, max_samples=2000, epochs=200)}
-        print(f"{method} final C2ST (4000 draws vs reference) {out['methods'][method]['final_c2st']:.3f}")
+                                  "final_c2st": c2st(res.theta, ref, max_samples=1000, epochs=200)}
+        print(f"{method} final C2ST (2000 draws vs reference) {out['methods'][method]['final_c2st']:.3f}")
 
     names = ["smc-abc (reference)"] + list(out["methods"])
     print("\nposterior mean (2.5%, 97.5%)" + (" | paper" if args.problem in PAPER else ""))

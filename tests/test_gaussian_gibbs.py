@@ -18,7 +18,7 @@ from scipy import integrate, stats
 
 from dpposterior import infer
 from dpposterior.errors import InputError, RefusedError
-from dpposterior.families.gaussian import GaussianPrior, make_release, parse_prior
+from dpposterior.families.gaussian import make_release, parse_prior
 from dpposterior.inference import gaussian_gibbs as gg
 from dpposterior.inference import gaussian_grid as gr
 from dpposterior.inference.gaussian_study import coverage_study, hpd

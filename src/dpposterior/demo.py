@@ -27,7 +27,7 @@ def bundled_release_path() -> Path:
     return Path(str(resources.files("dpposterior") / "data" / "blood_lead_release.json"))
 
 
-def run_demo(out, draws: int = 5000, warmup: int = 1000, chains: int = 4, seed: int = 1, quiet: bool = False):
+def run_demo(out, draws: int = 1250, warmup: int = 400, chains: int = 16, seed: int = 1, quiet: bool = False):
     from rich.console import Console
 
     from .inference import infer

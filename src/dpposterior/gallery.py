@@ -863,7 +863,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
     Entry("alparslan-uci", "Alparslan, Yildirim & Birbil, Table 1", "prediction MSE on UCI data at epsilon = 1",
           "~2 min", "~1-2 h", run_alparslan_uci),
     Entry("xiong-linreg", "Xiong, Ju & Zhang, Tables 2-4", "posterior means and 95% intervals of beta, 3 epsilons",
-          "~5 min", "~1-2 h", run_xiong_linreg),
+          "~6 min", "~1-2 h", run_xiong_linreg),
     Entry("xiong-sir", "Xiong, Ju & Zhang, Fig. 1", "SIR posterior from a DP infection trajectory (SPPE)",
           "~3 min", "~30 min", run_xiong_sir),
 ]}

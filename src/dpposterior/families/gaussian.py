@@ -12,10 +12,9 @@ happens on the [0, 1] scale (Theorem 1) and is reported on the data scale.
 Priors (``[prior]`` table of the analysis file, all on the data scale):
 
 * ``normal-inverse-gamma`` (eq. 2): sigma^2 ~ IG(nu0/2, nu0 sigma0_sq/2),
-  mu | sigma^2 ~ N(mu0, sigma^2/kappa0).  Default: the paper's Example 1 prior
-  rescaled to the release's bounds is *not* a sensible default, so the default
-  prior is ``flat``.
-* ``flat``: p(mu, sigma^2) ∝ 1, proper only for n > 3 (Theorem 5).
+  mu | sigma^2 ~ N(mu0, sigma^2/kappa0).
+* ``flat`` (the default when no prior is given): p(mu, sigma^2) ∝ 1, a proper
+  posterior only for n > 3 (Theorem 5).
 * ``jeffreys``: p(mu, sigma^2) ∝ 1/sigma^2 is refused: the posterior is improper
   under the Laplace release (Theorem 4).
 
@@ -28,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field

@@ -63,9 +63,11 @@ The acceptance ratio is prior * L1 * G * s2 (Jacobian) at the proposal over the 
 the current state (r cancels against the target's Ybar factor), so the move leaves the
 joint posterior invariant; unconstrained it is a Metropolis step on the exact marginal
 p(mu, s2 | ystar, s2star).  S^2 and omega^2 are redrawn from their full conditionals at the start of the next sweep.
-The random-walk covariance is adapted during warm-up only, pooled over the chains of
-each dataset (chains of one dataset share a target), so the kept draws come from a
-fixed kernel.  ``joint_update=False`` gives the paper's plain Gibbs sampler.
+The proposal of (mu, log s2) is, per move and chain, a Gaussian random walk or (with
+probability 1/2, once the first warm-up window is over) a multivariate-t independence
+proposal centred on the warm-up draws -- a mixture of two valid MH kernels.  Both are
+fitted during warm-up only, pooled over the chains of each dataset (chains of one dataset
+share a target), so the kept draws come from a fixed kernel.  ``joint_update=False`` gives the paper's plain Gibbs sampler.
 
 State arrays carry a leading chain axis; chains may belong to different datasets (the
 problem's arrays have one entry per chain), which is how simulation studies run
@@ -74,7 +76,6 @@ thousands of posteriors in one vectorised call (BlackJAX-style ``init`` / ``step
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -315,9 +316,9 @@ def draw_sigma2(state: State, prob: Problem, rng):
     if prob.constrained:
         upper = np.minimum(upper, state.mu * (1.0 - state.mu))
     upper = np.broadcast_to(upper, state.mu.shape)
-    # 1/s2 ~ Gamma(shape, rate) truncated to [1/upper, 1/_EPS_S2)
-    precision = truncgamma_rvs(shape, rate, 1.0 / upper, 1.0 / _EPS_S2, rng)
-    return np.clip(1.0 / precision, _EPS_S2, upper)
+    # 1/s2 ~ Gamma(shape, rate) truncated to [1/upper, inf)
+    precision = truncgamma_rvs(shape, rate, 1.0 / upper, np.inf, rng)
+    return np.minimum(np.maximum(1.0 / precision, np.minimum(_EPS_S2, upper)), upper)
 
 
 def draw_ybar(state: State, prob: Problem, rng):

@@ -1,11 +1,11 @@
 """Vectorised draws from truncated normal and gamma distributions, robust in the far tails.
 
-Every sampler first tries one draw from the untruncated distribution (cheap numpy
-generator) and keeps it when it falls inside the interval; the rest are drawn by
+Every sampler first tries a few rounds of draws from the untruncated distribution (cheap
+numpy generator) and keeps those that fall inside the interval; the rest are drawn by
 the inverse CDF in log space: ``log_ndtr`` / ``ndtri_exp`` for the normal and the
 regularised incomplete gamma functions ``gammainc`` / ``gammaincc`` and their
 inverses for the gamma (scipy.special).  Keeping an accepted draw and otherwise
-drawing afresh from the truncated law is exact: either branch returns the
+drawing afresh (again, or from the truncated law) is exact: every branch returns the
 truncated distribution.
 
 ``log_gammainc`` / ``log_gammaincc`` extend log P(a, x) and log Q(a, x) past the
@@ -19,6 +19,8 @@ import numpy as np
 from scipy import special
 
 _TINY = 1e-300
+#: rounds of untruncated tries before the inverse CDF (each round only for the rejected)
+PLAIN_TRIES = 3
 
 
 def log_gammainc(a, x):
@@ -84,10 +86,15 @@ def truncnorm_rvs(mean, sd, lo, hi, rng: np.random.Generator, try_plain: bool = 
     out = np.empty(mean.shape)
     todo = np.ones(mean.shape, bool)
     if try_plain:
-        x = mean + sd * rng.standard_normal(mean.shape)
-        ok = (x >= lo) & (x <= hi)
-        out[ok] = x[ok]
-        todo = ~ok
+        idx = np.arange(mean.size).reshape(mean.shape)
+        for _ in range(PLAIN_TRIES):
+            sel = idx[todo]
+            x = mean[todo] + sd[todo] * rng.standard_normal(sel.shape)
+            ok = (x >= lo[todo]) & (x <= hi[todo])
+            out.flat[sel[ok]] = x[ok]
+            todo.flat[sel[ok]] = False
+            if not todo.any():
+                return out
     if todo.any():
         m, s, l, h = mean[todo], sd[todo], lo[todo], hi[todo]
         a = (l - m) / s
@@ -115,10 +122,15 @@ def truncgamma_rvs(shape, rate, lo, hi, rng: np.random.Generator, try_plain: boo
     out = np.empty(shape.shape)
     todo = np.ones(shape.shape, bool)
     if try_plain:
-        x = rng.standard_gamma(shape) / rate
-        ok = (x > lo) & (x <= hi)
-        out[ok] = x[ok]
-        todo = ~ok
+        idx = np.arange(shape.size).reshape(shape.shape)
+        for _ in range(PLAIN_TRIES):
+            sel = idx[todo]
+            x = rng.standard_gamma(shape[todo]) / rate[todo]
+            ok = (x > lo[todo]) & (x <= hi[todo])
+            out.flat[sel[ok]] = x[ok]
+            todo.flat[sel[ok]] = False
+            if not todo.any():
+                return out
     if todo.any():
         a, r, l, h = shape[todo], rate[todo], lo[todo], hi[todo]
         xl, xh = r * l, r * h
