@@ -122,13 +122,20 @@ def row_moments(layout: Layout, theta, sigma2, sigma_x, mu):
     return mu1, sym(sig1)
 
 
-def _safe_chol(M):
-    """Cholesky with a growing diagonal jitter for numerically semi-definite matrices."""
+JITTERS = (0.0, 1e-12, 1e-10, 1e-8, 1e-6)
+
+
+def _safe_chol(M, start: int = 0):
+    """Cholesky with a growing relative diagonal jitter for numerically semi-definite matrices.
+
+    Sigma_1 has condition number ~ cond(K)^2 and can fail a plain Cholesky in floating point; a
+    jitter of at most 1e-6 of the mean variance is added.  Returns (factor, level used) so the
+    caller can start the next iteration at the level that worked (failed attempts cost O(D^3))."""
     scale = np.maximum(np.mean(np.diagonal(M, axis1=-2, axis2=-1), -1), 1e-300)[..., None, None]
     eye = np.eye(M.shape[-1])
-    for jit in (0.0, 1e-12, 1e-10, 1e-8, 1e-6):
+    for level in range(start, len(JITTERS)):
         try:
-            return np.linalg.cholesky(M + jit * scale * eye)
+            return np.linalg.cholesky(M + JITTERS[level] * scale * eye), level
         except np.linalg.LinAlgError:
             continue
     raise RefusedError("method", "mcmc-bs: the normal approximation's covariance is not positive definite")
@@ -211,15 +218,16 @@ def run_bs(layout, obs, n, noise, prior, draws, warmup, rng, theta0, sigma2_0, s
     if keep_w:
         out["W"] = np.empty((B, draws, J, p, p))
     sqrt_n = np.sqrt(n)[None, :, None]
+    jit1 = jitG = 0
     for t in range(warmup + draws):
         stuck = np.zeros(B, dtype=int)
         # 1. moments of one row's vech(w w')
         mu1, sig1 = row_moments(layout, theta, sigma2, sigma_x, mu)
-        L1 = _safe_chol(sig1)                                       # (B, D, D)
+        L1, jit1 = _safe_chol(sig1, jit1)                           # (B, D, D)
         # 2. ss_j | ssh_j by pathwise conditioning: x = x* + Sigma0[:, O] G^{-1} (obs - x*_O - e*)
         sig_cols = sig1[:, :, O]                                    # (B, D, |O|)
         G = n[None, :, None, None] * sig1[:, None][:, :, O][:, :, :, O] + omega[..., None] * np.eye(nO)
-        LG = _safe_chol(G)                                          # (B, J, |O|, |O|)
+        LG, jitG = _safe_chol(G, jitG)                              # (B, J, |O|, |O|)
 
         def draw_ss():
             xi = rng.standard_normal((B, J, layout.D))
