@@ -11,8 +11,9 @@ each backend:
 * ``local:2``     -- a Dask LocalCluster of two single-threaded workers;
 * ``tcp://...``   -- an existing Dask cluster, if ``--scheduler`` names one.
 
-It prints wall-clock seconds, the speed-up over ``serial`` and checks that every backend
-returns bit-identical results.  Usage::
+It prints wall-clock seconds, the speed-up over ``serial``, the CPU seconds used by the run
+and its worker processes (CPU/wall = the parallelism actually obtained) and checks that every
+backend returns bit-identical results.  Usage::
 
     python benchmarks/scaling.py [--trials 1000] [--scheduler tcp://HOST:8786]
 
@@ -26,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import time
 
 from dpposterior.checkpoint import run_units
@@ -48,12 +50,19 @@ def grid_units(trials: int, seed: int, ns, epsilons, draws: int):
     return units, cells
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds used by this process and every finished (waited-for) descendant: worker
+    processes and Dask workers are counted once the pool or cluster has shut down."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run(backend: str, units):
     scheduler, _, workers = backend.partition(":")
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_seconds(), time.perf_counter()
     results = run_units(calibration_unit, units, scheduler=scheduler, workers=int(workers) if workers else None,
                         quiet=True)
-    return time.perf_counter() - t0, results
+    return time.perf_counter() - t0, _cpu_seconds() - c0, results
 
 
 def main():
@@ -72,14 +81,18 @@ def main():
     print(f"cpus available: {len(os.sched_getaffinity(0))}; load average before: "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     reference, base = None, None
-    print(f"{'backend':<22}{'seconds':>10}{'speed-up':>10}  identical")
+    print(f"{'backend':<16}{'wall s':>8}{'speed-up':>10}{'CPU s':>8}{'CPU/wall':>10}  identical")
     for backend in backends:
-        seconds, results = run(backend, units)
+        units, cells = grid_units(args.trials, args.seed, ns, epsilons, args.draws)  # fresh units per run
+        seconds, cpu, results = run(backend, units)
         text = json.dumps(results, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
         same = "-" if reference is None else ("yes" if text == reference else "NO")
         reference = reference or text
         base = base or seconds
-        print(f"{backend:<22}{seconds:>10.1f}{base / seconds:>10.2f}  {same}", flush=True)
+        # CPU/wall is the parallelism the run obtained: ~1 serial, up to the worker count when
+        # the cores are free (tcp:// workers on other machines are not counted)
+        print(f"{backend:<16}{seconds:>8.1f}{base / seconds:>10.2f}{cpu:>8.1f}{cpu / seconds:>10.2f}  {same}",
+              flush=True)
     # the science is the same whichever backend ran it: KS of Gibbs-SS per cell
     res = json.loads(reference)
     for cell in sorted(set(cells)):

@@ -208,3 +208,17 @@ def test_use_executor_starts_nothing_unless_used():
     with pytest.raises(InputError, match="scheduler"):
         with use_executor("nope"):
             pass
+
+
+def spawn_twice(seed_seq):
+    """Mutates its input (spawn advances the SeedSequence's child counter), as calibration units do."""
+    return int(np.random.default_rng(seed_seq.spawn(1)[0]).integers(1 << 30))
+
+
+def test_serial_tasks_get_copies_like_other_backends():
+    units = spawn_seeds(8, 3)
+    first = execution.Executor("serial").map(spawn_twice, units)
+    second = execution.Executor("serial").map(spawn_twice, units)
+    with executor("processes", workers=1) as ex:
+        third = ex.map(spawn_twice, units)
+    assert first == second == third

@@ -87,3 +87,38 @@ def test_every_entry_runs_at_default_scale(name, tmp_path):
     table = (folder / "table.md").read_text()
     assert table.count("|") > 10
     assert json.loads((folder / "result.json").read_text())["rows"]
+
+
+def _square_unit(unit):
+    return {"x": unit["x"], "y": unit["x"] ** 2}
+
+
+def _toy_entry(ctx):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    units = [{"x": x} for x in range(5)]
+    results = gallery._run_cells(ctx, _square_unit, units, "toy", "toy units")
+    fig, ax = plt.subplots()
+    ax.plot([r["x"] for r in results], [r["y"] for r in results])
+    return gallery.Result(fig, ["x", "x^2 (ours)", "paper"], [[r["x"], r["y"], r["x"] ** 2] for r in results],
+                          ["a note"], {"results": results})
+
+
+def test_run_entry_writes_figure_table_json_and_cleans_its_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setitem(gallery.ENTRIES, "toy", gallery.Entry("toy", "Toy paper", "squares", "~1 s", "~1 s",
+                                                              _toy_entry))
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    # a stale checkpoint from another version of the entry is replaced, not an error
+    (folder / "checkpoint-default.json").write_text('{"fingerprint": {"other": 1}, "total": 2, "results": {}}')
+    payload = gallery.run_entry("toy", tmp_path, scheduler="serial")
+    assert payload["rows"][3] == ["3", "9", "9"]
+    assert (folder / "figure.png").read_bytes()[:4] == b"\x89PNG"
+    table = (folder / "table.md").read_text()
+    assert "| x | x^2 (ours) | paper |" in table and "- a note" in table and "![figure](figure.png)" in table
+    assert json.loads((folder / "result.json").read_text())["data"]["results"][2] == {"x": 2, "y": 4}
+    assert not (folder / "checkpoint-default.json").exists()
+    assert "## toy: Toy paper" in gallery.gallery_markdown(tmp_path, "gallery/")

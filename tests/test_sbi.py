@@ -403,3 +403,12 @@ def test_infer_api_loglinear_smc_abc_contract():
     assert 0.65 < post.posterior["class_prob"][..., 0].mean() < 0.9
     with pytest.raises(InputError, match="rounds"):
         infer(EXAMPLES / "loglinear-eps10.json", method="smc-abc", rounds=3)
+
+
+def test_smc_abc_engine_same_seed_same_draws():
+    from dpposterior.inference import infer
+
+    kw = dict(method="smc-abc", simulations=3000, particles=200, draws=100, chains=1, seed=9)
+    a = infer(EXAMPLES / "linreg-ju-eps1.json", **kw)
+    b = infer(EXAMPLES / "linreg-ju-eps1.json", **kw)
+    assert np.array_equal(a.posterior["beta"], b.posterior["beta"])

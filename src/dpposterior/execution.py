@@ -68,8 +68,12 @@ class Executor:
     def imap_unordered(self, fn: Callable, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         items = list(items)
         if self.kind == "serial":
+            import copy
+
             for i, item in enumerate(items):
-                yield i, fn(item)
+                # a copy, as the other backends get (pickled): a task that mutates its input
+                # (e.g. SeedSequence.spawn advances a counter) must not change the caller's units
+                yield i, fn(copy.deepcopy(item))
         elif self.kind == "processes":
             from concurrent.futures import as_completed
 

@@ -164,8 +164,11 @@ def _label(attrs: dict, fallback: str) -> str:
     if method is None:
         return fallback
     label = str(method)
-    if str(attrs.get("constrained", "0")) in ("1", "True", "true"):
+    constrained = str(attrs.get("constrained", "")).lower()
+    if constrained in ("1", "true"):
         label += " (constrained)"
+    elif constrained in ("0", "false") and str(attrs.get("family")) in ("gaussian", "linear-regression"):
+        label += " (unconstrained)"  # families where both analyses exist side by side
     return label
 
 

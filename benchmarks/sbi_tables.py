@@ -1,0 +1,47 @@
+"""Markdown tables from benchmarks/results/sbi_*.json (written by sbi_convergence.py).
+
+    python benchmarks/sbi_tables.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main():
+    from sbi_convergence import PAPER  # noqa: PLC0415 (same folder)
+
+    for path in sorted((ROOT / "benchmarks" / "results").glob("sbi_*.json")):
+        out = json.loads(path.read_text())
+        prob = out["problem"]
+        print(f"\n### {prob} ({path.name})\n")
+        print("| method | round | sims | epochs | MMD | C2ST | NLOG | LMD | sim s | train s | wall s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for name, res in out["methods"].items():
+            for r in res["rounds"]:
+                print(f"| {name} | {r['round']} | {r['simulations']} | {r['epochs']} | {r['mmd']:.4f} | "
+                      f"{r['c2st']:.3f} | {r['nlog']:.2f} | {r['lmd']:.3f} | {r['sim_s']:.1f} | "
+                      f"{r['train_s']:.0f} | {r['wall_s']:.0f} |")
+        print(f"\nfinal C2ST vs reference: " + ", ".join(f"{k} {v['final_c2st']:.3f}"
+                                                     for k, v in out["methods"].items()))
+        print(f"\n| method | beta_0 / theta_0 | beta_1 / theta_1 | beta_2 | max abs dev. from paper |")
+        print("|---|---|---|---|---|")
+        rows = {"smc-abc": out["reference_rows"], **{k: v["final_rows"] for k, v in out["methods"].items()}}
+        for name, rr in rows.items():
+            cells = [f"{m:.2f} ({lo:.2f}, {hi:.2f})" for m, lo, hi in rr]
+            while len(cells) < 3:
+                cells.append("")
+            dev = ""
+            if prob in PAPER and name in PAPER[prob]:
+                dev = f"{max(abs(a - b) for r1, r2 in zip(rr, PAPER[prob][name]) for a, b in zip(r1, r2)):.2f}"
+            print(f"| {name} | " + " | ".join(cells) + f" | {dev} |")
+            if prob in PAPER and name in PAPER[prob]:
+                pc = [f"{m:.2f} ({lo:.2f}, {hi:.2f})" for m, lo, hi in PAPER[prob][name]]
+                print(f"| paper {name} | " + " | ".join(pc) + " | |")
+
+
+if __name__ == "__main__":
+    main()
