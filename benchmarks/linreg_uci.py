@@ -76,6 +76,7 @@ def main(argv=None):
     ap.add_argument("--J", type=int, nargs="+", default=[1, 5, 10])
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--calibration", choices=["analytic", "authors"], default="analytic",
@@ -109,7 +110,8 @@ def main(argv=None):
             timings = {}
             est = run_all(np.broadcast_to(S, (R,) + S.shape).copy(), np.broadcast_to(z, (R,) + z.shape).copy(),
                           np.broadcast_to(u, (R,) + u.shape).copy(), n_j, np.full(R, x_norm), np.full(R, y_abs),
-                          args.eps, delta, prior, rng, args.iters, args.warmup, timings=timings,
+                          args.eps, delta, prior, rng, args.iters, args.warmup, methods=tuple(args.methods),
+                          timings=timings,
                               calibration=args.calibration)
             row = {"set": name, "J": J, "repeats": R, "seconds": timings}
             for m, th in est.items():
@@ -118,10 +120,11 @@ def main(argv=None):
                 row[m + "_se"] = float(mse.std(ddof=1) / math.sqrt(R)) if R > 1 else float("nan")
             results.append(row)
             paper = TABLE1.get((J, name))
-            print(f"J={J:2d} {name:12s} ours:  " + "  ".join(f"{m}={row[m]:.4f}" for m in METHODS), flush=True)
+            print(f"J={J:2d} {name:12s} ours:  " + "  ".join(f"{m}={row[m]:.4f}" for m in METHODS if m in row),
+                  flush=True)
             if paper:
-                print(f"J={J:2d} {name:12s} paper: " + "  ".join(f"{m}={v:.4f}" for m, v in zip(METHODS, paper)),
-                      flush=True)
+                print(f"J={J:2d} {name:12s} paper: " + "  ".join(f"{m}={v:.4f}" for m, v in zip(METHODS, paper)
+                                                             if m in row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                                     "results": results}, indent=1))
