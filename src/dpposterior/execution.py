@@ -189,8 +189,11 @@ def executor(scheduler: str = "processes", workers: int | None = None):
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        # spawn, not fork: forking a process that holds torch/numba/BLAS threads can deadlock
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        # spawn, not fork: forking a process that holds torch/numba/BLAS threads can deadlock.
+        # One BLAS/OpenMP thread per worker (as Dask does): W workers x C BLAS threads on C
+        # cores oversubscribe.  Spawned children read the environment when they start.
+        with _environ(WORKER_THREAD_ENV), \
+                ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
             yield Executor("processes", pool=pool)
     else:
         from dask.distributed import Client, LocalCluster
@@ -203,8 +206,9 @@ def executor(scheduler: str = "processes", workers: int | None = None):
                 # the scheduler's HTTP endpoint falls back to a free port when 8787 is taken
                 # (another cluster on a shared machine): harmless, so not worth a warning
                 warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL)
+                cluster = _local_cluster(LocalCluster, n_workers=workers, threads_per_worker=1,
+                                         processes=True, dashboard_address=None,
+                                         silence_logs=logging.CRITICAL)
             client = Client(cluster)
         else:
             try:
@@ -217,6 +221,39 @@ def executor(scheduler: str = "processes", workers: int | None = None):
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+#: thread caps for local worker processes (the user's own settings win)
+WORKER_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@contextmanager
+def _environ(values: dict[str, str]):
+    """Set the variables of ``values`` that are not already set, for the duration of the block."""
+    added = [k for k in values if k not in os.environ]
+    for key in added:
+        os.environ[key] = values[key]
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _local_cluster(cluster_cls, **kwargs):
+    """A LocalCluster whose workers do not get Dask's MALLOC_TRIM_THRESHOLD_=65536.
+
+    Dask sets that variable in every nanny-spawned worker to return memory to the OS
+    sooner; with it glibc mmaps and unmaps each of our large temporary numpy arrays,
+    which made calibration tasks ~1.5-2x slower in CPU time than in a plain worker
+    process (benchmarks/scaling.py; docs/scaling.md).
+    """
+    import dask
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
+        return cluster_cls(**kwargs)
 
 
 def _batch_task(task):
