@@ -12,13 +12,13 @@ import dpposterior as dp
 from dpposterior.inference import gibbs_ss as G
 
 torch = pytest.importorskip("torch")
-torch.set_default_dtype(torch.float64)
 
 
 # --------------------------------------------------------------------------- Lemma 1 vs autodiff
 def _autodiff_moments(log_mass, eta0, mean0, var0):
     """Lemma 1: mu_hat = E_p t + d/deta log(F(w) - F(v)), Sigma_hat = Var_p t + d^2/deta^2 log(...)."""
-    eta = torch.tensor(eta0, requires_grad=True)
+    # float64 explicitly: never change torch's global default dtype in a test (it leaks into others)
+    eta = torch.tensor(eta0, dtype=torch.float64, requires_grad=True)
     lm = log_mass(eta)
     (g,) = torch.autograd.grad(lm, eta, create_graph=True)
     h = torch.autograd.grad(g, eta)[0].item() if g.requires_grad else 0.0  # linear in eta: no curvature

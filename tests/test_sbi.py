@@ -412,3 +412,23 @@ def test_smc_abc_engine_same_seed_same_draws():
     a = infer(EXAMPLES / "linreg-ju-eps1.json", **kw)
     b = infer(EXAMPLES / "linreg-ju-eps1.json", **kw)
     assert np.array_equal(a.posterior["beta"], b.posterior["beta"])
+
+
+def test_flows_and_c2st_do_not_depend_on_torch_global_default_dtype():
+    """Another library (or test) may set torch's default dtype to float64; our nets stay float32."""
+    import torch
+
+    from dpposterior.diagnostics.metrics import c2st
+    from dpposterior.sbi.flows import FlowConfig, StandardizedFlow
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        flow = StandardizedFlow(2, 1, np.zeros(2), np.ones(2), np.zeros(1), np.ones(1), FlowConfig())
+        lp = flow.log_prob(torch.zeros(3, 2, dtype=torch.float32), torch.zeros(3, 1, dtype=torch.float32))
+        assert lp.dtype == torch.float32 and torch.isfinite(lp).all()
+        rng = np.random.default_rng(0)
+        acc = c2st(rng.normal(size=(200, 2)), rng.normal(size=(200, 2)), epochs=20)
+        assert 0.3 < acc < 0.7
+    finally:
+        torch.set_default_dtype(old)

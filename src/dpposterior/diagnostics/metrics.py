@@ -90,7 +90,7 @@ def _c2st_folds(torch, data, labels, fold_of, folds, d, h, gen, epochs):
         yt = torch.as_tensor(labels[tr], dtype=torch.float32)
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
         net = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, h), torch.nn.ReLU(),
-                                  torch.nn.Linear(h, 1))
+                                  torch.nn.Linear(h, 1)).float()  # float32 whatever the global default
         opt = torch.optim.Adam(net.parameters(), lr=1e-2)
         for _ in range(epochs):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(net(xt)[:, 0], yt)

@@ -64,6 +64,8 @@ class StandardizedFlow(torch.nn.Module):
         self.register_buffer("y_std", torch.as_tensor(y_std, dtype=torch.float32))
         self.register_buffer("c_mean", torch.as_tensor(c_mean, dtype=torch.float32))
         self.register_buffer("c_std", torch.as_tensor(c_std, dtype=torch.float32))
+        # float32 throughout, whatever torch's global default dtype the caller has set
+        self.float()
 
     def log_prob(self, y: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         yz = (y - self.y_mean) / self.y_std
