@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_analysis_keys
+from ..inference.sbi_common import sbi_family
 from ..mechanisms import Laplace
 from ..release import FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord
 from ..sbi import GaussianPrior, SimulatorModel
-from . import Family, SimulatedRelease
+from . import SimulatedRelease
 
 STAT_NAMES = ["xy_0", "xy_1", "xy_2", "yy", "xx_01", "xx_02", "xx_11", "xx_12", "xx_22"]
 
@@ -197,18 +197,6 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
     return SimulatedRelease(theta={"beta": beta[0]}, release=load_release(rel), confidential={"s": s})
 
 
-FAMILY = Family(
-    name="linreg-ju",
-    release_model=LinregJuRelease,
-    methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
-             "sppe": "dpposterior.inference.sppe:sppe",
-             "sple": "dpposterior.inference.sple:sple"},
-    auto_method="sppe",
-    parse_prior=parse_prior,
-    curate=curate,
-    analysis_keys=sbi_analysis_keys(),
-    naive_method=None,
-    description="DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
-    simulate=simulate,
-    hooks={"sbi_model": sbi_model},
-)
+FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
+                    "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
+                    curate=curate)

@@ -31,11 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_analysis_keys
+from ..inference.sbi_common import sbi_family
 from ..mechanisms import Laplace
 from ..release import ReleaseBase, StatisticRecord
 from ..sbi import DirichletALRPrior, SimulatorModel
-from . import Family, SimulatedRelease
+from . import SimulatedRelease
 
 
 class LoglinearStatistics(BaseModel):
@@ -175,18 +175,5 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(make_release(tables, epsilon, n)), confidential={"s": s})
 
 
-FAMILY = Family(
-    name="loglinear",
-    release_model=LoglinearRelease,
-    methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
-             "sppe": "dpposterior.inference.sppe:sppe",
-             "sple": "dpposterior.inference.sple:sple"},
-    auto_method="sppe",
-    parse_prior=parse_prior,
-    curate=None,
-    analysis_keys=sbi_analysis_keys(),
-    naive_method=None,
-    description="naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
-    simulate=simulate,
-    hooks={"sbi_model": sbi_model},
-)
+FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
+                    "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)")

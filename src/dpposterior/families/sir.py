@@ -25,12 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_analysis_keys
+from ..inference.sbi_common import sbi_family
 from ..mechanisms import BinomialTrajectory
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from . import Family, SimulatedRelease
+from . import SimulatedRelease
 
 DEFAULT_TIMES = [float(t) for t in range(0, 154, 17)]
 PRIOR_MEAN = (float(np.log(0.4)), float(np.log(0.125)))
@@ -150,18 +150,5 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(rel), confidential={"infected": counts})
 
 
-FAMILY = Family(
-    name="sir",
-    release_model=SIRRelease,
-    methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
-             "sppe": "dpposterior.inference.sppe:sppe",
-             "sple": "dpposterior.inference.sple:sple"},
-    auto_method="sppe",
-    parse_prior=parse_prior,
-    curate=None,
-    analysis_keys=sbi_analysis_keys(),
-    naive_method=None,
-    description="stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
-    simulate=simulate,
-    hooks={"sbi_model": sbi_model},
-)
+FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
+                    "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)")

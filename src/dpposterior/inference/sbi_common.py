@@ -34,6 +34,27 @@ def sbi_analysis_keys() -> frozenset:
     return frozenset(SBI_OPTIONS)
 
 
+def sbi_family(name, release_model, parse_prior, simulate, sbi_model, description, curate=None):
+    """The ``Family`` of a simulator problem: the three likelihood-free engines, SPPE by default."""
+    from ..families import Family
+
+    return Family(
+        name=name,
+        release_model=release_model,
+        methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
+                 "sppe": "dpposterior.inference.sppe:sppe",
+                 "sple": "dpposterior.inference.sple:sple"},
+        auto_method="sppe",
+        parse_prior=parse_prior,
+        curate=curate,
+        analysis_keys=sbi_analysis_keys(),
+        naive_method=None,
+        description=description,
+        simulate=simulate,
+        hooks={"sbi_model": sbi_model},
+    )
+
+
 def int_option(extra: dict, key: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
     value = extra.get(key, default)
     if value is None:
