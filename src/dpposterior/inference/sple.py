@@ -17,7 +17,7 @@ from scipy import special
 from ..sbi.flows import FlowConfig, StandardizedFlow, configure_torch, pick_replicates, robust_scale, train
 from ..sbi.slice import slice_sample
 from . import sbi_common as common
-from .sppe import SBIResult, _simulate_round
+from .sppe import SBIResult, _next_round
 
 
 def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
@@ -60,13 +60,9 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 
     with common.round_progress(rounds, "SPLE", quiet) as advance:
         for r in range(1, rounds + 1):
-            theta = model.prior.sample(simulations, rng_sim) if r == 1 else sample_posterior(simulations)
-            watch.lap()
-            _, sdp = _simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
-            sim_seconds = watch.lap()
-            n_val = max(1, int(round(config.validation_fraction * simulations)))
-            val = np.zeros(simulations, bool)
-            val[rng_split.choice(simulations, n_val, replace=False)] = True
+            theta, sdp, val, sim_seconds = _next_round(model, r, simulations, sample_posterior, rqmc_points,
+                                                       rqmc, rng_sim, rng_split, config.validation_fraction,
+                                                       watch)
             thetas.append(theta)
             sdps.append(sdp)
             is_val.append(val)

@@ -79,6 +79,23 @@ def _simulate_round(model, theta, m, rqmc, rng):
     return s, sdp
 
 
+def _next_round(model, r, simulations, sample_posterior, rqmc_points, rqmc, rng_sim, rng_split,
+                validation_fraction, watch):
+    """One round's proposals, privatised replicates and validation mask (SPPE and SPLE alike).
+
+    Round 1 proposes from the prior, later rounds from the current posterior estimate.
+    Returns (theta, sdp, validation mask, simulation seconds).
+    """
+    theta = model.prior.sample(simulations, rng_sim) if r == 1 else sample_posterior(simulations)
+    watch.lap()
+    _, sdp = _simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
+    sim_seconds = watch.lap()
+    n_val = max(1, int(round(validation_fraction * simulations)))
+    val = np.zeros(simulations, bool)
+    val[rng_split.choice(simulations, n_val, replace=False)] = True
+    return theta, sdp, val, sim_seconds
+
+
 def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
              draws: int = 5000, seed: int = 0, num_atoms: int = 10, config: FlowConfig | None = None,
              quiet: bool = True, round_callback=None) -> SBIResult:
@@ -100,13 +117,9 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 
     with common.round_progress(rounds, "SPPE", quiet) as advance:
         for r in range(1, rounds + 1):
-            theta = model.prior.sample(simulations, rng_sim) if r == 1 else sample_posterior(simulations)
-            watch.lap()
-            _, sdp = _simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
-            sim_seconds = watch.lap()
-            n_val = max(1, int(round(config.validation_fraction * simulations)))
-            val = np.zeros(simulations, bool)
-            val[rng_split.choice(simulations, n_val, replace=False)] = True
+            theta, sdp, val, sim_seconds = _next_round(model, r, simulations, sample_posterior, rqmc_points,
+                                                       rqmc, rng_sim, rng_split, config.validation_fraction,
+                                                       watch)
             thetas.append(theta)
             sdps.append(sdp)
             logpri.append(model.prior.log_prob(theta))
