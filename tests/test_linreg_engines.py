@@ -22,7 +22,7 @@ from dpposterior.inference.linreg_bs import feasible_theta, feasible_w
 from dpposterior.inference.linreg_common import nearest_psd
 from dpposterior.inference.linreg_fixeds import run_fixeds
 from dpposterior.inference.linreg_naive import naive_inputs
-from dpposterior.inference.linreg_normalx import run_normalx, start_s
+from dpposterior.inference.linreg_normalx import run_normalx, run_normalx_intercept, start_ab, start_s
 from dpposterior.release import load_release
 
 Z = 4.5
@@ -91,6 +91,20 @@ def test_tiny_noise_matches_exact_posterior_given_s_and_z(method):
     prior = lr.parse_prior(None, rel)
     m, sd, s2m, s2sd = reference_z_only(S, z, prior)
     post = infer(rel, method=method, draws=1500, warmup=500, chains=4, seed=11)
+    _check(post, "theta", m, sd)
+    _check(post, "sigma2", s2m, s2sd)
+
+
+def test_tiny_noise_normalx_intercept_matches_exact_posterior():
+    # App. B.2: mcmc-normalx no longer refuses intercept releases; with (S0_j, z_j) almost exact its
+    # posterior of (theta, sigma2) is the exact one given the Gram matrices of [1, x]
+    rel, S, z, _ = _problem(intercept=True)
+    assert rel.intercept and rel.regression_data().sigma_s[0] < 0.02
+    prior = lr.parse_prior(None, rel)
+    m, sd, s2m, s2sd = reference_z_only(S, z, prior)
+    post = infer(rel, method="mcmc-normalx", draws=1500, warmup=500, chains=4, seed=11)
+    assert post.attrs["intercept"] == 1 and post.posterior["theta"].shape == (4, 1500, 3)
+    assert post.posterior["sigma_x"].shape == (4, 1500, 2, 2)
     _check(post, "theta", m, sd)
     _check(post, "sigma2", s2m, s2sd)
 
@@ -203,6 +217,47 @@ def _assert_calibration(out):
 def test_calibration_fixeds_normalx_and_naive_fails():
     out = _calibration(trials=200, seed=2024, draws=600, warmup=300)
     _assert_calibration(out)
+
+
+def _simulate_intercept_batch(B, rng, dx=2, J=2, n_j=100, sigma=5.0, kappa=6.0):
+    """B datasets from the exact intercept model of mcmc-normalx (App. B.2): mu | Sigma_x ~ N(0, Sigma_x/k0),
+    x ~ N(mu, Sigma_x), design [1, x]; noise sd sigma on every upper-triangle entry of S0_j and on z_j."""
+    d = dx + 1
+    prior = lr.default_prior(d, dx)
+    prior.iw_df = kappa
+    prior.iw_scale = (kappa - dx - 1) * np.eye(dx)
+    theta = rng.multivariate_normal(prior.theta_mean, prior.theta_cov, size=B)
+    sigma2 = prior.b / rng.gamma(prior.a, size=B)
+    Shat = np.empty((B, J, d, d))
+    zhat = np.empty((B, J, d))
+    for b in range(B):
+        sig_x = stats.invwishart.rvs(df=kappa, scale=prior.iw_scale, random_state=rng)
+        mu = rng.multivariate_normal(np.zeros(dx), sig_x / prior.mu_kappa)
+        for j in range(J):
+            X = np.column_stack([np.ones(n_j), rng.multivariate_normal(mu, sig_x, size=n_j)])
+            y = X @ theta[b] + rng.normal(0, math.sqrt(sigma2[b]), n_j)
+            M = np.triu(rng.normal(0, sigma, (d, d)))
+            Shat[b, j] = X.T @ X + M + np.triu(M, 1).T
+            zhat[b, j] = X.T @ y + rng.normal(0, sigma, d)
+    return prior, theta, sigma2, Shat, zhat
+
+
+def test_calibration_normalx_intercept_and_naive_fails():
+    trials, draws, warmup = 200, 600, 300
+    rng = np.random.default_rng(2025)
+    prior, theta, sigma2, Shat, zhat = _simulate_intercept_batch(trials, rng)
+    J = Shat.shape[1]
+    n = np.full(J, 100.0)
+    sig2 = np.full((trials, J), 25.0)
+    s20 = np.full(trials, prior.b / (prior.a - 1))
+    th0 = np.zeros((trials, 3))
+    A0, b0 = start_ab(Shat, n)
+    nx = run_normalx_intercept(Shat, zhat, n, sig2, sig2, prior, draws, warmup, rng, th0, s20, A0, b0)
+    p_nx = _quantile_pvalues(nx["theta"], nx["sigma2"], theta, sigma2)
+    assert min(p_nx) > 1e-3, p_nx
+    nv = run_fixeds(naive_inputs(Shat), zhat, np.zeros((trials, J)), prior, draws, warmup, rng, th0, s20)
+    p_nv = _quantile_pvalues(nv["theta"], nv["sigma2"], theta, sigma2)
+    assert max(p_nv[:3]) < 1e-6, p_nv
 
 
 @pytest.mark.slow

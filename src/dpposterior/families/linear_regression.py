@@ -386,7 +386,7 @@ PRIOR_KEYS = ("theta_mean", "theta_cov", "a", "b", "iw_scale", "iw_df", "mu_kapp
 class LinRegPrior:
     """theta ~ N(theta_mean, theta_cov), sigma_y^2 ~ IG(a, b), Sigma_x ~ IW(iw_scale, iw_df).
 
-    ``mu_kappa`` (k0) is used only by ``mcmc-bs`` with an intercept, where the feature
+    ``mu_kappa`` (k0) is used only by ``mcmc-bs`` and ``mcmc-normalx`` with an intercept, where the feature
     mean mu is unknown: mu | Sigma_x ~ N(0, Sigma_x / k0) (a choice of ours; App. B.2
     leaves the prior of mu open).  ``mcmc-bs`` uses the conjugate form
     theta | sigma^2 ~ N(theta_mean, sigma^2 theta_cov) of App. C.1.

@@ -13,8 +13,26 @@ Shat_j = S_j + sigma_s M_j; zhat_j | S_j, theta, sigma_y^2 ~ N(S_j theta, sigma_
 3. theta ~ N(m_p, Sigma_p)                                                        eq. (12)
 4. sigma_y^2 by random-walk MH                                                     App. A.4
 
-Cost per iteration O(J d^3).  Features are assumed centred (no intercept): the
-intercept model of App. B.2 is not implemented for this engine (refused).
+Cost per iteration O(J d^3).
+
+Intercept (App. B.2, :func:`run_normalx_intercept`).  With the design [1, x] the Gram matrix is
+S0_j = [[n_j, n_j b_j'], [n_j b_j, A_j + n_j b_j b_j']] with b_j the feature mean of party j and
+A_j = (n_j - 1) Sigma_hat_j its scatter matrix; under x_i ~ N(mu, Sigma_x)
+A_j | Sigma_x ~ W(Sigma_x, n_j - 1) (B.2 writes Sigma_hat ~ W(n-1, Sigma_x): the scatter, not the
+sample covariance, has that law) and b_j | mu, Sigma_x ~ N(mu, Sigma_x / n_j), independent.  S0_j
+replaces S_j in the model of zhat_j and Shat_j.  The feature mean mu, whose prior B.2 leaves open,
+gets the prior of ``mcmc-bs``: mu | Sigma_x ~ N(0, Sigma_x / k0), k0 = ``prior.mu_kappa`` (default 1),
+a normal-inverse-Wishart prior with Sigma_x ~ IW(Lambda, kappa).  One iteration:
+
+1. (Sigma_x, mu) jointly: Sigma_x ~ IW(Lambda + sum_j (A_j + n_j b_j b_j') - k_n mu_n mu_n', kappa + n)
+   (mu integrated out), k_n = k0 + n, mu_n = sum_j n_j b_j / k_n; then mu ~ N(mu_n, Sigma_x / k_n);
+2. each A_j by MH with the Wishart proposal W(A_j / alpha_j, alpha_j) as above, target
+   W(A_j; Sigma_x, n_j - 1) N(b_j; mu, Sigma_x / n_j) p(Shat_j | S0_j) N(zhat_j; S0_j theta, sigma_y^2 S0_j + sigma_z^2 I);
+3. each b_j by MH with b'_j = b_j + s_j e, e ~ N(0, I), and A'_j = A_j + n_j (b_j b_j' - b'_j b'_j')
+   (the feature block of S0_j is kept; the map is a translation in A for given (b, b') and is
+   reversed by -e, so the proposal is symmetric; a non-positive-definite A'_j is rejected);
+   log s_j adapted towards acceptance 0.3 during warm-up only; same target as 2;
+4., 5. theta and sigma_y^2 as above with S0_j in place of S_j.
 """
 
 from __future__ import annotations
@@ -137,14 +155,148 @@ def start_s(xtx: np.ndarray) -> np.ndarray:
     return np.stack(out).reshape(xtx.shape)
 
 
+# ----------------------------------------------------------------------------- intercept (App. B.2)
+
+
+def gram_intercept(A, b, n):
+    """S0 = [[n, n b'], [n b, A + n b b']] for A (..., dx, dx), b (..., dx), n broadcast to A's batch."""
+    n = np.broadcast_to(np.asarray(n, float), A.shape[:-2])
+    dx = A.shape[-1]
+    S0 = np.empty(A.shape[:-2] + (dx + 1, dx + 1))
+    nb = n[..., None] * b
+    S0[..., 0, 0] = n
+    S0[..., 0, 1:] = nb
+    S0[..., 1:, 0] = nb
+    S0[..., 1:, 1:] = A + nb[..., :, None] * b[..., None, :]
+    return S0
+
+
+def _ab_log_target(A, LA, b, mu, Shat, n, ss2, Lsig, zhat, theta, sigma2, sz2):
+    """log of W(A; Sigma_x, n_j - 1) N(b; mu, Sigma_x/n_j) p(Shat | S0) N(zhat; S0 theta, .) up to constants."""
+    dx = A.shape[-1]
+    M = tri_solve(Lsig[:, None], A)
+    M2 = tri_solve(Lsig[:, None], np.swapaxes(M, -1, -2))
+    tr = np.trace(M2, axis1=-2, axis2=-1)
+    wish = 0.5 * (n - 1.0 - dx - 1.0) * logdet_chol(LA) - 0.5 * tr
+    r = tri_solve(Lsig[:, None], b - mu[:, None])
+    gauss = -0.5 * n * np.sum(r * r, -1)
+    S0 = gram_intercept(A, b, np.broadcast_to(n, A.shape[:-2]))
+    diff = Shat - S0
+    sq = 0.5 * (np.sum(diff * diff, (-2, -1)) + np.sum(np.diagonal(diff, axis1=-2, axis2=-1) ** 2, -1))
+    noise = -0.5 * sq / ss2
+    return wish + gauss + noise + _zhat_loglik_party(S0, zhat, theta, sigma2, sz2)
+
+
+def start_ab(xtx: np.ndarray, n: np.ndarray):
+    """Starts (A_j, b_j) from the released Gram matrices of [1, x]: b = xtx[0, 1:] / n_j,
+    A = nearest PD matrix to xtx[1:, 1:] - n_j b b'."""
+    n = np.asarray(n, float)
+    b = xtx[..., 0, 1:] / n[..., None]
+    A = xtx[..., 1:, 1:] - n[..., None, None] * b[..., :, None] * b[..., None, :]
+    return start_s(A), b
+
+
+def run_normalx_intercept(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, theta0, sigma2_0, A0, b0,
+                          alpha0=None, step0=None):
+    """Batched Algorithm 1 with the intercept model of App. B.2 (module docstring).
+    Shat: (B|1, J, d, d), d = dx + 1; zhat: (B|1, J, d); A0 (B, J, dx, dx) positive definite; b0 (B, J, dx)."""
+    prec, shift = prior_arrays(prior)
+    theta = np.array(theta0, float)
+    sigma2 = np.array(sigma2_0, float)
+    A = np.array(A0, float)
+    b = np.array(b0, float)
+    B, J, dx = A.shape[0], A.shape[1], A.shape[-1]
+    d = dx + 1
+    n = np.asarray(n, float)
+    ss2 = np.broadcast_to(np.asarray(ss2, float), (B, J))
+    Lam = prior.iw_scale
+    kappa = prior.iw_df
+    k0 = float(prior.mu_kappa)
+    if alpha0 is None:
+        alpha0 = initial_alpha(A, n - 1.0, ss2)
+    if step0 is None:
+        sa = np.mean(np.diagonal(A, axis1=-2, axis2=-1), -1) / (n - 1.0)      # feature variance scale
+        step0 = 2.38 / math.sqrt(dx) * np.minimum(np.sqrt(ss2) / n, np.sqrt(sa / n))
+    alpha_ad = Adapter(np.log(np.broadcast_to(alpha0, (B, J))), TARGET_ACCEPT_S, sign=-1.0,
+                       lower=math.log(dx + 1.0))
+    b_ad = Adapter(np.log(np.broadcast_to(step0, (B, J))), target=0.3)
+    step_ad = Adapter(np.log(0.5 * sigma2), target=0.3)
+    out = {"theta": np.empty((B, draws, d)), "sigma2": np.empty((B, draws)),
+           "sigma_x": np.empty((B, draws, dx, dx)), "mu_x": np.empty((B, draws, dx)),
+           "accept_s": np.empty((B, draws)), "accept_b": np.empty((B, draws)),
+           "accept_sigma2": np.empty((B, draws), dtype=bool)}
+    n_total = float(n.sum())
+    k_n = k0 + n_total
+    nJ = n[None, :, None]
+    for t in range(warmup + draws):
+        # 1. (Sigma_x, mu) | A_{1:J}, b_{1:J}: normal-inverse-Wishart update
+        mu_n = np.sum(nJ * b, 1) / k_n
+        psi = (Lam + np.sum(A + nJ[..., None] * b[..., :, None] * b[..., None, :], 1)
+               - k_n * mu_n[:, :, None] * mu_n[:, None, :])
+        sigma_x = inverse_wishart(sym(psi), kappa + n_total, rng)
+        Lsig = chol(sigma_x)
+        mu = mu_n + np.einsum("bkl,bl->bk", Lsig, rng.standard_normal((B, dx))) / math.sqrt(k_n)
+        # 2. A_j by MH with the Wishart proposal
+        alpha = alpha_ad.value
+        LA = chol(A)
+        F = wishart_factor(LA / np.sqrt(alpha)[..., None, None], alpha, rng)
+        A_new = sym(F @ np.swapaxes(F, -1, -2))
+        logdet_old = logdet_chol(LA)
+        logdet_new = logdet_chol(F)
+        tr_old_new = np.sum(tri_solve(LA, F) ** 2, (-2, -1))
+        tr_new_old = np.sum(tri_solve(F, LA) ** 2, (-2, -1))
+        log_q = (alpha - 0.5 * (dx + 1)) * (logdet_old - logdet_new) + 0.5 * alpha * (tr_old_new - tr_new_old)
+        lt_old = _ab_log_target(A, LA, b, mu, Shat, n, ss2, Lsig, zhat, theta, sigma2, sz2)
+        lt_new = _ab_log_target(A_new, F, b, mu, Shat, n, ss2, Lsig, zhat, theta, sigma2, sz2)
+        log_r = np.nan_to_num(lt_new - lt_old + log_q, nan=-np.inf)
+        acc_prob = np.exp(np.minimum(0.0, log_r))
+        acc = rng.random((B, J)) < acc_prob
+        A = np.where(acc[..., None, None], A_new, A)
+        LA = np.where(acc[..., None, None], F, LA)
+        lt_cur = np.where(acc, lt_new, lt_old)
+        # 3. b_j by MH keeping the feature block A + n b b' of S0_j fixed
+        b_new = b + b_ad.value[..., None] * rng.standard_normal((B, J, dx))
+        A_b = sym(A + nJ[..., None] * (b[..., :, None] * b[..., None, :] - b_new[..., :, None] * b_new[..., None, :]))
+        ok = np.linalg.eigvalsh(A_b)[..., 0] > 0
+        A_b = np.where(ok[..., None, None], A_b, A)
+        b_new = np.where(ok[..., None], b_new, b)
+        LA_b = chol(A_b)
+        lt_b = _ab_log_target(A_b, LA_b, b_new, mu, Shat, n, ss2, Lsig, zhat, theta, sigma2, sz2)
+        log_rb = np.where(ok, np.nan_to_num(lt_b - lt_cur, nan=-np.inf), -np.inf)
+        acc_prob_b = np.exp(np.minimum(0.0, log_rb))
+        acc_b = rng.random((B, J)) < acc_prob_b
+        A = np.where(acc_b[..., None, None], A_b, A)
+        b = np.where(acc_b[..., None], b_new, b)
+        S0 = gram_intercept(A, b, np.broadcast_to(n, (B, J)))
+        # 4. theta | S0, sigma2, zhat
+        P, h = theta_precision(S0, zhat, sigma2, sz2, prec, shift)
+        theta, _ = sample_gaussian_canonical(P, h, rng)
+        # 5. sigma2 | theta, S0, zhat
+        sigma2, s2_prob, s2_acc = sigma2_rw_step(
+            sigma2, step_ad.value, lambda s2: zhat_loglik(S0, zhat, theta, s2, sz2), prior.a, prior.b, rng)
+        if t < warmup:
+            alpha_ad.update(acc_prob)
+            b_ad.update(acc_prob_b)
+            step_ad.update(s2_prob)
+        else:
+            k = t - warmup
+            out["theta"][:, k] = theta
+            out["sigma2"][:, k] = sigma2
+            out["sigma_x"][:, k] = sigma_x
+            out["mu_x"][:, k] = mu
+            out["accept_s"][:, k] = acc.mean(1)
+            out["accept_b"][:, k] = acc_b.mean(1)
+            out["accept_sigma2"][:, k] = s2_acc
+    out["alpha"] = alpha_ad.value
+    out["b_step"] = b_ad.value
+    return out
+
+
 def mcmc_normalx(release, prior, options):
     data = release.regression_data()
     require_gaussian(data, "mcmc-normalx")
     refuse_constrained(options, "mcmc-normalx")
     check_dims(data, prior)
-    if data.intercept:
-        raise RefusedError("method", "mcmc-normalx assumes centred features without an intercept (the "
-                                     "App. B.2 model is not implemented); use mcmc-fixeds or mcmc-bs")
     if np.any(data.n < data.d):
         raise RefusedError("method", f"mcmc-normalx needs n_j >= d = {data.d} rows per party (Wishart model)")
     rng = options.rng()
@@ -152,10 +304,22 @@ def mcmc_normalx(release, prior, options):
     s2 = sigma2_start(prior)
     prec, shift = prior_arrays(prior)
     theta0 = np.tile(initial_theta(data, prec, shift, s2), (C, 1))
-    S0 = np.broadcast_to(start_s(data.xtx), (C,) + data.xtx.shape).copy()
-    out = run_normalx(data.xtx[None], data.xty[None], data.n, data.sigma_s ** 2, data.sigma_z ** 2, prior,
-                      options.draws, options.warmup, rng, theta0, np.full(C, s2), S0)
+    if data.intercept:
+        A0, b0 = start_ab(data.xtx, data.n)
+        out = run_normalx_intercept(data.xtx[None], data.xty[None], data.n, data.sigma_s ** 2, data.sigma_z ** 2,
+                                    prior, options.draws, options.warmup, rng, theta0, np.full(C, s2),
+                                    np.broadcast_to(A0, (C,) + A0.shape).copy(),
+                                    np.broadcast_to(b0, (C,) + b0.shape).copy())
+    else:
+        S0 = np.broadcast_to(start_s(data.xtx), (C,) + data.xtx.shape).copy()
+        out = run_normalx(data.xtx[None], data.xty[None], data.n, data.sigma_s ** 2, data.sigma_z ** 2, prior,
+                          options.draws, options.warmup, rng, theta0, np.full(C, s2), S0)
+    stats = {"accept_s": out["accept_s"], "accept_sigma2": out["accept_sigma2"]}
+    attrs = {"wishart_alpha": out["alpha"].ravel().tolist()}
+    if data.intercept:
+        stats["accept_b"] = out["accept_b"]
+        attrs["b_step"] = out["b_step"].ravel().tolist()
+        attrs["mu_kappa"] = float(prior.mu_kappa)
     return make_posterior("mcmc-normalx", data, {"theta": out["theta"], "sigma2": out["sigma2"]}, options,
                           sigma_x=out["sigma_x"],
-                          sample_stats={"accept_s": out["accept_s"], "accept_sigma2": out["accept_sigma2"]},
-                          attrs={"wishart_alpha": out["alpha"].ravel().tolist()})
+                          sample_stats=stats, attrs=attrs)
