@@ -199,6 +199,19 @@ def sigma2_rw_step(sigma2, step, loglik_fn, a, b, rng):
     return np.where(accept, safe, sigma2), accept_prob, accept
 
 
+def theta_sigma2_step(S, zhat, sigma2, sz2, prec, shift, prior, step, rng):
+    """One Gibbs pass over (theta, sigma_y^2) given the Gram matrices ``S`` (Algorithms 1-2).
+
+    theta from its Gaussian full conditional (12) with z integrated out, then sigma_y^2 by
+    random-walk MH with step ``step``.  Returns (theta, sigma2, sigma2 accept prob, accepted).
+    """
+    P, h = theta_precision(S, zhat, sigma2, sz2, prec, shift)
+    theta, _ = sample_gaussian_canonical(P, h, rng)
+    sigma2, accept_prob, accept = sigma2_rw_step(
+        sigma2, step, lambda s2: zhat_loglik(S, zhat, theta, s2, sz2), prior.a, prior.b, rng)
+    return theta, sigma2, accept_prob, accept
+
+
 # ----------------------------------------------------------------------------- engine plumbing
 
 

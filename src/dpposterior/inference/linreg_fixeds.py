@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .linreg_common import (Adapter, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays,
-                            refuse_constrained, require_gaussian, sample_gaussian_canonical, sigma2_rw_step,
-                            theta_precision, zhat_loglik)
+                            refuse_constrained, require_gaussian, theta_sigma2_step)
 
 
 def run_fixeds(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2_0,
@@ -33,10 +32,8 @@ def run_fixeds(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2
     out_s2 = np.empty((B, draws))
     out_acc = np.empty((B, draws), dtype=bool)
     for t in range(warmup + draws):
-        P, h = theta_precision(S, zhat, sigma2, sz2, prec, shift)
-        theta, _ = sample_gaussian_canonical(P, h, rng)
-        sigma2, acc_prob, acc = sigma2_rw_step(
-            sigma2, adapter.value, lambda s2: zhat_loglik(S, zhat, theta, s2, sz2), prior.a, prior.b, rng)
+        theta, sigma2, acc_prob, acc = theta_sigma2_step(S, zhat, sigma2, sz2, prec, shift, prior,
+                                                         adapter.value, rng)
         if t < warmup:
             adapter.update(acc_prob)
         else:

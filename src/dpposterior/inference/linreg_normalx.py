@@ -43,9 +43,8 @@ import numpy as np
 
 from ..errors import RefusedError
 from .linreg_common import (LOG2PI, Adapter, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
-                            make_posterior, nearest_psd, prior_arrays, refuse_constrained, require_gaussian,
-                            sample_gaussian_canonical, sigma2_rw_step, sym, theta_precision, tri_solve,
-                            wishart_factor, zhat_loglik)
+                            make_posterior, nearest_psd, prior_arrays, refuse_constrained, require_gaussian, sym,
+                            theta_sigma2_step, tri_solve, wishart_factor)
 from .linreg_fixeds import sigma2_start
 
 TARGET_ACCEPT_S = 0.2
@@ -126,12 +125,9 @@ def run_normalx(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, theta0, sigm
         acc_prob = np.exp(np.minimum(0.0, log_r))
         acc = rng.random((B, J)) < acc_prob
         S = np.where(acc[..., None, None], S_new, S)
-        # 3. theta | S, sigma2, zhat
-        P, h = theta_precision(S, zhat, sigma2, sz2, prec, shift)
-        theta, _ = sample_gaussian_canonical(P, h, rng)
-        # 4. sigma2 | theta, S, zhat
-        sigma2, s2_prob, s2_acc = sigma2_rw_step(
-            sigma2, step_ad.value, lambda s2: zhat_loglik(S, zhat, theta, s2, sz2), prior.a, prior.b, rng)
+        # 3-4. theta | S, sigma2, zhat, then sigma2 | theta, S, zhat
+        theta, sigma2, s2_prob, s2_acc = theta_sigma2_step(S, zhat, sigma2, sz2, prec, shift, prior,
+                                                            step_ad.value, rng)
         if t < warmup:
             alpha_ad.update(acc_prob)
             step_ad.update(s2_prob)
@@ -268,12 +264,9 @@ def run_normalx_intercept(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, th
         A = np.where(acc_b[..., None, None], A_b, A)
         b = np.where(acc_b[..., None], b_new, b)
         S0 = gram_intercept(A, b, np.broadcast_to(n, (B, J)))
-        # 4. theta | S0, sigma2, zhat
-        P, h = theta_precision(S0, zhat, sigma2, sz2, prec, shift)
-        theta, _ = sample_gaussian_canonical(P, h, rng)
-        # 5. sigma2 | theta, S0, zhat
-        sigma2, s2_prob, s2_acc = sigma2_rw_step(
-            sigma2, step_ad.value, lambda s2: zhat_loglik(S0, zhat, theta, s2, sz2), prior.a, prior.b, rng)
+        # 4-5. theta | S0, sigma2, zhat, then sigma2 | theta, S0, zhat
+        theta, sigma2, s2_prob, s2_acc = theta_sigma2_step(S0, zhat, sigma2, sz2, prec, shift, prior,
+                                                            step_ad.value, rng)
         if t < warmup:
             alpha_ad.update(acc_prob)
             b_ad.update(acc_prob_b)
