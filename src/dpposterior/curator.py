@@ -64,6 +64,19 @@ def build_release(data_path, options: CurateOptions):
     return load_release(release_dict)
 
 
+#: CurateOptions fields that are command-line options, with their "not given" values
+_OPTION_DEFAULTS = {"column": None, "columns": None, "features": None, "response": None, "bounds": None,
+                    "x_norm": None, "y_abs": None, "epsilon_split": None, "delta": None, "mechanism": None,
+                    "scale": None, "parties": 1, "intercept": False}
+
+
+def reject_unused(options: CurateOptions, used: set[str], family: str) -> None:
+    """Refuse an option the family's curator would silently ignore (e.g. ``--bounds`` for ``sir``)."""
+    for name, default in _OPTION_DEFAULTS.items():
+        if name not in used and getattr(options, name) != default:
+            raise InputError(name.replace("_", "-"), f"not an option of the {family} curator")
+
+
 def require_column(frame, name: str | None, field: str):
     if not name:
         raise InputError(field, "is required for this family")

@@ -19,7 +19,14 @@ Release file::
                                "mechanism": "laplace", "epsilon": 10.0, "sensitivity": 0.04,
                                "scale": "proportions"}}}
 
-``value[k][i][j]`` is the noisy proportion (or count) of (Y = i, X_k = j).
+``value[k][i][j]`` is the noisy proportion (or count) of (Y = i, X_k = j).  Optional
+``class_name``, ``class_labels``, ``feature_names``, ``level_labels`` (written by the curator)
+say what the 0-based indices stand for.
+
+Curator (:func:`curate`, ``dpposterior release DATA.csv --family loglinear --columns Y,X1,...
+--epsilon E [--scale proportions|counts]``): categorical records -> the K tables with
+Laplace(2K/(n epsilon)) noise on the proportions (counts: Laplace(2K/epsilon), sensitivity 2K),
+``epsilon`` the total; noise from OpenDP (numpy with ``--seed``) via ``mechanisms.draw_noise``.
 """
 
 from __future__ import annotations
@@ -49,9 +56,24 @@ class LoglinearRelease(ReleaseBase):
     classes: Annotated[int, Field(strict=True, ge=2)]
     levels: list[Annotated[int, Field(strict=True, ge=2)]]
     statistics: LoglinearStatistics
+    #: optional public codebook written by the curator: what the 0-based indices stand for
+    class_name: str | None = None
+    class_labels: list[str] | None = None
+    feature_names: list[str] | None = None
+    level_labels: list[list[str]] | None = None
 
     @model_validator(mode="after")
     def _check(self):
+        if self.class_labels is not None and len(self.class_labels) != self.classes:
+            raise ValueError(f"class_labels must have {self.classes} entries (classes)")
+        if self.feature_names is not None and len(self.feature_names) != len(self.levels):
+            raise ValueError(f"feature_names must have {len(self.levels)} entries (one per feature)")
+        if self.level_labels is not None:
+            if len(self.level_labels) != len(self.levels):
+                raise ValueError(f"level_labels must have {len(self.levels)} lists (one per feature)")
+            for k, labels in enumerate(self.level_labels):
+                if len(labels) != self.levels[k]:
+                    raise ValueError(f"level_labels[{k}] must have {self.levels[k]} entries (levels[{k}])")
         rec = self.statistics.tables
         if rec.mechanism != "laplace":
             raise ValueError("statistics.tables.mechanism must be 'laplace'")
@@ -79,6 +101,12 @@ class LoglinearRelease(ReleaseBase):
 def proportion_sensitivity(n: int, features: int) -> float:
     """L1 sensitivity 2K/n of the K proportion tables (App. E.3)."""
     return 2.0 * features / n
+
+
+def count_sensitivity(features: int) -> float:
+    """L1 sensitivity 2K of the K count tables together (n public: a changed record moves one
+    unit between two cells of every table), so ``epsilon`` stays the total, as for proportions."""
+    return 2.0 * features
 
 
 def parse_prior(prior, release=None):
@@ -175,5 +203,74 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(make_release(tables, epsilon, n)), confidential={"s": s})
 
 
+def curate(frame, options) -> dict:
+    """Curator (App. E.3): CSV records -> ``loglinear`` release.  ``--columns Y,X1,...`` (class
+    first), ``--scale proportions`` (default, the paper's) or ``counts``.
+
+    Every column is categorical (binary or more levels); the level sets are read from the
+    data and treated as public (a codebook, written as ``class_labels`` / ``level_labels``,
+    levels sorted: numbers first, then strings) -- a curator whose level sets are confidential
+    must recode the columns first.  Noise: Laplace(2K/(n epsilon)) on every proportion (or
+    Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
+    """
+    from ..curator import reject_unused, require_column
+    from ..mechanisms import draw_noise
+
+    reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")
+    if options.extra:
+        raise InputError(sorted(options.extra)[0], "not an option of the loglinear curator")
+    if options.mechanism not in (None, "laplace"):
+        raise InputError("mechanism", "loglinear tables are released with the Laplace mechanism only")
+    scale = options.scale or "proportions"
+    if scale not in ("proportions", "counts"):
+        raise InputError("scale", f"must be 'proportions' or 'counts' (got {scale!r})")
+    cols = list(options.columns or [])
+    if len(cols) < 2:
+        raise InputError("columns", "loglinear needs the class column then at least one feature column "
+                         "(--columns Y,X1,...)")
+    if len(set(cols)) != len(cols):
+        raise InputError("columns", "a column is listed twice")
+    for c in cols:
+        require_column(frame, c, "columns")
+    n = len(frame)
+    if n == 0:
+        raise InputError("data", "the CSV has no rows")
+    codes, labels = [], []
+    for c in cols:
+        col = frame[c]
+        if col.isna().any():
+            row = int(np.flatnonzero(col.isna().to_numpy())[0])
+            raise InputError(f"data.{c}", f"row {row + 1} is missing (recode missing values as a level first)")
+        levels = sorted(col.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
+        if len(levels) < 2:
+            raise InputError(f"data.{c}", f"a single level ({levels[0]!r}): the column carries no information")
+        index = {v: i for i, v in enumerate(levels)}
+        codes.append(col.map(index).to_numpy(int))
+        labels.append([str(v) for v in levels])
+    y, classes = codes[0], len(labels[0])
+    tables = []
+    for xk, lab in zip(codes[1:], labels[1:]):
+        table = np.zeros((classes, len(lab)))
+        np.add.at(table, (y, xk), 1.0)
+        tables.append(table)
+    features = len(tables)
+    sens = proportion_sensitivity(n, features) if scale == "proportions" else count_sensitivity(features)
+    # one call draws independent Laplace(sens/epsilon) noise for every cell of every table
+    flat = np.concatenate([(t / n if scale == "proportions" else t).ravel() for t in tables])
+    noisy_flat, sampler = draw_noise("laplace", flat, sens / float(options.epsilon), options.seed)
+    noisy, start = [], 0
+    for t in tables:
+        noisy.append(noisy_flat[start:start + t.size].reshape(t.shape).tolist())
+        start += t.size
+    return {"format": "dpposterior-release/1", "family": "loglinear", "n": int(n), "classes": classes,
+            "levels": [len(lab) for lab in labels[1:]],
+            "class_name": str(cols[0]), "class_labels": labels[0],
+            "feature_names": [str(c) for c in cols[1:]], "level_labels": labels[1:],
+            "statistics": {"tables": {"value": noisy, "mechanism": "laplace", "epsilon": float(options.epsilon),
+                                      "sensitivity": sens, "scale": scale, "sampler": sampler,
+                                      "note": "epsilon is the total over the K tables"}}}
+
+
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
-                    "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)")
+                    "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
+                    curate=curate)

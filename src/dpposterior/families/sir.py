@@ -14,6 +14,11 @@ Release file::
      "initial_infected": 1, "times": [0, 17, ..., 153], "event_cap": 2000000,
      "statistics": {"infected": {"value": [10 numbers in [0, 1]], "mechanism": "binomial-trajectory",
                                  "epsilon": 10.0, "trials": 1000, "m": 1000.0}}}
+
+Curator (:func:`curate`, ``dpposterior release DATA.csv --family sir --epsilon E``): one CSV
+row per time point, columns ``time``, ``infected`` (integer I(t) in [0, K]) and ``population``
+(the public K, the same on every row).  OpenDP has no binomial sampler, so the noise is drawn
+by numpy (seeded with ``--seed``, else from OS entropy) and the record's ``sampler`` says so.
 """
 
 from __future__ import annotations
@@ -125,16 +130,155 @@ def sbi_model(release: SIRRelease, prior) -> SimulatorModel:
 
 
 def make_release(values, epsilon: float, trials: int = 1000, population: int = 1_000_000, times=None,
-                 description: str | None = None) -> dict:
+                 description: str | None = None, sampler: str | None = None, initial_infected: int = 1,
+                 event_cap: int = 2_000_000) -> dict:
     times = list(DEFAULT_TIMES if times is None else times)
-    rel = {"format": "dpposterior-release/1", "family": "sir", "population": population, "initial_infected": 1,
-           "times": times, "event_cap": 2_000_000,
+    rel = {"format": "dpposterior-release/1", "family": "sir", "population": population,
+           "initial_infected": initial_infected, "times": times, "event_cap": event_cap,
            "statistics": {"infected": {"value": [float(v) for v in values], "mechanism": "binomial-trajectory",
                                        "epsilon": float(epsilon), "trials": int(trials),
                                        "m": trials * len(times) / float(epsilon)}}}
+    if sampler:
+        rel["statistics"]["infected"]["sampler"] = sampler
     if description:
         rel["description"] = description
     return rel
+
+
+# -- curator -------------------------------------------------------------------------------
+
+TIME_COLUMN = "time"
+INFECTED_COLUMN = "infected"
+POPULATION_COLUMN = "population"
+DEFAULT_TRIALS = 1000
+
+
+def _numeric_column(frame, name: str, field: str) -> np.ndarray:
+    """A CSV column as finite floats; the first bad cell is named by its data row (1 = first row)."""
+    import pandas as pd
+
+    from ..curator import require_column
+
+    raw = require_column(frame, name, field)
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        cell = raw.iloc[row]
+        if pd.isna(cell):
+            raise InputError(f"data.{name}", f"row {row + 1} is empty")
+        cell = cell.item() if isinstance(cell, np.generic) else cell
+        raise InputError(f"data.{name}", f"row {row + 1}: {cell!r} is not a finite number")
+    return values
+
+
+def _whole(value, field: str, minimum: int) -> int:
+    """An integer-valued option (int, or a float/numpy number equal to an integer) >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value != np.rint(value) or value < minimum:
+        raise InputError(field, f"must be an integer >= {minimum} (got {value!r})")
+    return int(value)
+
+
+def _population(frame, extra: dict) -> int:
+    """K: the public population size, from a constant ``population`` column and/or ``extra``."""
+    from_option = None if extra.get("population") is None else _whole(extra["population"], "population", 2)
+    if POPULATION_COLUMN in frame.columns:
+        col = _numeric_column(frame, POPULATION_COLUMN, POPULATION_COLUMN)
+        if np.any(col != col[0]):
+            row = int(np.flatnonzero(col != col[0])[0])
+            raise InputError(f"data.{POPULATION_COLUMN}", f"row {row + 1}: {col[row]:g} differs from row 1 "
+                             f"({col[0]:g}); K is one public number, the same on every row")
+        from_column = _whole(col[0], f"data.{POPULATION_COLUMN}", 2)
+        if from_option is not None and from_option != from_column:
+            raise InputError("population", f"{from_option} disagrees with the data's population column "
+                             f"({from_column})")
+        return from_column
+    if from_option is None:
+        raise InputError("population", f"the public population size K is required: add a "
+                         f"{POPULATION_COLUMN!r} column (the same K on every row)")
+    return from_option
+
+
+def _unseeded_sampler() -> str:
+    """Name of the unseeded sampler; OpenDP has no binomial mechanism, so say why numpy is used."""
+    try:
+        from importlib.metadata import version
+
+        opendp = f"OpenDP {version('opendp')} has"
+    except Exception:  # pragma: no cover - opendp is a hard dependency
+        opendp = "OpenDP has"
+    return f"numpy-{np.__version__} (unseeded, OS entropy; {opendp} no binomial sampler)"
+
+
+def curate(frame, options) -> dict:
+    """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
+
+    One row per release time point t_i with the confidential count I(t_i) (an integer in
+    [0, K]).  The population K is public: a ``population`` column (the same on every row)
+    or ``options.extra["population"]``.  ``--column`` renames the count column (default
+    ``infected``).  ``options.extra`` may also set ``trials`` (N, default 1000),
+    ``initial_infected`` (1) and ``event_cap`` (2,000,000), the analyst's simulator settings.
+    s_i = Binomial(N, (I(t_i) + m)/(K + 2m))/N with m = N L / epsilon: epsilon-DP in total.
+    OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
+    ``--seed``, else from OS entropy); the record's ``sampler`` says which.
+    """
+    from ..curator import reject_unused
+
+    reject_unused(options, {"column", "mechanism"}, "sir")
+    if options.mechanism not in (None, "binomial-trajectory"):
+        raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
+                         "only (Prop. 4): omit --mechanism")
+    extra = dict(options.extra or {})
+    unknown = set(extra) - {"population", "trials", "initial_infected", "event_cap"}
+    if unknown:
+        raise InputError(sorted(unknown)[0], "not an option of the sir curator "
+                         "(population, trials, initial_infected, event_cap)")
+    if len(frame) == 0:
+        raise InputError("data", "the CSV has no rows")
+    infected_column = options.column or INFECTED_COLUMN
+    if infected_column in (TIME_COLUMN, POPULATION_COLUMN):
+        raise InputError("column", f"{infected_column!r} is the {infected_column} column, not the infected counts")
+    times = _numeric_column(frame, TIME_COLUMN, "data")
+    counts = _numeric_column(frame, infected_column, "column")
+    population = _population(frame, extra)
+    trials = _whole(extra.get("trials", DEFAULT_TRIALS), "trials", 1)
+    initial_infected = _whole(extra.get("initial_infected", 1), "initial_infected", 1)
+    event_cap = _whole(extra.get("event_cap", 2_000_000), "event_cap", 1)
+    if initial_infected > population:
+        raise InputError("initial_infected", f"must be <= the population K = {population}")
+
+    if np.any(times < 0):
+        row = int(np.flatnonzero(times < 0)[0])
+        raise InputError(f"data.{TIME_COLUMN}", f"row {row + 1}: time {times[row]:g} is negative "
+                         "(the epidemic starts at t = 0)")
+    # rows may come in any order; the release lists the time points increasingly
+    order = np.argsort(times, kind="stable")
+    times, counts = times[order], counts[order]
+    dup = np.flatnonzero(np.diff(times) == 0)
+    if dup.size:
+        raise InputError(f"data.{TIME_COLUMN}", f"time {times[dup[0]]:g} appears twice "
+                         "(one row per release time point)")
+    not_whole = np.flatnonzero(counts != np.rint(counts))
+    if not_whole.size:
+        i = int(order[not_whole[0]])
+        raise InputError(f"data.{infected_column}", f"row {i + 1}: {counts[not_whole[0]]:g} is not a whole "
+                         "number of infected people")
+    out_of_range = np.flatnonzero((counts < 0) | (counts > population))
+    if out_of_range.size:
+        i = int(order[out_of_range[0]])
+        raise InputError(f"data.{infected_column}", f"row {i + 1}: {counts[out_of_range[0]]:g} infected is "
+                         f"outside [0, K] (K = population = {population})")
+
+    mech = BinomialTrajectory(population, trials, len(times), epsilon=float(options.epsilon))
+    if options.seed is None:
+        rng, sampler = np.random.default_rng(), _unseeded_sampler()
+    else:
+        rng, sampler = np.random.default_rng(options.seed), f"numpy-{np.__version__} (seed {options.seed})"
+    noisy = mech.sample(counts, rng)
+    return make_release(noisy, options.epsilon, trials=trials, population=population,
+                        times=[float(t) for t in times], sampler=sampler,
+                        initial_infected=initial_infected, event_cap=event_cap)
 
 
 def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
@@ -151,4 +295,5 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 
 
 FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
-                    "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)")
+                    "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
+                    curate=curate)

@@ -31,7 +31,15 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
 def _opendp_name():
     import opendp
 
-    return f"opendp-{getattr(opendp, '__version__', 'unknown')}"
+    version = getattr(opendp, "__version__", None)
+    if version is None:  # opendp 0.16 has no __version__; the installed distribution knows it
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        try:
+            version = dist_version("opendp")
+        except PackageNotFoundError:  # pragma: no cover
+            version = "unknown"
+    return f"opendp-{version}"
 
 
 def _opendp(mechanism: str, values: np.ndarray, scale: float) -> np.ndarray:
