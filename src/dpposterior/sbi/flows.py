@@ -10,6 +10,14 @@ without improvement of the validation loss (Papamakarios et al. 2019).
 Inputs and contexts are z-scored with statistics of the first round (as sbi
 does) so the spline domain [-5, 5] covers the data; ``log_prob`` adds the
 Jacobian of that affine map, so it is a density in the original units.
+
+Speed (the atomic loss evaluates batch x atoms = 1,000 flow densities per SGD
+step, and SPPE takes tens of thousands of steps): the spline bins are
+normalised by an explicit exp/sum instead of ``torch.softmax``, whose CPU
+kernel is about 5x slower over a 10-wide last axis (about a fifth of a whole
+training step here); Adam uses torch's fused CPU kernel.  Both are the same
+mathematics as zuko's NSF and torch's Adam (``tests/test_sbi.py`` checks the
+densities agree).
 """
 
 from __future__ import annotations
@@ -18,10 +26,13 @@ import copy
 import math
 import os
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import zuko
+from zuko.transforms import MonotonicRQSTransform
 
 
 @dataclass
@@ -51,15 +62,48 @@ def configure_torch(seed: int) -> None:
         torch.set_num_threads(max(1, threads))
 
 
+def _softmax_last(x: torch.Tensor) -> torch.Tensor:
+    """softmax over the last axis by exp/sum: torch's CPU softmax kernel is slow on short rows."""
+    e = torch.exp(x - x.amax(dim=-1, keepdim=True).detach())
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+class RQSTransform(MonotonicRQSTransform):
+    """zuko's monotonic rational-quadratic spline, knots built with :func:`_softmax_last`.
+
+    Same parameterisation as ``MonotonicRQSTransform.__init__`` (zuko 1.x); only the
+    softmax kernel differs, so trained states are interchangeable with ``zuko.flows.NSF``.
+    """
+
+    def __init__(self, widths, heights, derivatives, bound: float = 5.0, slope: float = 1e-3, **kwargs):
+        torch.distributions.Transform.__init__(self, **kwargs)
+        widths = widths / (1 + abs(2 * widths / math.log(slope)))
+        heights = heights / (1 + abs(2 * heights / math.log(slope)))
+        derivatives = derivatives / (1 + abs(derivatives / math.log(slope)))
+        widths = F.pad(_softmax_last(widths), (1, 0), value=0)
+        heights = F.pad(_softmax_last(heights), (1, 0), value=0)
+        derivatives = F.pad(derivatives, (1, 1), value=0)
+        self.horizontal = bound * (2 * torch.cumsum(widths, dim=-1) - 1)
+        self.vertical = bound * (2 * torch.cumsum(heights, dim=-1) - 1)
+        self.derivatives = torch.exp(derivatives)
+
+
+def neural_spline_flow(features: int, context: int, config: "FlowConfig", slope: float = 1e-3) -> zuko.flows.MAF:
+    """``zuko.flows.NSF(features, context, bins, transforms, hidden_features)`` with :class:`RQSTransform`."""
+    # zuko conditions a 1-feature spline with a plain MLP (no masks), which has no residual option
+    extra = {"residual": True} if features > 1 else {}
+    return zuko.flows.MAF(features, context, transforms=config.transforms,
+                          univariate=partial(RQSTransform, slope=slope),
+                          shapes=[(config.bins,), (config.bins,), (config.bins - 1,)],
+                          hidden_features=tuple(config.hidden), **extra)
+
+
 class StandardizedFlow(torch.nn.Module):
     """q(y | c) = NSF(standardize(y) | standardize(c)) / prod(y_std)."""
 
     def __init__(self, features: int, context: int, y_mean, y_std, c_mean, c_std, config: FlowConfig):
         super().__init__()
-        # zuko conditions a 1-feature spline with a plain MLP (no masks), which has no residual option
-        extra = {"residual": True} if features > 1 else {}
-        self.flow = zuko.flows.NSF(features, context, bins=config.bins, transforms=config.transforms,
-                                   hidden_features=tuple(config.hidden), **extra)
+        self.flow = neural_spline_flow(features, context, config)
         self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=torch.float32))
         self.register_buffer("y_std", torch.as_tensor(y_std, dtype=torch.float32))
         self.register_buffer("c_mean", torch.as_tensor(c_mean, dtype=torch.float32))
@@ -103,7 +147,8 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
 
     Returns {"epochs", "best_val", "train_loss"}; ``module`` ends at the best validation state.
     """
-    opt = torch.optim.Adam(module.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    opt = torch.optim.Adam(module.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay,
+                           fused=True)
     train_idx = torch.as_tensor(train_index, dtype=torch.long)
     val_idx = torch.as_tensor(val_index, dtype=torch.long)
     best = math.inf
