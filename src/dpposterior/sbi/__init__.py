@@ -5,6 +5,8 @@ are :func:`dpposterior.inference.smc_abc.run_smc_abc`,
 :func:`dpposterior.inference.sppe.run_sppe` and :func:`dpposterior.inference.sple.run_sple`.
 """
 
-from .model import DirichletALRPrior, GaussianPrior, SimulatorModel, alr_to_simplex, simplex_to_alr
+from .model import (DirichletALRPrior, GaussianPrior, NoiseIgnored, SimulatorModel, alr_to_simplex,
+                    simplex_to_alr)
 
-__all__ = ["SimulatorModel", "GaussianPrior", "DirichletALRPrior", "alr_to_simplex", "simplex_to_alr"]
+__all__ = ["SimulatorModel", "GaussianPrior", "DirichletALRPrior", "NoiseIgnored", "alr_to_simplex",
+           "simplex_to_alr"]

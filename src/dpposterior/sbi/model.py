@@ -33,6 +33,7 @@ A user-defined model::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -132,6 +133,48 @@ class DirichletALRPrior:
         return f"DirichletALRPrior(alphas={[a.tolist() for a in self.alphas]})"
 
 
+class NoiseIgnored(Mechanism):
+    """The "mechanism" assumed by an analyst who ignores differential privacy: no noise.
+
+    The release is taken at face value as the confidential statistic, on the scale the
+    release is published in: s itself for additive mechanisms (Laplace, Gaussian), the
+    proportion I(t)/K for the binomial trajectory mechanism (its s are counts out of K, its
+    releases proportions; the smoothing m is part of the DP mechanism and is ignored too).
+    Used by the ``naive`` SBI method (:mod:`dpposterior.inference.sbi_naive`) and by the
+    calibration studies as the method that must fail.
+    """
+
+    name = "none"
+
+    def __init__(self, mechanism: Mechanism):
+        self.mechanism = mechanism
+
+    def noise_free(self, s) -> np.ndarray:
+        from ..mechanisms import BinomialTrajectory
+
+        s = np.asarray(s, float)
+        if isinstance(self.mechanism, BinomialTrajectory):
+            return s / self.mechanism.population
+        return s
+
+    def sample(self, s, rng=None) -> np.ndarray:
+        return self.noise_free(s)
+
+    def transform(self, u, s) -> np.ndarray:
+        value = self.noise_free(s)
+        return np.broadcast_to(value, np.broadcast_shapes(value.shape, np.shape(u))).copy()
+
+    def logpdf(self, y, s) -> np.ndarray:
+        # a point mass at the noise-free value
+        return np.where(np.asarray(y, float) == self.noise_free(s), 0.0, -np.inf)
+
+    def privacy_cost(self):
+        return (float("inf"), 0.0)
+
+    def __repr__(self):
+        return f"NoiseIgnored({self.mechanism!r})"
+
+
 #: simulations per batch on an executor (``dpposterior infer --scheduler``); part of the random stream
 SIM_BATCH = 250
 
@@ -206,6 +249,13 @@ class SimulatorModel:
     def privatize_u(self, s, u) -> np.ndarray:
         """tau(u, s): releases from uniforms u, broadcast over leading axes (eq. 11)."""
         return np.asarray(self.mechanism.transform(u, s), float)
+
+    def without_noise(self) -> "SimulatorModel":
+        """The same model with the privacy mechanism ignored (s_dp taken as the noise-free s)."""
+        if isinstance(self.mechanism, NoiseIgnored):
+            return self
+        return dataclasses.replace(self, mechanism=NoiseIgnored(self.mechanism),
+                                   name=f"{self.name} (noise ignored)")
 
     def posterior_variables(self, theta) -> tuple[dict, dict, dict]:
         theta = np.asarray(theta, float)
