@@ -1,12 +1,15 @@
 """Figure 1-B / Figure 9 and Tables 2-4 of Xiong, Ju & Zhang at this machine's scale.
 
-For one example release: a long SMC-ABC run is the reference posterior (cached in
-benchmarks/results/); SPPE and SPLE are run for ``--rounds`` rounds of
+For one example release: the reference posterior is a long SMC-ABC run (cached in
+benchmarks/results/) or, for linreg-ju, the brute-force pseudo-marginal importance sampler of
+benchmarks/linreg_ju_reference.py when its draws exist (``--reference auto``: exact up to Monte
+Carlo error, no ABC tolerance; the SMC-ABC run is then reported as a method); SPPE and SPLE are run for ``--rounds`` rounds of
 ``--simulations`` simulations and, after every round, MMD, C2ST (vs the
 reference), NLOG (KDE at the true parameter), LMD and the wall-clock are printed.
 The final posterior means and 95% equal-tailed intervals are printed beside the
-paper's Tables 2-4 rows (linreg-ju).  ``--variants`` adds "sppe-m1" (same flow,
-M = 1, i.e. the noise drawn once inside the simulator) for the RQMC-pays check.
+paper's Tables 2-4 rows (linreg-ju).  ``--methods`` also takes "sppe-m1" (same flow,
+M = 1, i.e. the noise drawn once inside the simulator) for the RQMC-pays check and
+"sppe-combined" (SPPE with ``combined_loss=True``).
 
     python benchmarks/sbi_convergence.py --problem linreg-ju-eps10 --rounds 3
 """
@@ -64,6 +67,17 @@ def reference(problem, model, sims, particles, seed):
     return theta, seconds
 
 
+def importance_reference(problem, n, seed):
+    """n draws resampled from the weighted proposals of benchmarks/linreg_ju_reference.py, or None."""
+    path = ROOT / "benchmarks" / "results" / f"isref_{problem}.npz"
+    if not path.exists():
+        return None
+    z = np.load(path)
+    w = np.exp(z["log_weight"] - z["log_weight"].max())
+    idx = np.random.default_rng(seed).choice(len(w), size=n, p=w / w.sum())
+    return z["theta"][idx], float(z["seconds"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--problem", default="linreg-ju-eps10")
@@ -76,15 +90,22 @@ def main():
     ap.add_argument("--particles", type=int, default=2000)
     ap.add_argument("--metric-draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reference", choices=["auto", "smc-abc"], default="auto")
     args = ap.parse_args()
 
     rel = load_release(ROOT / "examples" / "releases" / f"{args.problem}.json")
     fam = get_family(rel.family)
     model = fam.hooks["sbi_model"](rel, fam.parse_prior(None, rel))
     truth = np.asarray(TRUTH.get(rel.family, []), float)
-    ref, ref_seconds = reference(args.problem, model, args.reference_sims, args.particles, args.seed)
-    out = {"problem": args.problem, "args": vars(args), "reference_seconds": ref_seconds,
+    abc, abc_seconds = reference(args.problem, model, args.reference_sims, args.particles, args.seed)
+    exact = importance_reference(args.problem, args.particles, args.seed) if args.reference == "auto" else None
+    ref, ref_seconds = exact if exact is not None else (abc, abc_seconds)
+    ref_name = "importance sampling (exact)" if exact is not None else "smc-abc (reference)"
+    out = {"problem": args.problem, "args": vars(args), "reference": ref_name, "reference_seconds": ref_seconds,
            "reference_rows": summary_rows(ref), "methods": {}}
+    if exact is not None:
+        out["methods"]["smc-abc"] = {"final_rows": summary_rows(abc), "rounds": [],
+                                     "final_c2st": c2st(abc, ref, max_samples=1000, epochs=200)}
     lmd_n = 200 if rel.family == "sir" else 1000
 
     for method in args.methods.split(","):
@@ -110,7 +131,7 @@ def main():
         m = 1 if method == "sppe-m1" else args.rqmc_points
         if method.startswith("sppe"):
             res = run_sppe(model, args.simulations, args.rounds, m, True, 2000, args.seed, config=config,
-                           round_callback=callback)
+                           round_callback=callback, combined_loss=method == "sppe-combined")
         else:
             res = run_sple(model, args.simulations, args.rounds, m, True, 2000, args.seed, config=config,
                            round_callback=callback)
@@ -119,19 +140,22 @@ def main():
                                   "final_c2st": c2st(res.theta, ref, max_samples=1000, epochs=200)}
         print(f"{method} final C2ST (2000 draws vs reference) {out['methods'][method]['final_c2st']:.3f}")
 
-    names = ["smc-abc (reference)"] + list(out["methods"])
+    def max_dev(rows, other):
+        return max(abs(a - b) for r1, r2 in zip(rows, other) for a, b in zip(r1, r2))
+
+    names = [ref_name] + list(out["methods"])
     print("\nposterior mean (2.5%, 97.5%)" + (" | paper" if args.problem in PAPER else ""))
     for name in names:
-        rows = out["reference_rows"] if name.startswith("smc-abc") else out["methods"][name]["final_rows"]
+        rows = out["reference_rows"] if name == ref_name else out["methods"][name]["final_rows"]
         key = "smc-abc" if name.startswith("smc-abc") else name
         cells = [f"{m:6.2f} ({lo:6.2f}, {hi:5.2f})" for m, lo, hi in rows]
-        line = f"{name:20s} " + "  ".join(cells)
+        line = f"{name:28s} " + "  ".join(cells)
+        if name != ref_name:
+            line += f"   max |ours - reference| = {max_dev(rows, out['reference_rows']):.2f}"
         if args.problem in PAPER and key in PAPER[args.problem]:
-            paper = PAPER[args.problem][key]
-            dev = max(abs(a - b) for r1, r2 in zip(rows, paper) for a, b in zip(r1, r2))
-            line += f"   max |ours - paper| = {dev:.2f}"
+            line += f"   max |ours - paper| = {max_dev(rows, PAPER[args.problem][key]):.2f}"
         print(line)
-    path = ROOT / "benchmarks" / "results" / f"sbi_{args.problem}_{'_'.join(out['methods'])}.json"
+    path = ROOT / "benchmarks" / "results" / f"sbi_{args.problem}_{args.methods.replace(',', '_')}_r{args.rounds}.json"
     path.write_text(json.dumps(out, indent=1))
     print(f"wrote {path}")
 

@@ -27,6 +27,7 @@ SBI_OPTIONS = {
     "quantile": None,
     "max_epochs": None,
     "num_atoms": None,
+    "combined_loss": None,
 }
 
 
@@ -35,7 +36,8 @@ def sbi_analysis_keys() -> frozenset:
 
 
 def sbi_family(name, release_model, parse_prior, simulate, sbi_model, description, curate=None):
-    """The ``Family`` of a simulator problem: the three likelihood-free engines, SPPE by default."""
+    """The ``Family`` of a simulator problem: the three likelihood-free engines, SPPE by default,
+    and ``naive`` (noise-ignoring NPE, :mod:`~dpposterior.inference.sbi_naive`) for comparison."""
     from ..families import Family
 
     return Family(
@@ -43,12 +45,13 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         release_model=release_model,
         methods={"smc-abc": "dpposterior.inference.smc_abc:smc_abc",
                  "sppe": "dpposterior.inference.sppe:sppe",
-                 "sple": "dpposterior.inference.sple:sple"},
+                 "sple": "dpposterior.inference.sple:sple",
+                 "naive": "dpposterior.inference.sbi_naive:naive"},
         auto_method="sppe",
         parse_prior=parse_prior,
         curate=curate,
         analysis_keys=sbi_analysis_keys(),
-        naive_method=None,
+        naive_method="naive",
         description=description,
         simulate=simulate,
         hooks={"sbi_model": sbi_model},

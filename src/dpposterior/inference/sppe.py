@@ -12,6 +12,11 @@ q~(theta_i | s_ij) = [q(theta_i|s_ij)/pi(theta_i)] / sum_{k in atoms_i} q(theta_
 the atoms being theta_i and ``num_atoms - 1`` other parameters of the mini-batch.
 Options ``rqmc=False`` (i.i.d. uniforms) and ``rqmc_points=1`` give the MC and
 "noise drawn once inside the simulator" variants of the Figure 7 ablation.
+``combined_loss=True`` (off by default; not in the paper) adds, in the atomic rounds,
+the plain l_PPE term on the round-1 simulations, which were drawn from the prior
+(sbi's ``use_combined_loss``): the atomic loss only fixes ratios of q between
+atoms, so mass far from every atom is unconstrained and the tails of q can drift
+over rounds; the prior-sample term pins them.
 """
 
 from __future__ import annotations
@@ -98,13 +103,15 @@ def _next_round(model, r, simulations, sample_posterior, rqmc_points, rqmc, rng_
 
 def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
              draws: int = 5000, seed: int = 0, num_atoms: int = 10, config: FlowConfig | None = None,
-             quiet: bool = True, round_callback=None) -> SBIResult:
+             quiet: bool = True, round_callback=None, description: str = "SPPE",
+             combined_loss: bool = False) -> SBIResult:
     """Algorithm 1.  ``round_callback(r, sample_fn, info)`` is called after each round."""
     config = config or FlowConfig()
     configure_torch(seed)
     ss = np.random.SeedSequence(seed)
     rng_sim, rng_split = (np.random.default_rng(s) for s in ss.spawn(2))
-    gen = torch.Generator().manual_seed(int(ss.generate_state(1)[0]))
+    gen_seed, validation_seed = (int(v) for v in ss.generate_state(2))
+    gen = torch.Generator().manual_seed(gen_seed)
     observed = torch.as_tensor(model.observed, dtype=torch.float32)
 
     thetas, sdps, logpri, is_val = [], [], [], []
@@ -115,7 +122,7 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     def sample_posterior(n: int) -> np.ndarray:
         return flow.sample(observed, n).double().numpy()
 
-    with common.round_progress(rounds, "SPPE", quiet) as advance:
+    with common.round_progress(rounds, description, quiet) as advance:
         for r in range(1, rounds + 1):
             theta, sdp, val, sim_seconds = _next_round(model, r, simulations, sample_posterior, rqmc_points,
                                                        rqmc, rng_sim, rng_split, config.validation_fraction,
@@ -132,6 +139,7 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
             sdp_all = torch.as_tensor(np.concatenate(sdps), dtype=torch.float32)
             lp_all = torch.as_tensor(np.concatenate(logpri), dtype=torch.float32)
             val_all = np.concatenate(is_val)
+            from_prior = torch.arange(len(th_all)) < len(thetas[0])  # round 1 proposes from the prior
 
             def batch_sdp(idx):
                 k = config.replicates_per_step if flow.training else None
@@ -142,7 +150,18 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
                     return npe_loss(flow.log_prob, th_all[idx], batch_sdp(idx))
             else:
                 def batch_loss(idx):
-                    return atomic_loss(flow.log_prob, th_all[idx], lp_all[idx], batch_sdp(idx), num_atoms, gen)
+                    # validation: the same atoms every epoch (common random numbers), so early stopping
+                    # sees the flow improve, not the atoms change
+                    g = gen if flow.training else torch.Generator().manual_seed(validation_seed + int(idx[0]))
+                    sdp_batch = batch_sdp(idx)
+                    loss = atomic_loss(flow.log_prob, th_all[idx], lp_all[idx], sdp_batch, num_atoms, g)
+                    if combined_loss:
+                        prior_rows = from_prior[idx]
+                        if prior_rows.any():
+                            share = prior_rows.float().mean()
+                            loss = loss + share * npe_loss(flow.log_prob, th_all[idx][prior_rows],
+                                                           sdp_batch[prior_rows])
+                    return loss
 
             stats = train(flow, batch_loss, len(th_all), np.flatnonzero(val_all), np.flatnonzero(~val_all),
                           config, gen)
@@ -163,16 +182,19 @@ def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10)."""
     family, model = common.model_for(release, prior)
     extra = options.extra
-    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms"}, "sppe")
+    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
+                                "combined_loss"}, "sppe")
     simulations = common.int_option(extra, "simulations", 1000, minimum=20)
     rounds = common.int_option(extra, "rounds", 10)
     m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
     rqmc = common.bool_option(extra, "rqmc", True)
     num_atoms = common.int_option(extra, "num_atoms", 10, minimum=2)
+    combined = common.bool_option(extra, "combined_loss", False)
     config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
     total = options.draws * options.chains
-    res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet)
+    res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet,
+                   combined_loss=combined)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
-             "total_simulations": simulations * rounds}
+             "total_simulations": simulations * rounds, "combined_loss": int(combined)}
     return common.to_posterior(family.name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})
