@@ -194,7 +194,7 @@ def test_curator_counts_and_proportions(tmp_path, capsys):
     (["--columns", "Y"], "error: columns: naive-bayes needs the class column"),
     (["--columns", "Y,Z"], "error: columns: no column 'Z'"),
     (["--columns", "Y,X1", "--scale", "percent"], "error: scale: must be 'counts' or 'proportions'"),
-    (["--columns", "Y,C"], "error: columns: column 'C' has a single level"),
+    (["--columns", "Y,C"], "error: data.C: a single level ('k')"),
     (["--columns", "Y,X1,X1"], "error: columns: a column is listed twice"),
 ])
 def test_curator_errors(tmp_path, capsys, args, message):

@@ -77,6 +77,46 @@ def reject_unused(options: CurateOptions, used: set[str], family: str) -> None:
             raise InputError(name.replace("_", "-"), f"not an option of the {family} curator")
 
 
+def class_feature_tables(frame, columns, family: str):
+    """Records -> class-by-feature contingency tables (naive Bayes releases: Karwa et al., Xiong et al.).
+
+    ``columns`` = the class column then K categorical feature columns.  Level sets are read from
+    the data (numbers first, then strings, sorted) and treated as public (a codebook).
+    Returns (tables: list of (I, J_k) count arrays, labels: per column its level names, n).
+    """
+    import numpy as np
+
+    cols = list(columns or [])
+    if len(cols) < 2:
+        raise InputError("columns", f"{family} needs the class column then at least one feature column "
+                         "(--columns Y,X1,...)")
+    if len(set(cols)) != len(cols):
+        raise InputError("columns", "a column is listed twice")
+    for c in cols:
+        require_column(frame, c, "columns")
+    n = len(frame)
+    if n == 0:
+        raise InputError("data", "the CSV has no rows")
+    codes, labels = [], []
+    for c in cols:
+        col = frame[c]
+        if col.isna().any():
+            row = int(np.flatnonzero(col.isna().to_numpy())[0])
+            raise InputError(f"data.{c}", f"row {row + 1} is missing (recode missing values as a level first)")
+        levels = sorted(col.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
+        if len(levels) < 2:
+            raise InputError(f"data.{c}", f"a single level ({levels[0]!r}): the column carries no information")
+        index = {v: i for i, v in enumerate(levels)}
+        codes.append(col.map(index).to_numpy(int))
+        labels.append([str(v) for v in levels])
+    tables = []
+    for xk, lab in zip(codes[1:], labels[1:]):
+        table = np.zeros((len(labels[0]), len(lab)))
+        np.add.at(table, (codes[0], xk), 1.0)
+        tables.append(table)
+    return tables, labels, n
+
+
 def require_column(frame, name: str | None, field: str):
     if not name:
         raise InputError(field, "is required for this family")

@@ -213,7 +213,7 @@ def curate(frame, options) -> dict:
     must recode the columns first.  Noise: Laplace(2K/(n epsilon)) on every proportion (or
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
-    from ..curator import reject_unused, require_column
+    from ..curator import class_feature_tables, reject_unused
     from ..mechanisms import draw_noise
 
     reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")
@@ -225,34 +225,8 @@ def curate(frame, options) -> dict:
     if scale not in ("proportions", "counts"):
         raise InputError("scale", f"must be 'proportions' or 'counts' (got {scale!r})")
     cols = list(options.columns or [])
-    if len(cols) < 2:
-        raise InputError("columns", "loglinear needs the class column then at least one feature column "
-                         "(--columns Y,X1,...)")
-    if len(set(cols)) != len(cols):
-        raise InputError("columns", "a column is listed twice")
-    for c in cols:
-        require_column(frame, c, "columns")
-    n = len(frame)
-    if n == 0:
-        raise InputError("data", "the CSV has no rows")
-    codes, labels = [], []
-    for c in cols:
-        col = frame[c]
-        if col.isna().any():
-            row = int(np.flatnonzero(col.isna().to_numpy())[0])
-            raise InputError(f"data.{c}", f"row {row + 1} is missing (recode missing values as a level first)")
-        levels = sorted(col.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
-        if len(levels) < 2:
-            raise InputError(f"data.{c}", f"a single level ({levels[0]!r}): the column carries no information")
-        index = {v: i for i, v in enumerate(levels)}
-        codes.append(col.map(index).to_numpy(int))
-        labels.append([str(v) for v in levels])
-    y, classes = codes[0], len(labels[0])
-    tables = []
-    for xk, lab in zip(codes[1:], labels[1:]):
-        table = np.zeros((classes, len(lab)))
-        np.add.at(table, (y, xk), 1.0)
-        tables.append(table)
+    tables, labels, n = class_feature_tables(frame, cols, "loglinear")
+    classes = len(labels[0])
     features = len(tables)
     sens = proportion_sensitivity(n, features) if scale == "proportions" else count_sensitivity(features)
     # one call draws independent Laplace(sens/epsilon) noise for every cell of every table

@@ -321,42 +321,16 @@ def curate(frame, options) -> dict:
     The level sets are taken from the data and treated as public (a codebook); a curator
     whose level sets are themselves confidential must recode the columns first.
     """
-    from ..curator import require_column
+    from ..curator import class_feature_tables
     from ..mechanisms.noise import draw_noise
 
-    cols = options.columns
-    if not cols or len(cols) < 2:
-        raise InputError("columns", "naive-bayes needs the class column then at least one feature column (--columns Y,X1,...)")
-    if len(set(cols)) != len(cols):
-        raise InputError("columns", "a column is listed twice")
-    for c in cols:
-        require_column(frame, c, "columns")
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", "naive-bayes tables are released with the Laplace mechanism only")
-    n = len(frame)
-    if n == 0:
-        raise InputError("data", "the CSV has no rows")
-    codes, labels = [], []
-    for c in cols:
-        col = frame[c]
-        if col.isna().any():
-            raise InputError("columns", f"column {c!r} has missing values (recode them as a level first)")
-        levels = sorted(col.unique(), key=lambda v: (not isinstance(v, (int, float, np.number)), v))
-        index = {v: i for i, v in enumerate(levels)}
-        if len(levels) < 2:
-            raise InputError("columns", f"column {c!r} has a single level ({levels[0]!r}); it carries no information")
-        codes.append(col.map(index).to_numpy())
-        labels.append([str(v) for v in levels])
-    y = codes[0]
-    I = len(labels[0])
-    tables = []
-    for xk, lab in zip(codes[1:], labels[1:]):
-        t = np.zeros((I, len(lab)))
-        np.add.at(t, (y, xk), 1.0)
-        tables.append(t)
+    cols = options.columns
+    tables, labels, n = class_feature_tables(frame, cols, "naive-bayes")
     K = len(tables)
     sens = sensitivity_for(scale, n, K)
     b = sens / options.epsilon
@@ -371,7 +345,7 @@ def curate(frame, options) -> dict:
         "format": FORMAT,
         "family": "naive-bayes",
         "n": int(n),
-        "classes": I,
+        "classes": len(labels[0]),
         "levels": [len(lab) for lab in labels[1:]],
         "class_name": cols[0],
         "class_labels": labels[0],
