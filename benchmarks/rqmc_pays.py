@@ -9,8 +9,9 @@ simulator (what a user of sbi would do).  Arms, all with the same flow, seeds an
 * ``once-m1``  M = 1: the noise drawn once inside the simulator.
 
 Each arm runs ``--rounds`` rounds of ``--simulations`` simulations for every seed; after each
-round the C2ST accuracy and MMD of 1,000 posterior draws against the cached long SMC-ABC
-reference (benchmarks/sbi_convergence.py) are recorded.  Differences are paired by seed; the
+round the C2ST accuracy and MMD of 1,000 posterior draws against the reference are recorded:
+the exact posterior of benchmarks/linreg_ju_reference.py where cached, else the long SMC-ABC
+run of benchmarks/sbi_convergence.py.  Differences are paired by seed; the
 printed standard errors are over seeds.
 
     python benchmarks/rqmc_pays.py --problem linreg-ju-eps1 --seeds 4 --rounds 2
@@ -30,6 +31,7 @@ from dpposterior.families import get_family
 from dpposterior.inference.sppe import run_sppe
 from dpposterior.release import load_release
 from dpposterior.sbi.flows import FlowConfig
+from sbi_convergence import importance_reference  # same folder
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"rqmc-m8": (8, True), "mc-m8": (8, False), "once-m1": (1, True)}
@@ -49,10 +51,16 @@ def main():
     rel = load_release(ROOT / "examples" / "releases" / f"{args.problem}.json")
     fam = get_family(rel.family)
     model = fam.hooks["sbi_model"](rel, fam.parse_prior(None, rel))
+    exact = importance_reference(args.problem, 2000, 0)
     ref_path = ROOT / "benchmarks" / "results" / f"ref_{args.problem}_{args.reference_sims}.npz"
-    if not ref_path.exists():
-        raise SystemExit(f"{ref_path} missing: run benchmarks/sbi_convergence.py --problem {args.problem} first")
-    ref = np.load(ref_path)["theta"]
+    if exact is not None:
+        ref = exact[0]
+        print("reference: exact posterior (benchmarks/linreg_ju_reference.py)")
+    elif ref_path.exists():
+        ref = np.load(ref_path)["theta"]
+        print(f"reference: SMC-ABC {ref_path.name}")
+    else:
+        raise SystemExit(f"no reference: run benchmarks/sbi_convergence.py --problem {args.problem} first")
     arms = args.arms.split(",")
     results = {arm: {"c2st": np.full((args.seeds, args.rounds), np.nan), "mmd": np.full((args.seeds, args.rounds), np.nan),
                      "seconds": np.zeros(args.seeds)} for arm in arms}

@@ -471,3 +471,14 @@ def test_spline_flow_matches_zuko_nsf(features, context):
     assert torch.allclose(ours(c).log_prob(y), reference(c).log_prob(y), atol=1e-4)
     z = torch.randn(200, features)
     assert torch.allclose(ours(c).transform.inv(z), reference(c).transform.inv(z), atol=1e-4)
+
+
+def test_sppe_combined_loss_option_runs_and_is_validated():
+    from dpposterior import infer
+
+    rel = load_release(EXAMPLES / "linreg-ju-eps10.json")
+    post = infer(rel, method="sppe", simulations=40, rounds=2, max_epochs=2, combined_loss=True, draws=20,
+                 chains=1, seed=3, quiet=True)
+    assert post.attrs["combined_loss"] == 1 and post.posterior["beta"].shape == (1, 20, 3)
+    with pytest.raises(InputError, match="combined_loss"):
+        infer(rel, method="sppe", simulations=40, rounds=1, combined_loss="yes", quiet=True)
