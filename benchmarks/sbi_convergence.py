@@ -107,6 +107,7 @@ def main():
         out["methods"]["smc-abc"] = {"final_rows": summary_rows(abc), "rounds": [],
                                      "final_c2st": c2st(abc, ref, max_samples=1000, epochs=200)}
     lmd_n = 200 if rel.family == "sir" else 1000
+    path = ROOT / "benchmarks" / "results" / f"sbi_{args.problem}_{args.methods.replace(',', '_')}_r{args.rounds}.json"
 
     for method in args.methods.split(","):
         rows = []
@@ -139,6 +140,7 @@ def main():
         out["methods"][method] = {"rounds": rows, "final_rows": final,
                                   "final_c2st": c2st(res.theta, ref, max_samples=1000, epochs=200)}
         print(f"{method} final C2ST (2000 draws vs reference) {out['methods'][method]['final_c2st']:.3f}")
+        path.write_text(json.dumps(out, indent=1))  # after every method: a long run killed later keeps it
 
     def max_dev(rows, other):
         return max(abs(a - b) for r1, r2 in zip(rows, other) for a, b in zip(r1, r2))
@@ -155,7 +157,6 @@ def main():
         if args.problem in PAPER and key in PAPER[args.problem]:
             line += f"   max |ours - paper| = {max_dev(rows, PAPER[args.problem][key]):.2f}"
         print(line)
-    path = ROOT / "benchmarks" / "results" / f"sbi_{args.problem}_{args.methods.replace(',', '_')}_r{args.rounds}.json"
     path.write_text(json.dumps(out, indent=1))
     print(f"wrote {path}")
 
