@@ -16,7 +16,8 @@ Options ``rqmc=False`` (i.i.d. uniforms) and ``rqmc_points=1`` give the MC and
 the plain l_PPE term on the round-1 simulations, which were drawn from the prior
 (sbi's ``use_combined_loss``): the atomic loss only fixes ratios of q between
 atoms, so mass far from every atom is unconstrained and the tails of q can drift
-over rounds; the prior-sample term pins them.
+over rounds; the prior-sample term is meant to pin them (in one run on linreg-ju at
+eps = 1 it did not help: docs/benchmarks.md, "combined_loss").
 """
 
 from __future__ import annotations
