@@ -39,6 +39,22 @@ def main():
     res = run_sppe(model, 1000, args.rounds, 8, True, 5000, args.seed, round_callback=callback)
     print(f"total wall {time.perf_counter() - t0:.1f} s, CPU {time.process_time() - c0:.1f} s; "
           f"posterior mean {res.theta.mean(axis=0).round(2)}")
+    # the final posterior beside the paper's SPPE row and the brute-force reference, when cached
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from sbi_convergence import PAPER, importance_reference, summary_rows
+
+    rows = summary_rows(res.theta)
+    exact = importance_reference("linreg-ju-eps10", 4000, 0)
+    others = {"paper sppe": PAPER["linreg-ju-eps10"]["sppe"]}
+    if exact is not None:
+        others["exact (IS)"] = summary_rows(exact[0])
+    print("ours        " + "  ".join(f"{m:6.2f} ({lo:6.2f}, {hi:5.2f})" for m, lo, hi in rows))
+    for name, other in others.items():
+        dev = max(abs(a - b) for r1, r2 in zip(rows, other) for a, b in zip(r1, r2))
+        print(f"{name:11s} " + "  ".join(f"{m:6.2f} ({lo:6.2f}, {hi:5.2f})" for m, lo, hi in other)
+              + f"   max |ours - {name}| = {dev:.2f}")
 
 
 if __name__ == "__main__":
