@@ -6,8 +6,9 @@ Paper: ``001_da4217b89717099b.txt``.
   theta | s by conjugacy (App. A.1); s | theta, sigma^2, y from the normal
   approximation N(n mu, n Sigma) (eq. 1) times the augmented Laplace likelihood
   N(y; s, diag sigma^2) (NormProduct); 1/sigma_j^2 | s, y ~ InverseGaussian(mean
-  eps / (Delta |y_j - s_j|), shape eps^2 / Delta^2) (App. B; numpy/numba
-  ``wald(mean, scale)``; the text of Algorithm 1 line 6 is garbled).
+  eps / (Delta |y_j - s_j|), shape eps^2 / Delta^2) (App. B; the text of Algorithm 1
+  line 6 is garbled), drawn as sigma^2 directly by a cancellation-free form of Michael,
+  Schucany & Haas (:func:`_sigma2`; numpy's ``wald`` returns 0 for y ~ s).
 * Algorithm 2 with the random-sum CLT (Prop. 1, Algorithm 3; ``exponential``,
   ``poisson``): latent lower / centre / upper statistics s_l, s_c, s_u, each
   N(n q mu_hat, n q Sigma_hat + n q (1 - q) mu_hat^2) with the truncated moments of
@@ -170,11 +171,31 @@ def _seed(seed):
     np.random.seed(seed)
 
 
+#: smallest sigma^2 a kernel keeps (the smallest normal double): v + sigma^2 > 0 always
+SIGMA2_FLOOR = 2.2250738585072014e-308
+
+
 @numba.njit(cache=True)
-def _inv_sigma2(y, s, b):
-    """App. B: 1/sigma^2 | z = y - s ~ Wald(mean 1/(b |z|), scale 1/b^2), b = Delta/eps."""
-    z = max(abs(y - s), 1e-300)
-    return np.random.wald(1.0 / (b * z), 1.0 / (b * b))
+def _sigma2(y, s, b):
+    """App. B: sigma^2 = 1/w with w | z = y - s ~ Wald(mean mu = 1/(b |z|), shape lam = 1/b^2), b = Delta/eps.
+
+    Michael, Schucany & Haas (1976), written for sigma^2 = 1/w directly so that no step
+    cancels or overflows.  With Y ~ chi^2_1, a = 1/mu = b |z| and c = Y / (2 lam) = Y b^2 / 2,
+    the two roots of MSH's quadratic are w1 = 1/D and w2 = D/a^2, D = a + c + sqrt(c (c + 2a));
+    w1 is taken with probability mu/(mu + w1) = D/(D + a).  numpy's ``wald(mu, lam)``
+    computes w1 as mu + (mu^2 Y/(2 lam)) - ..., which cancels to exactly 0 once mu/lam
+    exceeds ~1e15 (|y - s| < ~1e-15 b): 1/0 was the ZeroDivisionError of issue 16, and the
+    draws were already biased before it.  Here z = 0 is the exact Levy limit sigma^2 = 2c.
+    """
+    a = b * abs(y - s)
+    g = np.random.standard_normal()
+    c = 0.5 * g * g * b * b
+    d = a + c + math.sqrt(c * (c + 2.0 * a))
+    if np.random.random() * (d + a) <= d:
+        out = d
+    else:
+        out = (a / d) * a if d > 0.0 else a
+    return max(out, SIGMA2_FLOOR)
 
 
 @numba.njit(cache=True)
@@ -211,7 +232,7 @@ def binomial_kernel(y, n, b, alpha, beta, warmup, draws, seed):
             if not ok:
                 fallbacks[i] += 1
             # line 6
-            sig2[i] = 1.0 / _inv_sigma2(y[i], s[i], b[i])
+            sig2[i] = _sigma2(y[i], s[i], b[i])
             if it >= warmup:
                 p_out[i, it - warmup] = p
                 s_out[i, it - warmup] = s[i]
@@ -285,7 +306,7 @@ def multinomial_kernel(y, n, b, alpha, warmup, draws, seed):
             if not ok:
                 fallbacks[i] += 1
             for j in range(K):
-                sig2[i, j] = 1.0 / _inv_sigma2(y[i, j], s[i, j], b[i])
+                sig2[i, j] = _sigma2(y[i, j], s[i, j], b[i])
             if it >= warmup:
                 for j in range(K):
                     p_out[i, it - warmup, j] = p[j]
@@ -400,7 +421,7 @@ def truncated_kernel(code, y, n, b, lo, hi, shape, rate, warmup, draws, seed):
                 lam[i] = np.random.gamma(shape[i] + s, 1.0 / (rate[i] + n[i]))
             lam[i] = max(lam[i], 1e-300)
             # line 11 (with the s_c of line 8, see the module docstring)
-            sig2[i] = 1.0 / _inv_sigma2(y[i], sc[i], b[i])
+            sig2[i] = _sigma2(y[i], sc[i], b[i])
             if it >= warmup:
                 lam_out[i, it - warmup] = lam[i]
                 s_out[i, it - warmup] = s
