@@ -40,7 +40,9 @@ def test_sigma_derived_from_bounds_by_analytic_gaussian():
             rec.pop("sensitivity")
     data = load_release(rel).regression_data()
     xn, ya = rel["bounds"]["x_norm"], rel["bounds"]["y_abs"]
-    expected = analytic_sigma(1.0, 1e-5, math.sqrt(xn ** 4 + xn ** 2 * ya ** 2))
+    # replace-one closed form (module docstring): 2X^4 + 2X^2Y^2 + Y^4/2 when Y^2 <= 2X^2
+    assert ya ** 2 <= 2 * xn ** 2
+    expected = analytic_sigma(1.0, 1e-5, math.sqrt(2 * xn ** 4 + 2 * xn ** 2 * ya ** 2 + ya ** 4 / 2))
     assert np.allclose(data.sigma_s, expected) and np.allclose(data.sigma_z, expected)
     # with yty the sensitivity gains ||Y||^4 (Bernstein & Sheldon variant)
     rel2 = _release(split="xtx,xty,yty")
@@ -48,7 +50,12 @@ def test_sigma_derived_from_bounds_by_analytic_gaussian():
         for rec in party["statistics"].values():
             rec.pop("sigma")
     data2 = load_release(rel2).regression_data()
-    expected2 = analytic_sigma(1.0, 1e-5, math.sqrt(xn ** 4 + xn ** 2 * ya ** 2 + ya ** 4))
+    # replace-one with yty: at least the two candidate pairs (y = y' = Y, c = Y^2/2X^2) and
+    # (x' perpendicular to x, y = Y, y' = 0); the exact maximum is checked by search in test_privacy
+    sens2 = lr.joint_sensitivity("gaussian", xn, ya, 2, True)
+    assert sens2 >= math.sqrt(2 * xn ** 4 + 2 * xn ** 2 * ya ** 2 + ya ** 4 / 2) - 1e-12
+    assert sens2 >= math.sqrt(2 * xn ** 4 + xn ** 2 * ya ** 2 + ya ** 4) - 1e-12
+    expected2 = analytic_sigma(1.0, 1e-5, sens2)
     assert np.allclose(data2.sigma_u, expected2)
 
 
@@ -211,8 +218,10 @@ def test_curator_adassp_and_laplace_and_intercept(tmp_path):
     d = lap.regression_data()
     assert d.names == ["intercept", "x1", "x2"] and d.yty is not None
     assert d.x_range == (0.0, 1.0)
-    # L1 sensitivity (d+1)/2 X^2 + sqrt(d) X Y + Y^2 with X^2 = 1 + x_norm^2 = 3
-    sens = 2.0 * 3.0 + math.sqrt(3) * math.sqrt(3) * 1.0 + 1.0
+    # replace-one L1 bound with an intercept (module docstring), d_x = 2 features, X = sqrt(2), Y = 1:
+    # xtx (d_x + 1) X^2 + 2 sqrt(d_x) X, xty 2 sqrt(d_x) X Y + 2Y, yty Y^2
+    X = math.sqrt(2.0)
+    sens = 3 * X ** 2 + 2 * math.sqrt(2) * X + 2 * math.sqrt(2) * X + 2.0 + 1.0
     assert np.allclose(d.laplace_scale[0], sens / 1.0)
 
 
@@ -256,8 +265,9 @@ def test_separate_composition_halves_and_min_variance(tmp_path):
     assert halves.parties[0].composition == "separate"
     assert halves.total_privacy_cost() == pytest.approx((1.0, 1.0 / 300))     # basic composition of the halves
     dat = halves.regression_data()
-    assert math.isclose(dat.sigma_s[0], analytic_sigma(0.5, 0.5 / 300, 16.0))
-    assert math.isclose(dat.sigma_z[0], analytic_sigma(0.5, 0.5 / 300, 2.0))
+    # replace-one: xtx alone sqrt(2) X^2 (d >= 2), xty alone 2 X Y
+    assert math.isclose(dat.sigma_s[0], analytic_sigma(0.5, 0.5 / 300, math.sqrt(2) * 16.0))
+    assert math.isclose(dat.sigma_z[0], analytic_sigma(0.5, 0.5 / 300, 2 * 2.0))
     joint = rel("xtx,xty").regression_data()
     best = rel("min-variance").regression_data()
     # the authors' rule: the halves when sigma_s'^2 + sigma_z'^2 <= sigma_joint^2, else the joint release

@@ -27,6 +27,25 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .errors import InputError, from_pydantic
 
 FORMAT = "dpposterior-release/1"
+#: the neighbouring relation of every release: same n, one record replaced (docs/privacy.md)
+NEIGHBOURING = "replace-one"
+#: relative slack when comparing a stated noise level with the required one (float round-off)
+NOISE_RTOL = 1e-9
+
+
+def require_noise_at_least(field: str, stated: float, required: float, what: str = "sensitivity",
+                           release: "ReleaseBase | None" = None) -> None:
+    """Refuse a stated sensitivity (or sigma) below the replace-one value for the release's bounds.
+
+    The one-line error names the field and both numbers.  A release marked ``not_dp`` (no
+    privacy claimed, e.g. a paper reproduction) is exempt: its noise is analysed as stated.
+    """
+    if release is not None and getattr(release, "not_dp", None):
+        return
+    if not stated >= required * (1.0 - NOISE_RTOL):
+        raise InputError(field, f"{stated:g} is smaller than the replace-one {what} {required:g} for these "
+                         "bounds, so the release is not (epsilon, delta)-DP as stated (set \"not_dp\" with a "
+                         "reason to analyse it anyway)")
 
 #: a finite float (JSON NaN / Infinity are refused); ints are accepted, strings are not
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -96,8 +115,36 @@ class ReleaseBase(BaseModel):
 
     format: Literal["dpposterior-release/1"]
     family: str
+    #: the neighbouring relation the (epsilon, delta) guarantee is stated under: data sets of the
+    #: same (public) n that differ in ONE REPLACED record.  Every curator writes it; a file without
+    #: it (older versions) is read as "replace-one", the only relation this version supports.
+    neighbouring: str = NEIGHBOURING
+    #: set (with the reason) when the noise is NOT calibrated to (epsilon, delta)-DP under
+    #: ``neighbouring`` -- a reproduction of a paper's own noise level, a test with tiny noise.
+    #: Such a release can still be analysed (the stated noise is what the likelihood uses), but
+    #: no privacy is claimed, and ``infer`` says so.
+    not_dp: str | None = None
     #: free text the curator may add (data source, date); never data rows
     description: str | None = None
+
+    @field_validator("neighbouring")
+    @classmethod
+    def _neighbouring(cls, v):
+        if v != NEIGHBOURING:
+            raise ValueError(f"must be {NEIGHBOURING!r} (same n, one record replaced); got {v!r}")
+        return v
+
+    @field_validator("not_dp")
+    @classmethod
+    def _not_dp(cls, v):
+        if v is not None and not v.strip():
+            raise ValueError("must say why the release is not (epsilon, delta)-DP (a non-empty string)")
+        return v
+
+    @property
+    def is_dp(self) -> bool:
+        """False when the file says its noise is not calibrated to its stated (epsilon, delta)."""
+        return self.not_dp is None
 
     _sha256: str = PrivateAttr(default="")
 

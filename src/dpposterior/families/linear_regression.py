@@ -6,14 +6,43 @@ Alparslan, Yildirim & Birbil (ICML 2023), Sec. 3: data holder j = 1..J releases
     xty_j = X_j'y_j + sigma_z v_j      (v_j ~ N(0, I_d)),                             eq. (3), (8)
 
 with sigma_s = sigma_z = Delta sigma(eps, delta) from the analytic Gaussian mechanism
-(Balle & Wang 2018) and Delta = sqrt(||X||^4 + ||X||^2 ||Y||^2) from the public bounds
-||X|| = max ||x||_2 (``bounds.x_norm``) and ||Y|| = max |y| (``bounds.y_abs``).  The
-Bernstein & Sheldon (2019) variant (004 App. C.1) also releases ``yty`` = y'y, with
-Delta = sqrt(||X||^4 + ||X||^2 ||Y||^2 + ||Y||^4) (Gaussian) or, with Laplace noise on
-every upper-triangle entry, the L1 sensitivity
-(d+1)/2 ||X||^2 + sqrt(d) ||X|| ||Y|| + ||Y||^2 (||x||_1 <= sqrt(d) ||x||_2).
-With ``intercept = true`` the released matrices are those of the design [1, x]
-(App. B.2) and the row-norm bound used for the sensitivity is sqrt(1 + x_norm^2).
+(Balle & Wang 2018) and Delta the sensitivity of one record's contribution
+f(x, y) = (upper(x x'), x y[, y^2]) from the public bounds ||x||_2 <= X (``bounds.x_norm``) and
+|y| <= Y (``bounds.y_abs``).  The Bernstein & Sheldon (2019) variant (004 App. C.1) also releases
+``yty`` = y'y; with Laplace noise every upper-triangle entry gets Laplace(Delta_1/eps).  With
+``intercept = true`` the released matrices are those of the design [1, x] (App. B.2).
+
+Sensitivity: replace-one, not add/remove.  A release states n, so neighbouring data sets have the
+same n and differ in ONE REPLACED record (also Alparslan et al.'s own Sec. 2 definition):
+Delta = sup ||f(x, y) - f(x', y')|| over two records in the public domain.  The paper's
+Delta = sqrt(X^4 + X^2 Y^2) is sup ||f(x, y)|| (a record added or removed), up to 1.5x too small:
+X = Y = 1, d = 2 gives 2.121, not 1.414.  We calibrate on the replace-one value:
+
+* Gaussian (L2), exact.  Write r = ||x||, r' = ||x'||, c = cos(x, x').  Rotating x and x' together
+  changes nothing but the diagonal of D = xx' - x'x'^T, and ||upper(D)||^2 = (||D||_F^2 +
+  sum_a D_aa^2)/2 <= ||D||_F^2 with equality in D's eigenbasis (any d >= 2), so
+      ||f - f'||^2 = r^4 + r'^4 - 2 r^2 r'^2 c^2                       (xtx)
+                   + r^2 y^2 + r'^2 y'^2 - 2 r r' c y y'                 (xty)
+                   + (y^2 - y'^2)^2                                      (yty)
+  and, with an intercept ([1, x]; r, r', c now of the features only), also + ||x - x'||^2 =
+  r^2 + r'^2 - 2 r r' c (entries (0, b) of xtx) and + (y - y')^2 (entry 0 of xty).  Delta^2 is the
+  maximum of this polynomial over r, r' in [0, X], c in [-1, 1] (c = +-1 with one feature),
+  y, y' in [-Y, Y]: a grid of the five invariants polished by bounded L-BFGS
+  (:func:`replace_one_sensitivity`).  Without intercept and yty it has the closed form
+  Delta^2 = 2X^4 + 2X^2 Y^2 + Y^4/2 when Y^2 <= 2X^2, else 4X^2 Y^2 (the c-quadratic is maximised
+  at c = Y^2 / (2X^2)), which the tests check; separately, xtx alone has sqrt(2) X^2 (d >= 2),
+  xty alone 2XY, yty alone Y^2.
+* Laplace (L1), an upper bound: the sum of the blocks' worst cases.  xty: ||xy - x'y'||_1 <=
+  2 sqrt(d) X Y (attained at x' = -x spread evenly, y = y' = Y); yty: Y^2; xtx: sum_{a<=b} |D_ab| =
+  (||D||_1 + sum_a |D_aa|)/2 <= (d + 1)/2 ||D||_* <= (d + 1) X^2 (||D||_1 <= sum_i |lambda_i|
+  ||e_i||_1^2 for D's two eigenpairs), X^2 for d = 1; with an intercept + 2 sqrt(d_x) X (entries
+  (0, b)) + 2Y (entry 0 of xty).  The blocks' worst cases are not attained together, so the bound
+  is conservative: 6.83 at X = Y = 1, d = 2 with yty, where a search finds 4.37 (the old
+  add/remove value, 3.91, was too small).  ``dpposterior audit --family linear-regression``
+  prints both.
+
+adaSSP's lambda_min(X'X) moves by at most ||D||_2 <= max(r^2, r'^2) <= ||[1, x]||^2 (Weyl), so
+its sensitivity X_eff^2 is already the replace-one value.
 
 Each party spends the full (eps, delta) on its own rows; the parties' rows are
 disjoint, so the release as a whole is (eps, delta)-DP by parallel composition
@@ -32,6 +61,7 @@ Kazan & Reiter Sec. 5 / App. I), ``adassp`` (Wang 2018, App. C.2, point estimate
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
@@ -40,7 +70,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError
-from ..release import FORMAT, FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord
+from ..release import (FORMAT, FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord,
+                       require_noise_at_least)
 from . import Family, SimulatedRelease
 
 FAMILY_NAME = "linear-regression"
@@ -142,22 +173,107 @@ class RegressionData:
         return math.sqrt(self.x_norm ** 2 + 1.0) if self.intercept else self.x_norm
 
 
-def separate_sensitivity(mechanism: str, name: str, x_eff: float, y_abs: float, d: int) -> float:
-    """Sensitivity of one statistic released on its own (L2 for gaussian, L1 for laplace)."""
-    if name == "xtx":
-        return x_eff ** 2 if mechanism == "gaussian" else (d + 1) / 2.0 * x_eff ** 2
-    if name == "xty":
-        return x_eff * y_abs if mechanism == "gaussian" else math.sqrt(d) * x_eff * y_abs
-    return y_abs ** 2
+#: which per-record blocks each released statistic holds (the mechanism's input is their concatenation)
+_BLOCKS = ("xtx", "xty", "yty")
 
 
-def joint_sensitivity(mechanism: str, x_eff: float, y_abs: float, d: int, with_yty: bool) -> float:
-    """L2 (gaussian) or L1 (laplace) sensitivity of one row's [upper(xx'), x y, (y^2)]."""
+def _gaussian_sq_objective(v, intercept, w):
+    """||f(x, y) - f(x', y')||_2^2 in the invariants v = (r, r', c, y, y') (module docstring)."""
+    r, rp, c, y, yp = v
+    out = 0.0
+    if w[0]:
+        out = out + r ** 4 + rp ** 4 - 2 * r * r * rp * rp * c * c
+        if intercept:
+            out = out + r * r + rp * rp - 2 * r * rp * c
+    if w[1]:
+        out = out + r * r * y * y + rp * rp * yp * yp - 2 * r * rp * c * y * yp
+        if intercept:
+            out = out + (y - yp) ** 2
+    if w[2]:
+        out = out + (y * y - yp * yp) ** 2
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
+    """max over the invariants of the squared L2 distance, by a grid and bounded polishing."""
+    from scipy.optimize import minimize
+
+    w = tuple(b in blocks for b in _BLOCKS)
+    X, Y = float(x_norm), float(y_abs)
+    grid = 9
+    rs = np.linspace(0.0, X, grid)
+    ys = np.linspace(-Y, Y, 2 * grid - 1)
+    cs = np.linspace(-1.0, 1.0, 2 * grid - 1) if d_x >= 2 else np.array([-1.0, 1.0])
+    R, RP, C, Yv, YP = np.meshgrid(rs, rs, cs, ys, ys, indexing="ij", sparse=True)
+    vals = _gaussian_sq_objective((R, RP, C, Yv, YP), intercept, w)
+    vals = np.broadcast_to(vals, (grid, grid, len(cs), len(ys), len(ys)))
+    flat = vals.ravel()
+    top = np.argpartition(flat, -8)[-8:]
+    top = top[np.argsort(flat[top])]
+    best = float(flat[top[-1]])
+    bounds = [(0.0, X), (0.0, X), (-1.0, 1.0), (-Y, Y), (-Y, Y)]
+    for idx in top:
+        i = np.unravel_index(idx, vals.shape)
+        v0 = np.array([rs[i[0]], rs[i[1]], cs[i[2]], ys[i[3]], ys[i[4]]])
+        if d_x >= 2:
+            res = minimize(lambda v: -_gaussian_sq_objective(v, intercept, w), v0, method="L-BFGS-B",
+                           bounds=bounds)
+        else:  # one free feature: x and x' are collinear, c = +-1 fixed
+            c0 = v0[2]
+            res = minimize(lambda v: -_gaussian_sq_objective((v[0], v[1], c0, v[2], v[3]), intercept, w),
+                           np.delete(v0, 2), method="L-BFGS-B", bounds=bounds[:2] + bounds[3:])
+        best = max(best, float(-res.fun))
+    return math.sqrt(best)
+
+
+def _laplace_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
+    """Upper bound on the L1 replace-one sensitivity: the sum of the blocks' worst cases (docstring)."""
+    X, Y = float(x_norm), float(y_abs)
+    out = 0.0
+    if "xtx" in blocks:
+        out += (d_x + 1) * X ** 2 if d_x >= 2 else X ** 2
+        if intercept:  # entries (0, b) = x_b - x'_b
+            out += 2.0 * math.sqrt(d_x) * X
+    if "xty" in blocks:
+        out += 2.0 * math.sqrt(d_x) * X * Y + (2.0 * Y if intercept else 0.0)
+    if "yty" in blocks:
+        out += Y ** 2
+    return out
+
+
+def replace_one_sensitivity(mechanism: str, blocks, x_norm: float, y_abs: float, d: int,
+                            intercept: bool = False) -> float:
+    """Replace-one sensitivity of the statistics ``blocks`` (a subset of xtx, xty, yty) released as
+    ONE mechanism: L2 (gaussian; the exact worst case) or L1 (laplace; an upper bound).
+
+    ``x_norm`` bounds the feature row WITHOUT the intercept's 1; ``d`` is the design dimension
+    (features + 1 with an intercept).  Derivation in the module docstring.
+    """
+    blocks = tuple(b for b in _BLOCKS if b in set(blocks))
+    if not blocks:
+        raise ValueError("blocks: name at least one of xtx, xty, yty")
+    d_x = int(d) - (1 if intercept else 0)
+    if d_x < 1:
+        raise ValueError("d: at least one feature")
     if mechanism == "gaussian":
-        s2 = x_eff ** 4 + x_eff ** 2 * y_abs ** 2 + (y_abs ** 4 if with_yty else 0.0)
-        return math.sqrt(s2)
-    # sum_{a<=b} |x_a x_b| = (||x||_1^2 + ||x||_2^2)/2 <= (d+1)/2 ||x||_2^2
-    return (d + 1) / 2.0 * x_eff ** 2 + math.sqrt(d) * x_eff * y_abs + (y_abs ** 2 if with_yty else 0.0)
+        return _gaussian_replace_one(float(x_norm), float(y_abs), d_x, bool(intercept), blocks)
+    if mechanism == "laplace":
+        return _laplace_replace_one(x_norm, y_abs, d_x, intercept, blocks)
+    raise ValueError(f"mechanism: {mechanism!r} has no linear-regression sensitivity")
+
+
+def separate_sensitivity(mechanism: str, name: str, x_norm: float, y_abs: float, d: int,
+                         intercept: bool = False) -> float:
+    """Replace-one sensitivity of one statistic released on its own (L2 gaussian, L1 laplace)."""
+    return replace_one_sensitivity(mechanism, (name,), x_norm, y_abs, d, intercept)
+
+
+def joint_sensitivity(mechanism: str, x_norm: float, y_abs: float, d: int, with_yty: bool,
+                      intercept: bool = False) -> float:
+    """Replace-one sensitivity of one row's [upper(xx'), x y, (y^2)] as one mechanism."""
+    blocks = ("xtx", "xty", "yty") if with_yty else ("xtx", "xty")
+    return replace_one_sensitivity(mechanism, blocks, x_norm, y_abs, d, intercept)
 
 
 class LinearRegressionRelease(ReleaseBase):
@@ -223,6 +339,8 @@ def _bad(message: str) -> InputError:
 
 
 def _validate_release(rel: LinearRegressionRelease) -> None:
+    from ..mechanisms import analytic_sigma
+
     if len(rel.features) == 0:
         raise _bad("features: must list at least one feature name")
     if any((not isinstance(f, str)) or not f.strip() for f in rel.features):
@@ -272,20 +390,30 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
                 raise _bad(f"{where}.{name}.delta: required for the gaussian mechanism")
             if rec.mechanism == "laplace" and (rec.delta is not None or rec.sigma is not None):
                 raise _bad(f"{where}.{name}: the laplace mechanism takes no delta or sigma")
+            if party.composition == "joint":
+                derived = joint_sensitivity(mech, rel.bounds.x_norm, rel.bounds.y_abs, d, st.yty is not None,
+                                            rel.intercept)
+            else:
+                derived = separate_sensitivity(mech, name, rel.bounds.x_norm, rel.bounds.y_abs, d, rel.intercept)
+            # a larger stated sensitivity (more noise) is private and is what the engines use
             if rec.sensitivity is not None:
-                if party.composition == "joint":
-                    derived = joint_sensitivity(mech, _x_eff(rel), rel.bounds.y_abs, d, st.yty is not None)
-                else:
-                    derived = separate_sensitivity(mech, name, _x_eff(rel), rel.bounds.y_abs, d)
-                if abs(rec.sensitivity - derived) > SENSITIVITY_RTOL * derived:
-                    raise _bad(f"{where}.{name}.sensitivity: {rec.sensitivity:g} does not match the "
-                                     f"one derived from the bounds ({derived:g})")
+                require_noise_at_least(f"release.{where}.{name}.sensitivity", rec.sensitivity, derived,
+                                       "sensitivity", rel)
+            if rec.mechanism == "gaussian" and rec.sigma is not None:
+                required = analytic_sigma(rec.epsilon, rec.delta, max(derived, rec.sensitivity or 0.0))
+                require_noise_at_least(f"release.{where}.{name}.sigma", rec.sigma, required,
+                                       "sigma (analytic Gaussian at the sensitivity)", rel)
         if st.lambda_min is not None:
             rec = st.lambda_min
             if rec.mechanism != "gaussian" or rec.delta is None:
                 raise _bad(f"{where}.lambda_min: must be a gaussian record with delta")
             if isinstance(rec.value, list):
                 raise _bad(f"{where}.lambda_min.value: must be a single number")
+            if rec.sigma is not None:
+                # lambda_min(X'X) moves by at most ||xx' - x'x'^T||_2 <= X_eff^2 (Weyl)
+                require_noise_at_least(f"release.{where}.lambda_min.sigma", rec.sigma,
+                                       analytic_sigma(rec.epsilon, rec.delta, _x_eff(rel) ** 2),
+                                       "sigma (analytic Gaussian, sensitivity X_eff^2)", rel)
     if rel.n is not None and rel.n != total:
         raise _bad(f"n: {rel.n} does not equal the sum of the parties' n ({total}, "
                          f"{len(rel.parties)} parties)")
@@ -314,7 +442,7 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
     if any(p.statistics.xtx.mechanism != mech for p in rel.parties):
         raise InputError("release.parties", "all parties must use the same mechanism")
     x_eff = _x_eff(rel)
-    sens = joint_sensitivity(mech, x_eff, rel.bounds.y_abs, d, has_yty)
+    sens = joint_sensitivity(mech, rel.bounds.x_norm, rel.bounds.y_abs, d, has_yty, rel.intercept)
     xtx = np.empty((J, d, d))
     xty = np.empty((J, d))
     yty = np.empty(J) if has_yty else None
@@ -343,11 +471,11 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
                     sig[name][j] = rec.sigma
                 elif joint:
                     if derived is None:
-                        derived = analytic_sigma(rec.epsilon, rec.delta, sens)
+                        derived = analytic_sigma(rec.epsilon, rec.delta, rec.sensitivity or sens)
                     sig[name][j] = derived
                 else:
-                    sig[name][j] = analytic_sigma(rec.epsilon, rec.delta,
-                                                  separate_sensitivity(mech, name, x_eff, rel.bounds.y_abs, d))
+                    sig[name][j] = analytic_sigma(rec.epsilon, rec.delta, rec.sensitivity or separate_sensitivity(
+                        mech, name, rel.bounds.x_norm, rel.bounds.y_abs, d, rel.intercept))
         else:
             for k, name in enumerate(("xtx", "xty", "yty")):
                 rec = getattr(st, name)
@@ -355,7 +483,8 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
                     lap[j, k] = np.nan
                     sig[name][j] = np.nan
                     continue
-                sens_k = sens if joint else separate_sensitivity(mech, name, x_eff, rel.bounds.y_abs, d)
+                sens_k = rec.sensitivity or (sens if joint else separate_sensitivity(
+                    mech, name, rel.bounds.x_norm, rel.bounds.y_abs, d, rel.intercept))
                 lap[j, k] = sens_k / rec.epsilon
                 sig[name][j] = math.sqrt(2.0) * lap[j, k]
         if has_yty:
@@ -583,14 +712,13 @@ def curate(frame, options) -> dict:
         X = np.column_stack([np.ones(n), X])
     eps = float(options.epsilon)
     d = X.shape[1]
-    x_eff = math.sqrt(x_norm ** 2 + 1) if options.intercept else x_norm
     seeds = ([None] * (4 * J) if options.seed is None
              else [int(s) for s in np.random.SeedSequence(options.seed).generate_state(4 * J)])
     parties = []
     for j, rows in enumerate(np.array_split(np.arange(n), J)):
         Xj, yj = X[rows], y[rows]
-        stats, comp = _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds[4 * j:4 * j + 4],
-                                     draw_noise, analytic_sigma)
+        stats, comp = _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds[4 * j:4 * j + 4],
+                                     draw_noise, analytic_sigma, options.intercept)
         parties.append({"n": int(len(rows)), "statistics": stats, "composition": comp})
     bounds: dict[str, Any] = {"x_norm": float(x_norm), "y_abs": float(y_abs)}
     if x_range is not None:
@@ -601,7 +729,7 @@ def curate(frame, options) -> dict:
             "description": f"linear regression, {J} data holder(s), {split} ({mechanism})"}
 
 
-def split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma):
+def split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, analytic_sigma, intercept=False):
     """(composition, {statistic: (epsilon, delta, sensitivity, scale)}) for one party's budget."""
     gauss = mechanism == "gaussian"
 
@@ -609,14 +737,14 @@ def split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma):
         return analytic_sigma(e, dl, sens) if gauss else sens / e
 
     def joint(names):
-        sens = joint_sensitivity(mechanism, x_eff, y_abs, d, "yty" in names)
+        sens = joint_sensitivity(mechanism, x_norm, y_abs, d, "yty" in names, intercept)
         sc = scale(eps, delta, sens)
         return "joint", {k: (eps, delta, sens, sc) for k in names}
 
     def separate(names, share):
         out = {}
         for k in names:
-            sens = separate_sensitivity(mechanism, k, x_eff, y_abs, d)
+            sens = separate_sensitivity(mechanism, k, x_norm, y_abs, d, intercept)
             out[k] = (eps * share, delta * share, sens, scale(eps * share, delta * share, sens))
         return "separate", out
 
@@ -636,12 +764,13 @@ def split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma):
     return (comp_h, plan_h) if var_h <= sigma_joint ** 2 else (comp_j, plan_j)
 
 
-def _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds, draw_noise, analytic_sigma):
+def _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds, draw_noise, analytic_sigma,
+                   intercept=False):
     """One party's release: ({statistics}, composition)."""
     d = Xj.shape[1]
     values = {"xtx": Xj.T @ Xj, "xty": Xj.T @ yj, "yty": np.array([float(yj @ yj)])}
     iu = np.triu_indices(d)
-    composition, plan = split_plan(split, mechanism, eps, delta, x_eff, y_abs, d, analytic_sigma)
+    composition, plan = split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, analytic_sigma, intercept)
     out = {}
     for k, (name, (e, dl, sens, sc)) in enumerate(plan.items()):
         rec = {"mechanism": mechanism, "epsilon": e, "sensitivity": sens}
@@ -658,7 +787,11 @@ def _party_release(Xj, yj, eps, delta, mechanism, split, x_eff, y_abs, seeds, dr
         out[name] = {"value": value, **rec, "sampler": sampler}
     if split == "adassp":
         # Wang (2018) Alg. 2: lambda_min(X'X) + sqrt(log(6/delta))/(eps/3) ||X||^2 N(0,1)
-        sig_l = math.sqrt(math.log(6.0 / delta)) * x_eff ** 2 / (eps / 3.0)
+        # Wang's sigma sqrt(log(6/delta)) X^2/(eps/3) is below the analytic (eps/3, delta/3) value for
+        # eps > ~1 (3.65 vs 3.97 at eps = 3, delta = 1e-5): we take the larger, so the release is private.
+        x_eff = math.sqrt(x_norm ** 2 + 1.0) if intercept else x_norm
+        sig_l = max(math.sqrt(math.log(6.0 / delta)) * x_eff ** 2 / (eps / 3.0),
+                    analytic_sigma(eps / 3.0, delta / 3.0, x_eff ** 2))
         lam = float(np.linalg.eigvalsh(values["xtx"])[0])
         lhat, sampler = draw_noise("gaussian", np.array([lam]), sig_l, seeds[3])
         out["lambda_min"] = {"value": float(lhat[0]), "mechanism": "gaussian", "epsilon": eps / 3.0,
@@ -680,7 +813,6 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
     from ..mechanisms import analytic_sigma
 
     rng = np.random.default_rng(rng)
-    x_eff = math.sqrt(x_norm ** 2 + 1) if intercept else x_norm
     parties = []
     for Xj, yj in zip(X_parts, y_parts):
         Xj = np.asarray(Xj, float)
@@ -688,16 +820,19 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
             Xj = np.column_stack([np.ones(len(Xj)), Xj])
         seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=4)]
         if sigma is not None:
-            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
-                                         seeds, _numpy_noise, lambda e, dl, s: float(sigma))
+            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_norm, y_abs,
+                                         seeds, _numpy_noise, lambda e, dl, s: float(sigma), intercept)
             for rec in stats.values():
                 rec.pop("sensitivity", None)
         else:
-            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_eff, y_abs,
-                                         seeds, _numpy_noise, analytic_sigma)
+            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_norm, y_abs,
+                                         seeds, _numpy_noise, analytic_sigma, intercept)
         parties.append({"n": int(len(yj)), "statistics": stats, "composition": comp})
-    return {"format": FORMAT, "family": FAMILY_NAME, "features": list(features), "intercept": bool(intercept),
-            "bounds": {"x_norm": float(x_norm), "y_abs": float(y_abs)}, "parties": parties}
+    out = {"format": FORMAT, "family": FAMILY_NAME, "features": list(features), "intercept": bool(intercept),
+           "bounds": {"x_norm": float(x_norm), "y_abs": float(y_abs)}, "parties": parties}
+    if sigma is not None:
+        out["not_dp"] = f"noise sd set to {float(sigma):g} by the caller, not calibrated to (epsilon, delta)"
+    return out
 
 
 def _numpy_noise(mechanism, values, scale, seed):
