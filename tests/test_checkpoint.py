@@ -166,7 +166,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, scheduler):
 # ---------------------------------------------------------------- SIGKILL a real calibration run
 
 CALIBRATE = ["calibrate", "--family", "binomial", "--n", "50", "--epsilon", "0.5", "--trials", "500",
-             "--methods", "gibbs-ss,naive", "--draws", "100", "--seed", "3", "--scheduler", "serial"]
+             "--methods", "gibbs-ss,naive", "--draws", "100", "--seed", "3", "--scheduler", "serial",
+             "--unit-size", "250"]
 
 
 def test_calibration_killed_with_sigkill_resumes_to_the_same_json(tmp_path):

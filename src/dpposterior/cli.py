@@ -95,6 +95,7 @@ def infer_cmd(
     rounds: Optional[int] = typer.Option(None, "--rounds", help="SBI: number of rounds."),
     rqmc_points: Optional[int] = typer.Option(None, "--rqmc-points", help="SBI: RQMC replicates per simulation."),
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
     no_naive: bool = typer.Option(False, "--no-naive", help="Do not print the noise-ignoring posterior."),
 ):
@@ -116,7 +117,10 @@ def infer_cmd(
     for key in ("simulations", "rounds", "rqmc_points"):
         if key in kwargs and key not in family.analysis_keys:
             raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
-    post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
+    from .execution import use_workers
+
+    with use_workers(workers):
+        post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
     post.to_netcdf(out)
     naive = None
     if not no_naive and family.naive_method and family.naive_method != post.method:
@@ -145,13 +149,16 @@ def calibrate_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Result JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Rank ECDF plot (PNG)."),
     scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
+    unit_size: Optional[int] = typer.Option(None, "--unit-size", help="Trials per work unit (default: sized from trials and workers; results do not depend on it)."),
     quiet: bool = typer.Option(False, "--quiet"),
     resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
-        draws=draws, out=out, plot=plot, scheduler=scheduler, quiet=quiet, resume=resume)
+        draws=draws, out=out, plot=plot, scheduler=scheduler, quiet=quiet, resume=resume, workers=workers,
+        unit_size=unit_size)
 
 
 @app.command("report")
@@ -171,11 +178,15 @@ def reproduce_cmd(
     list_: bool = typer.Option(False, "--list", help="List the entries with expected run times."),
     out: Path = typer.Option(Path("dpposterior-gallery"), "--out"),
     scheduler: str = typer.Option("processes", "--scheduler"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     quiet: bool = typer.Option(False, "--quiet"),
 ):
     """Rerun one headline result of a paper; writes its figure and a side-by-side table."""
-    _impl("gallery", "reproduce_command")(name=name, full=full, list_=list_, out=out, scheduler=scheduler,
-                                          quiet=quiet)
+    from .execution import use_workers
+
+    with use_workers(workers):
+        _impl("gallery", "reproduce_command")(name=name, full=full, list_=list_, out=out, scheduler=scheduler,
+                                              quiet=quiet)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ one) and whose ``map(fn, items)`` returns results in order.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import warnings
 from contextlib import contextmanager
@@ -41,8 +42,38 @@ def check_scheduler(scheduler: str) -> str:
     raise InputError("scheduler", f"must be serial, processes, local or tcp://HOST:PORT (got {scheduler!r})")
 
 
+_WORKERS: ContextVar = ContextVar("dpposterior_workers", default=None)
+
+
+def check_workers(workers, field: str = "workers") -> int | None:
+    """``workers`` as an int (None stays None), else a one-line :class:`InputError`."""
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InputError(field, f"must be a positive integer (got {workers!r})")
+    return int(workers)
+
+
+@contextmanager
+def use_workers(workers: int | None):
+    """Inside the block, :func:`default_workers` returns ``workers`` (None: no change).
+
+    This is how ``--workers N`` reaches executors started deep inside a command (the
+    gallery's studies, an engine's simulation batches) without threading it through
+    every call.
+    """
+    token = _WORKERS.set(check_workers(workers))
+    try:
+        yield
+    finally:
+        _WORKERS.reset(token)
+
+
 def default_workers() -> int:
-    """Worker count for ``processes`` and ``local``: ``$DPPOSTERIOR_WORKERS`` if set, else the CPU count."""
+    """Worker count for ``processes`` and ``local``: ``--workers`` (:func:`use_workers`) if set,
+    else ``$DPPOSTERIOR_WORKERS`` if set, else the CPUs this process may use."""
+    if _WORKERS.get() is not None:
+        return _WORKERS.get()
     env = os.environ.get("DPPOSTERIOR_WORKERS")
     if env:
         if not env.isdigit() or int(env) < 1:
@@ -57,6 +88,54 @@ def default_workers() -> int:
 def spawn_seeds(seed: int | None, n: int) -> list[np.random.SeedSequence]:
     """``n`` independent child seeds of ``seed`` (the same whichever backend runs the tasks)."""
     return np.random.SeedSequence(seed).spawn(n)
+
+
+def trial_seed(seed: int, index: int, *path: int) -> np.random.SeedSequence:
+    """Child ``index`` of ``SeedSequence(seed)`` -- equal to ``spawn_seeds(seed, N)[index]`` for
+    any N > index -- or, with ``path``, that child's descendant ``path`` (spawn key
+    ``(index, *path)``).  Built directly, so a unit of trials needs only the root seed and its
+    trial indices: a trial's randomness does not depend on which unit it was grouped in."""
+    return np.random.SeedSequence(seed, spawn_key=(int(index), *map(int, path)))
+
+
+#: target units per worker when a study sizes its own units (at least 4, see :func:`unit_size`)
+UNITS_PER_WORKER = 8
+#: largest unit (trials): bounds the work lost to a kill and a unit's memory
+MAX_UNIT = 250
+
+
+def unit_size(total: int, workers: int, *, per_worker: int = UNITS_PER_WORKER, maximum: int = MAX_UNIT) -> int:
+    """Items per unit when ``total`` items are shared by ``workers`` workers.
+
+    ``ceil(total / (per_worker * workers))``, between 1 and ``maximum``: about ``per_worker``
+    units per worker (never fewer than 4 per worker when there are that many items, since
+    ceil(x) <= 2x for x >= 1), so that the last wave of units is short and a slow or lost
+    worker costs little, while each unit still holds enough work to amortise its dispatch.
+    """
+    total, workers = int(total), max(1, int(workers))
+    return int(min(maximum, max(1, math.ceil(total / (per_worker * workers)))))
+
+
+def worker_count(scheduler: str, workers: int | None = None) -> int:
+    """How many tasks ``scheduler`` runs at once: 1 for ``serial``; ``workers`` (else
+    :func:`default_workers`) for ``processes`` and ``local``; for ``tcp://`` ``workers`` if
+    given, else the threads of the cluster's workers (asked of the scheduler)."""
+    check_scheduler(scheduler)
+    workers = check_workers(workers)
+    if scheduler == "serial":
+        return 1
+    if workers is not None:
+        return workers
+    if not scheduler.startswith("tcp://"):
+        return default_workers()
+    from dask.distributed import Client
+
+    try:
+        with Client(scheduler, timeout=CONNECT_TIMEOUT) as client:
+            info = client.scheduler_info()
+    except OSError as exc:
+        raise InputError("scheduler", f"cannot reach Dask scheduler {scheduler} ({exc})") from None
+    return max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
 
 class Executor:
@@ -180,9 +259,7 @@ def executor(scheduler: str = "processes", workers: int | None = None):
     to import ``dpposterior`` (install it in the workers' environment).
     """
     check_scheduler(scheduler)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InputError("workers", f"must be a positive integer (got {workers!r})")
-    workers = workers or default_workers()
+    workers = check_workers(workers) or default_workers()
     if scheduler == "serial":
         yield Executor("serial")
     elif scheduler == "processes":

@@ -14,10 +14,12 @@ a family may offer ``Family.hooks["calibration_batch"](method, sims, prior, draw
 warmup=, seed=)`` returning draws of shape (trials, draws, coordinates) for all
 trials at once (vectorised), or None to fall back to ``infer`` per trial.
 
-Trials are split into units of at most ``chunk`` trials, each with its own
-``SeedSequence`` child (``execution.spawn_seeds``), and run through
-``checkpoint.run_units``: the result JSON is identical for every scheduler and for a
-killed-then-resumed run.
+Every trial draws its randomness from its own ``SeedSequence`` child
+(``execution.trial_seed``); trials are grouped into units (sized from the work and the
+number of workers, ``execution.unit_size``, or ``--unit-size``) and run through
+``checkpoint.run_units``: the result JSON is identical for every unit size, every scheduler
+and for a killed-then-resumed run.  A trial whose method fails is recorded in the JSON
+(``failures``, ``failed_trials``) instead of ending the study.
 
 Ranks are randomised between ties, U = (#{draws < theta} + V (1 + #{draws == theta})) / (S + 1)
 with V ~ Uniform(0, 1), which is exactly Uniform(0, 1) when theta and the S draws are
@@ -30,6 +32,7 @@ import json
 import math
 import sys
 import tomllib
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +42,7 @@ from ..errors import InputError
 
 #: central interval probabilities whose coverage is reported
 COVERAGE_LEVELS = (0.5, 0.9, 0.95)
-#: trials per checkpointed unit (part of the run fingerprint)
+#: the largest unit of trials (units are sized from the work and the workers: execution.unit_size)
 DEFAULT_CHUNK = 250
 #: draws per posterior kept for the MMD (evenly thinned; the MMD is O(S^2))
 MMD_DRAWS = 200
@@ -200,35 +203,75 @@ def _thin(x: np.ndarray, k: int) -> np.ndarray:
     return x[idx]
 
 
+def _method_key(method: str) -> int:
+    """A stable integer per method name (its seed path): a method's draws in a trial do not
+    depend on which other methods run beside it or in what order."""
+    return zlib.crc32(method.encode())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def calibration_unit(unit: dict) -> dict:
-    """One chunk of trials (module level and picklable for process / Dask backends)."""
+    """One unit of trials (module level and picklable for process / Dask backends).
+
+    ``unit``: family, n, epsilon, prior, methods, draws, ``seed`` (the study's root seed,
+    an int), ``start`` (index of the unit's first trial) and ``trials``.  Trial ``t`` draws
+    everything from ``execution.trial_seed(seed, t, ...)``: its data and release from path
+    (t, 0), its rank tie-breaks from (t, 1), method m's posterior from (t, 2, crc32(m)).  So
+    a trial's numbers do not depend on the unit it is in: any unit size, any backend, same
+    JSON.  A trial in which a method raises or returns non-finite draws is recorded in
+    ``failures`` (its rank is null) instead of ending the study.
+    """
     from ..diagnostics.metrics import mmd
+    from ..execution import trial_seed
     from ..families import get_family
 
     family = get_family(unit["family"])
     prior = family.parse_prior(unit["prior"], None)
-    sim_ss, rank_ss, *method_ss = unit["seed"].spawn(2 + len(unit["methods"]) + 1)
-    sim_rng = np.random.default_rng(sim_ss)
-    sims = [family.simulate(prior, unit["n"], unit["epsilon"], sim_rng) for _ in range(unit["trials"])]
-    truth = np.stack([_flatten_theta(sim.theta) for sim in sims])
-    rank_rng = np.random.default_rng(rank_ss)
-    results: dict = {"ranks": {}, "mmd": {}, "coordinates": _coordinate_names(sims[0].theta)}
-    reference = None
-    all_draws = {}
-    for method, ss in zip(unit["methods"], method_ss):
-        all_draws[method] = _method_draws(family, method, sims, prior, unit["draws"], ss)
-    if "non-private" in family.methods:
-        reference = all_draws.get("non-private")
-        if reference is None:
-            reference = _method_draws(family, "non-private", sims, prior, unit["draws"], method_ss[-1])
-    for method in unit["methods"]:
-        draws = all_draws[method]
-        results["ranks"][method] = randomized_ranks(truth, draws, rank_rng).tolist()
-        if reference is not None and method != "non-private":
-            results["mmd"][method] = [mmd(_thin(draws[t], MMD_DRAWS), _thin(reference[t], MMD_DRAWS))
-                                      for t in range(len(sims))]
-        else:
-            results["mmd"][method] = None
+    methods = list(unit["methods"])
+    seed = int(unit["seed"])
+    ref_name = "non-private" if "non-private" in family.methods else None
+    results: dict = {"ranks": {m: [] for m in methods},
+                     "mmd": {m: ([] if ref_name is not None and m != ref_name else None) for m in methods},
+                     "coordinates": None, "failures": []}
+    for t in range(unit["start"], unit["start"] + unit["trials"]):
+        try:
+            sim = family.simulate(prior, unit["n"], unit["epsilon"], np.random.default_rng(trial_seed(seed, t, 0)))
+            truth = _flatten_theta(sim.theta)[None, :]
+        except Exception as exc:  # noqa: BLE001 - a rare dataset must not end the study
+            results["failures"].append({"trial": t, "method": "simulate", "error": _one_line(exc)})
+            for m in methods:
+                results["ranks"][m].append(None)
+                if results["mmd"][m] is not None:
+                    results["mmd"][m].append(None)
+            continue
+        if results["coordinates"] is None:
+            results["coordinates"] = _coordinate_names(sim.theta)
+        rank_rng = np.random.default_rng(trial_seed(seed, t, 1))
+        draws = {}
+        for m in [*methods, *([ref_name] if ref_name is not None and ref_name not in methods else [])]:
+            try:
+                d = _method_draws(family, m, [sim], prior, unit["draws"], trial_seed(seed, t, 2, _method_key(m)))
+                if d.ndim != 3 or d.shape[0] != 1 or d.shape[2] != truth.shape[1]:
+                    raise ValueError(f"draws of shape {d.shape}, expected (1, S, {truth.shape[1]})")
+                if not np.all(np.isfinite(d)):
+                    raise FloatingPointError("non-finite posterior draws")
+                draws[m] = d
+            except Exception as exc:  # noqa: BLE001
+                if m in methods:
+                    results["failures"].append({"trial": t, "method": m, "error": _one_line(exc)})
+                draws[m] = None
+        reference = draws.get(ref_name) if ref_name is not None else None
+        for m in methods:
+            d = draws[m]
+            # ranks in a fixed method order from the trial's own stream (a failed method draws nothing)
+            results["ranks"][m].append(None if d is None else randomized_ranks(truth, d, rank_rng)[0].tolist())
+            if results["mmd"][m] is not None:
+                results["mmd"][m].append(None if d is None or reference is None else
+                                         float(mmd(_thin(d[0], MMD_DRAWS), _thin(reference[0], MMD_DRAWS))))
     return results
 
 
@@ -240,43 +283,94 @@ def summarise_ranks(u: np.ndarray) -> dict:
     return {"ks": float(ks.statistic), "ks_pvalue": float(ks.pvalue), "coverage": coverage}
 
 
+def _stored_chunk(checkpoint) -> int | None:
+    """The unit size recorded in an existing checkpoint (None if absent or unreadable)."""
+    try:
+        chunk = json.loads(Path(checkpoint).read_text())["fingerprint"]["chunk"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk >= 1 else None
+
+
 def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, prior=None, seed: int = 0,
               draws: int | None = None, *, scheduler: str = "serial", quiet: bool = True, resume: bool = False,
-              checkpoint=None, chunk: int = DEFAULT_CHUNK, return_ranks: bool = False) -> dict:
+              checkpoint=None, chunk: int | None = None, workers: int | None = None,
+              return_ranks: bool = False) -> dict:
     """Run the calibration study; returns the result dict (the JSON of ``dpposterior calibrate``).
 
     Headline ``ks``/``ks_pvalue``/``coverage`` are for the first coordinate of theta
     (the paper reports the first category of the multinomial); ``by_coordinate`` has
     every coordinate.  ``mmd`` is the mean over trials of the unbiased MMD^2 to the
     non-private posterior (null for ``non-private`` itself or when unavailable).
+
+    ``chunk`` (``--unit-size``): trials per checkpointed unit; None sizes units from the
+    trials and the workers (``execution.unit_size``: about 8 units per worker, at most 250
+    trials each) -- or, when resuming, takes the size recorded in the checkpoint.  The
+    result does not depend on it: every trial has its own seed.  ``workers`` caps the local
+    worker processes (for ``tcp://``: the cluster's size, used only to size units).
+
+    Trials in which a method failed (raised, or returned non-finite draws) are left out of
+    that method's statistics and listed in ``failures``; ``failed_trials`` counts them.
     """
     from ..checkpoint import run_units
-    from ..execution import check_scheduler, spawn_seeds
+    from ..execution import check_scheduler, check_workers, unit_size, worker_count
 
     check_scheduler(scheduler)
+    workers = check_workers(workers)
+    if chunk is None and resume and checkpoint is not None:
+        chunk = _stored_chunk(checkpoint)
     fam, n, epsilon, trials, methods, prior_obj, prior_dict, seed, draws, chunk = _resolve(
-        family, n, epsilon, trials, methods, prior, seed, draws, chunk)
+        family, n, epsilon, trials, methods, prior, seed, draws,
+        chunk if chunk is not None else unit_size(trials, worker_count(scheduler, workers)))
     n_units = math.ceil(trials / chunk)
-    seeds = spawn_seeds(seed, n_units)
     units = [{"family": fam.name, "n": n, "epsilon": epsilon, "prior": prior_dict, "methods": methods,
-              "draws": draws, "seed": seeds[i], "trials": min(chunk, trials - i * chunk)} for i in range(n_units)]
+              "draws": draws, "seed": seed, "start": i * chunk, "trials": min(chunk, trials - i * chunk)}
+             for i in range(n_units)]
     fingerprint = {"command": "calibrate", "family": fam.name, "n": n, "epsilon": epsilon, "trials": trials,
-                   "methods": methods, "prior": prior_dict, "seed": seed, "draws": draws, "chunk": chunk}
+                   "methods": methods, "prior": prior_dict, "seed": seed, "draws": draws, "chunk": chunk,
+                   "seeding": "per-trial"}
+    if not quiet:
+        print(f"calibrate: {trials} trials in {n_units} units of <= {chunk}", file=sys.stderr)
     results = run_units(calibration_unit, units, scheduler=scheduler, checkpoint=checkpoint, resume=resume,
-                        fingerprint=fingerprint, quiet=quiet, description=f"calibrate {fam.name}")
-    coords = results[0]["coordinates"]
+                        fingerprint=fingerprint, quiet=quiet, description=f"calibrate {fam.name}",
+                        workers=workers)
+    return summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
+                           return_ranks=return_ranks)
+
+
+#: failures listed one by one in the result JSON (all are counted)
+MAX_LISTED_FAILURES = 100
+
+
+def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
+                    return_ranks: bool = False) -> dict:
+    """The result JSON from the units' results (in trial order)."""
+    coords = next((r["coordinates"] for r in results if r["coordinates"] is not None), None)
+    failures = [f for r in results for f in r["failures"]]
     out = {"family": fam.name, "n": n, "epsilon": epsilon, "trials": trials, "methods": {},
            "prior": prior_dict, "seed": seed,
            "draws": draws if draws is not None else (DEFAULT_DRAWS if "calibration_batch" in fam.hooks else None),
-           "coordinates": coords}
+           "coordinates": coords,
+           "failed_trials": len({f["trial"] for f in failures}),
+           "failures": failures[:MAX_LISTED_FAILURES]}
     ranks = {}
     for method in methods:
-        u = np.concatenate([np.asarray(r["ranks"][method], float) for r in results])  # (trials, D)
+        rows = [r for res in results for r in res["ranks"][method] if r is not None]
+        u = np.asarray(rows, float).reshape(len(rows), -1)  # (successful trials, D)
         ranks[method] = u
-        entry = summarise_ranks(u[:, 0])
-        mmds = [r["mmd"][method] for r in results]
-        entry["mmd"] = None if any(m is None for m in mmds) else float(np.mean(np.concatenate(mmds)))
-        entry["by_coordinate"] = {c: summarise_ranks(u[:, j]) for j, c in enumerate(coords)}
+        failed = sum(r is None for res in results for r in res["ranks"][method])
+        if len(rows):
+            entry = summarise_ranks(u[:, 0])
+        else:
+            entry = {"ks": None, "ks_pvalue": None, "coverage": None}
+        mmds = [res["mmd"][method] for res in results]
+        if any(m is None for m in mmds):
+            entry["mmd"] = None
+        else:
+            vals = [v for m in mmds for v in m if v is not None]
+            entry["mmd"] = float(np.mean(vals)) if vals else None
+        entry["by_coordinate"] = {c: summarise_ranks(u[:, j]) for j, c in enumerate(coords or [])} if len(rows) else {}
+        entry["failed_trials"] = failed
         out["methods"][method] = entry
     if return_ranks:
         out["_ranks"] = ranks
@@ -326,7 +420,8 @@ def plot_rank_ecdf(ranks: dict, path, title: str = "", ax=None) -> None:
 
 # --------------------------------------------------------------------------- CLI
 def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed=0, draws=None, out=None,
-                      plot=None, scheduler="processes", quiet=False, resume=False) -> dict:
+                      plot=None, scheduler="processes", quiet=False, resume=False, workers=None,
+                      unit_size=None) -> dict:
     """``dpposterior calibrate``: run, print a table, write ``--out`` JSON and ``--plot`` PNG."""
     checkpoint = None
     if out is not None:
@@ -338,8 +433,11 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
         raise InputError("plot", f"folder {Path(plot).parent} does not exist")
     if resume and out is None:
         raise InputError("resume", "needs --out (the checkpoint is written beside it)")
+    if unit_size is not None:
+        unit_size = _check_int(unit_size, "unit-size")
     result = calibrate(family, n, epsilon, trials, methods, prior, seed, draws, scheduler=scheduler, quiet=quiet,
-                       resume=resume, checkpoint=checkpoint, return_ranks=plot is not None)
+                       resume=resume, checkpoint=checkpoint, chunk=unit_size, workers=workers,
+                       return_ranks=plot is not None)
     ranks = result.pop("_ranks", None)
     if out is not None:
         from ..checkpoint import atomic_write_json
@@ -364,8 +462,15 @@ def _print_table(result: dict) -> None:
     for method, r in result["methods"].items():
         mmd = "-" if r["mmd"] is None else f"{r['mmd']:.4f}"
         cov = r["coverage"]
+        if cov is None:
+            print(f"{method:<14}{'(every trial failed)':>42}")
+            continue
         print(f"{method:<14}{r['ks']:>8.3f}{r['ks_pvalue']:>10.3g}{cov['0.5']:>8.3f}{cov['0.9']:>8.3f}"
               f"{cov['0.95']:>8.3f}{mmd:>10}")
+    if result.get("failed_trials"):
+        first = result["failures"][0]
+        print(f"{result['failed_trials']} trial(s) failed and were left out (first: trial {first['trial']}, "
+              f"{first['method']}: {first['error']}); see 'failures' in the JSON")
     sys.stdout.flush()
 
 
