@@ -4,6 +4,10 @@ Every method runs batched over the R repeats (one chain per repeat, the repeat a
 samplers' leading batch axis), so a whole (d, J, epsilon) cell costs one sampler run.
 Each repeat gets fresh privacy noise; each method family gets the release it needs:
 
+Noise: ``calibration="analytic"`` (default) uses dpposterior's replace-one sensitivities (what the
+curator writes); ``"authors"`` re-creates the paper's noise (their sigma and add/remove sensitivities),
+which is NOT (eps, delta)-DP and is kept only to show Table 1 is reproduced under it.
+
 * MCMC-normalX, MCMC-fixedS, Bayes-fixedS-fast: (xtx, xty) with sigma = Delta_sz sigma(eps, delta), or
   (eps/2, delta/2) on each with their own sensitivities when sigma_s'^2 + sigma_z'^2 <= sigma_joint^2
   (the authors' code; our curator's ``--epsilon-split min-variance``);
@@ -24,6 +28,7 @@ from dpposterior.inference.linreg_common import nearest_psd
 from dpposterior.inference.linreg_fast import fast_moments
 from dpposterior.inference.linreg_fixeds import run_fixeds
 from dpposterior.inference.linreg_normalx import run_normalx, start_s
+from dpposterior.families.linear_regression import replace_one_sensitivity
 from dpposterior.mechanisms import analytic_sigma
 
 METHODS = ("MCMC-normalX", "MCMC-fixedS", "Bayes-fixedS-fast", "MCMC-B&S", "adaSSP")
@@ -76,10 +81,21 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
     R, J, d = S.shape[0], S.shape[1], S.shape[-1]
     n_j = np.asarray(n_j, float)
     if calibration == "analytic":
+        # dpposterior's release: analytic sigma at the REPLACE-ONE sensitivities (same n, one record
+        # replaced; families/linear_regression.py), i.e. what `dpposterior release` writes
         def unit(e, dl):
             return analytic_sigma(e, dl, 1.0)
+
+        def sens(blocks, xn, ya):
+            return replace_one_sensitivity("gaussian", blocks, xn, ya, d)
     elif calibration == "authors":
+        # the paper's noise, NOT (eps, delta)-DP: the authors' sigma(eps, delta) and their add/remove
+        # sensitivities sqrt(sum of the blocks' squared norms)
         unit = authors_unit_sigma
+
+        def sens(blocks, xn, ya):
+            sq = {"xtx": xn ** 4, "xty": xn ** 2 * ya ** 2, "yty": ya ** 4}
+            return math.sqrt(sum(sq[b] for b in blocks))
     else:
         raise ValueError(calibration)
     out = {}
@@ -89,9 +105,9 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
     # "min-variance"; it depends on the public bounds only)
     sig_s, sig_z = np.empty(R), np.empty(R)
     for r, (xn, ya) in enumerate(zip(x_norm, y_abs)):
-        joint = unit(eps, delta) * math.sqrt(xn ** 4 + xn ** 2 * ya ** 2)
+        joint = unit(eps, delta) * sens(("xtx", "xty"), xn, ya)
         half = unit(eps / 2, delta / 2)
-        hs, hz = half * xn ** 2, half * xn * ya
+        hs, hz = half * sens(("xtx",), xn, ya), half * sens(("xty",), xn, ya)
         sig_s[r], sig_z[r] = (hs, hz) if hs ** 2 + hz ** 2 <= joint ** 2 else (joint, joint)
     ssJ = np.repeat(sig_s[:, None], J, 1)
     sigJ = np.repeat(sig_z[:, None], J, 1)
@@ -118,7 +134,7 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
         out["MCMC-normalX"] = nx["theta"].mean(1)
     if "MCMC-B&S" in methods:
         t0 = time.perf_counter()
-        sig_bs = np.array([unit(eps, delta) * math.sqrt(xn ** 4 + xn ** 2 * ya ** 2 + ya ** 4)
+        sig_bs = np.array([unit(eps, delta) * sens(("xtx", "xty", "yty"), xn, ya)
                            for xn, ya in zip(x_norm, y_abs)])
         sbJ = np.repeat(sig_bs[:, None], J, 1)
         Sb = S + sym_noise(rng, S.shape, sbJ)
@@ -138,11 +154,16 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
         # Wang (2018) Alg. 2 as in the authors' adaSSP.m: (eps/3, delta/3) on each of xtx (sensitivity
         # ||X||^2), xty (||X|| ||Y||) and lambda_min
         u3 = unit(eps / 3, delta / 3)
-        Sa = S + sym_noise(rng, S.shape, np.repeat((u3 * x_norm ** 2)[:, None], J, 1))
-        za = z + (u3 * x_norm * y_abs)[:, None, None] * rng.standard_normal(z.shape)
+        s_xx = np.array([sens(("xtx",), xn, ya) for xn, ya in zip(x_norm, y_abs)])
+        s_xy = np.array([sens(("xty",), xn, ya) for xn, ya in zip(x_norm, y_abs)])
+        Sa = S + sym_noise(rng, S.shape, np.repeat((u3 * s_xx)[:, None], J, 1))
+        za = z + (u3 * s_xy)[:, None, None] * rng.standard_normal(z.shape)
         sw = (x_norm ** 2 / (eps / 3))[:, None]                     # Wang's sigma = ||X||^2/(eps/3)
         lam_true = np.linalg.eigvalsh(S)[..., 0]
-        lam_hat = lam_true + math.sqrt(math.log(6 / delta)) * sw * rng.standard_normal((R, J))
+        lam_sd = math.sqrt(math.log(6 / delta)) * sw
+        if calibration == "analytic":   # Wang's sigma is below the analytic one for eps/3 > ~1/3: take the larger
+            lam_sd = np.maximum(lam_sd, u3 * x_norm[:, None] ** 2)
+        lam_hat = lam_true + lam_sd * rng.standard_normal((R, J))
         lam_tilde = np.maximum(lam_hat - math.log(6 / delta) * sw, 0.0)
         lam = np.maximum(0.0, math.sqrt(d * math.log(6 / delta) * math.log(2 * d * d / rho)) * sw - lam_tilde)
         out["adaSSP"] = adassp_estimate(Sa, za, lam)

@@ -40,7 +40,7 @@ from typing_extensions import Annotated
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import Laplace
-from ..release import ReleaseBase, StatisticRecord
+from ..release import ReleaseBase, StatisticRecord, require_noise_at_least
 from ..sbi import DirichletALRPrior, SimulatorModel
 from . import SimulatedRelease
 
@@ -61,6 +61,16 @@ class LoglinearRelease(ReleaseBase):
     class_labels: list[str] | None = None
     feature_names: list[str] | None = None
     level_labels: list[list[str]] | None = None
+
+    @classmethod
+    def model_validate(cls, obj, *args, **kwargs):
+        release = super().model_validate(obj, *args, **kwargs)
+        rec = release.statistics.tables
+        K = len(release.levels)
+        required = proportion_sensitivity(release.n, K) if rec.scale == "proportions" else count_sensitivity(K)
+        require_noise_at_least("release.statistics.tables.sensitivity", rec.sensitivity, required,
+                               f"sensitivity ({rec.scale})", release)
+        return release
 
     @model_validator(mode="after")
     def _check(self):

@@ -32,6 +32,7 @@ from typing_extensions import Annotated
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import BinomialTrajectory
+from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
@@ -53,6 +54,10 @@ class SIRRelease(ReleaseBase):
     initial_infected: Annotated[int, Field(strict=True, ge=1)] = 1
     times: list[FiniteFloat] = Field(default_factory=lambda: list(DEFAULT_TIMES))
     event_cap: Annotated[int, Field(strict=True, ge=1)] = 2_000_000
+    #: True for values copied from a publication that are not multiples of 1/trials (Xiong et al.
+    #: App. E.1.2 prints four decimals although N = 100): the grid check is skipped, the values are
+    #: used as given (SMC-ABC distances, SPPE/SPLE flow conditioning).
+    off_grid: Annotated[bool, Field(strict=True)] = False
     statistics: SIRStatistics
 
     @model_validator(mode="after")
@@ -73,8 +78,9 @@ class SIRRelease(ReleaseBase):
         if np.any(value < 0) or np.any(value > 1):
             raise ValueError("statistics.infected.value must lie in [0, 1] (binomial proportions)")
         k = value * rec.trials
-        if np.any(np.abs(k - np.rint(k)) > 1e-6 * rec.trials):
-            raise ValueError("statistics.infected.value must be multiples of 1/trials")
+        if not self.off_grid and np.any(np.abs(k - np.rint(k)) > 1e-6 * rec.trials):
+            raise ValueError("statistics.infected.value must be multiples of 1/trials "
+                             "(set \"off_grid\": true for published values that are not)")
         m_implied = rec.trials * times.size / rec.epsilon
         if rec.m is not None and not np.isclose(rec.m, m_implied, rtol=1e-6):
             raise ValueError(f"statistics.infected: m = {rec.m:g} disagrees with epsilon = N L / m "
@@ -131,13 +137,15 @@ def sbi_model(release: SIRRelease, prior) -> SimulatorModel:
 
 def make_release(values, epsilon: float, trials: int = 1000, population: int = 1_000_000, times=None,
                  description: str | None = None, sampler: str | None = None, initial_infected: int = 1,
-                 event_cap: int = 2_000_000) -> dict:
+                 event_cap: int = 2_000_000, off_grid: bool = False) -> dict:
     times = list(DEFAULT_TIMES if times is None else times)
     rel = {"format": "dpposterior-release/1", "family": "sir", "population": population,
            "initial_infected": initial_infected, "times": times, "event_cap": event_cap,
            "statistics": {"infected": {"value": [float(v) for v in values], "mechanism": "binomial-trajectory",
                                        "epsilon": float(epsilon), "trials": int(trials),
                                        "m": trials * len(times) / float(epsilon)}}}
+    if off_grid:
+        rel["off_grid"] = True
     if sampler:
         rel["statistics"]["infected"]["sampler"] = sampler
     if description:
@@ -200,6 +208,55 @@ def _population(frame, extra: dict) -> int:
     return from_option
 
 
+def parse_times(value, field: str = "times") -> list[float]:
+    """The time grid: a list of numbers or a comma-separated string, finite, >= 0, strictly increasing."""
+    if isinstance(value, str):
+        parts = [v.strip() for v in value.split(",")]
+        if not value.strip() or any(not v for v in parts):
+            raise InputError(field, f"must be comma-separated numbers such as 0,1,2 (got {value!r})")
+        out = []
+        for v in parts:
+            try:
+                out.append(float(v))
+            except ValueError:
+                raise InputError(field, f"{v!r} is not a number") from None
+    else:
+        try:
+            out = [float(v) for v in value]
+        except (TypeError, ValueError):
+            raise InputError(field, f"must be a list of numbers (got {value!r})") from None
+        if any(isinstance(v, bool) for v in value):
+            raise InputError(field, "must be a list of numbers, not booleans")
+    arr = np.asarray(out, float)
+    if arr.size < 1:
+        raise InputError(field, "must list at least one time point")
+    if not np.all(np.isfinite(arr)):
+        raise InputError(field, "must be finite numbers")
+    if np.any(arr < 0):
+        raise InputError(field, f"time {arr[arr < 0][0]:g} is negative (the epidemic starts at t = 0)")
+    if np.any(np.diff(arr) <= 0):
+        k = int(np.flatnonzero(np.diff(arr) <= 0)[0])
+        raise InputError(field, f"must be strictly increasing ({arr[k]:g} then {arr[k + 1]:g})")
+    return [float(t) for t in arr]
+
+
+def _times(frame, option):
+    """Release times: the ``time`` column, or ``--times`` (rows in order) when the CSV has none;
+    both given must agree row by row."""
+    if option is None:
+        return _numeric_column(frame, TIME_COLUMN, "data")
+    grid = np.asarray(parse_times(option), float)
+    if grid.size != len(frame):
+        raise InputError("times", f"{grid.size} time points for {len(frame)} data rows (one per row)")
+    if TIME_COLUMN in frame.columns:
+        col = _numeric_column(frame, TIME_COLUMN, "data")
+        if not np.array_equal(col, grid):
+            row = int(np.flatnonzero(col != grid)[0])
+            raise InputError("times", f"row {row + 1}: --times gives {grid[row]:g} but the data's time column "
+                             f"{col[row]:g} (give one of them, or make them agree)")
+    return grid
+
+
 def _unseeded_sampler() -> str:
     """Name of the unseeded sampler; OpenDP has no binomial mechanism, so say why numpy is used."""
     try:
@@ -230,17 +287,17 @@ def curate(frame, options) -> dict:
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
     extra = dict(options.extra or {})
-    unknown = set(extra) - {"population", "trials", "initial_infected", "event_cap"}
+    unknown = set(extra) - {"population", "trials", "times", "initial_infected", "event_cap"}
     if unknown:
         raise InputError(sorted(unknown)[0], "not an option of the sir curator "
-                         "(population, trials, initial_infected, event_cap)")
+                         "(population, trials, times, initial_infected, event_cap)")
     if len(frame) == 0:
         raise InputError("data", "the CSV has no rows")
     infected_column = options.column or INFECTED_COLUMN
     if infected_column in (TIME_COLUMN, POPULATION_COLUMN):
         raise InputError("column", f"{infected_column!r} is the {infected_column} column, not the infected counts")
-    times = _numeric_column(frame, TIME_COLUMN, "data")
     counts = _numeric_column(frame, infected_column, "column")
+    times = _times(frame, extra.get("times"))
     population = _population(frame, extra)
     trials = _whole(extra.get("trials", DEFAULT_TRIALS), "trials", 1)
     initial_infected = _whole(extra.get("initial_infected", 1), "initial_infected", 1)
@@ -274,7 +331,7 @@ def curate(frame, options) -> dict:
     if options.seed is None:
         rng, sampler = np.random.default_rng(), _unseeded_sampler()
     else:
-        rng, sampler = np.random.default_rng(options.seed), f"numpy-{np.__version__} (seed {options.seed})"
+        rng, sampler = np.random.default_rng(options.seed), seeded_sampler_name(options.seed)
     noisy = mech.sample(counts, rng)
     return make_release(noisy, options.epsilon, trials=trials, population=population,
                         times=[float(t) for t in times], sampler=sampler,

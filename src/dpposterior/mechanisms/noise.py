@@ -3,16 +3,57 @@
 Without a seed the noise comes from OpenDP's samplers (cryptographically secure,
 floating-point-safe); with a seed it comes from numpy so a release can be
 reproduced in tests and simulations.  The sampler used is recorded in the file.
+
+numpy's floating-point Laplace and Gaussian samplers are NOT safe for publication:
+the low-order bits of a textbook floating-point sample leak the true value (Mironov,
+"On significance of the least significant bits for differential privacy", CCS 2012).
+The seeded path is for reproducible studies; its ``sampler`` string says so, and
+``dpposterior release --seed`` prints a warning.
+
+:func:`exact_statistics` (for ``dpposterior audit``'s sensitivity search) makes
+``draw_noise`` return the statistic unchanged, so the search runs the curator's own
+clamping and statistic code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
+
+#: set inside :func:`exact_statistics`: draw_noise returns its input (the audit's statistic probe)
+_EXACT = contextvars.ContextVar("dpposterior_exact_statistics", default=False)
+
+#: what every seeded release says about itself
+SEEDED_NOTE = "reproducible, not for publication: floating-point noise, Mironov 2012"
+
+
+def seeded_sampler_name(seed) -> str:
+    """The ``sampler`` string of numpy noise drawn from ``seed``."""
+    return f"numpy-{np.__version__} (seed {seed}; {SEEDED_NOTE})"
+
+
+@contextlib.contextmanager
+def exact_statistics():
+    """Within this block the curators release their exact statistics (NO noise): audit only."""
+    token = _EXACT.set(True)
+    try:
+        yield
+    finally:
+        _EXACT.reset(token)
+
+
+def exact_mode() -> bool:
+    """True inside :func:`exact_statistics` (curators with their own samplers check it)."""
+    return _EXACT.get()
 
 
 def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     """Return (noisy values, sampler name).  ``scale`` is b for Laplace, sigma for Gaussian."""
     values = np.asarray(values, dtype=float)
+    if _EXACT.get():
+        return values.copy(), "exact (audit probe, no noise)"
     if seed is None:
         try:
             return _opendp(mechanism, values, scale), _opendp_name()
@@ -25,7 +66,7 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
         noise = rng.normal(0.0, scale, size=values.shape)
     else:
         raise ValueError(f"mechanism: cannot draw noise for {mechanism!r}")
-    return values + noise, f"numpy-{np.__version__} (seed {seed})"
+    return values + noise, seeded_sampler_name(seed)
 
 
 def _opendp_name():
