@@ -220,7 +220,7 @@ def calibration_unit(unit: dict) -> dict:
     ``unit``: family, n, epsilon, prior, methods, draws, ``seed`` (the study's root seed,
     an int), ``start`` (index of the unit's first trial) and ``trials``.  Trial ``t`` draws
     everything from ``execution.trial_seed(seed, t, ...)``: its data and release from path
-    (t, 0), its rank tie-breaks from (t, 1), method m's posterior from (t, 2, crc32(m)).  So
+    (t, 0), method m's rank tie-breaks from (t, 1, crc32(m)) and its posterior from (t, 2, crc32(m)).  So
     a trial's numbers do not depend on the unit it is in: any unit size, any backend, same
     JSON.  A trial in which a method raises or returns non-finite draws is recorded in
     ``failures`` (its rank is null) instead of ending the study.
@@ -250,7 +250,6 @@ def calibration_unit(unit: dict) -> dict:
             continue
         if results["coordinates"] is None:
             results["coordinates"] = _coordinate_names(sim.theta)
-        rank_rng = np.random.default_rng(trial_seed(seed, t, 1))
         draws = {}
         for m in [*methods, *([ref_name] if ref_name is not None and ref_name not in methods else [])]:
             try:
@@ -267,7 +266,7 @@ def calibration_unit(unit: dict) -> dict:
         reference = draws.get(ref_name) if ref_name is not None else None
         for m in methods:
             d = draws[m]
-            # ranks in a fixed method order from the trial's own stream (a failed method draws nothing)
+            rank_rng = np.random.default_rng(trial_seed(seed, t, 1, _method_key(m)))
             results["ranks"][m].append(None if d is None else randomized_ranks(truth, d, rank_rng)[0].tolist())
             if results["mmd"][m] is not None:
                 results["mmd"][m].append(None if d is None or reference is None else
@@ -356,7 +355,7 @@ def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed,
     ranks = {}
     for method in methods:
         rows = [r for res in results for r in res["ranks"][method] if r is not None]
-        u = np.asarray(rows, float).reshape(len(rows), -1)  # (successful trials, D)
+        u = np.asarray(rows, float).reshape(len(rows), len(coords or []))  # (successful trials, D)
         ranks[method] = u
         failed = sum(r is None for res in results for r in res["ranks"][method])
         if len(rows):

@@ -44,9 +44,9 @@ gives the same draws.
 
 from __future__ import annotations
 
-import ctypes
 import math
 
+import llvmlite.binding as _llvm
 import numba
 import numpy as np
 from numba.extending import get_cython_function_address
@@ -62,10 +62,19 @@ MH_SCALES = (0.05, 0.3, 1.5)
 #: warm-up and draws of the paper's experiments (Sec. 4)
 PAPER_WARMUP, PAPER_DRAWS = 2000, 5000
 
-_dd_d = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
-#: regularized lower / upper incomplete gamma P(a, x), Q(a, x) from scipy.special (callable from numba)
-_gammainc = _dd_d(get_cython_function_address("scipy.special.cython_special", "gammainc"))
-_gammaincc = _dd_d(get_cython_function_address("scipy.special.cython_special", "gammaincc"))
+# Regularized lower / upper incomplete gamma P(a, x), Q(a, x) from scipy.special, callable from
+# numba.  They are bound as *named* external symbols (registered with LLVM at import), not as
+# ctypes pointers: a ctypes pointer is baked into the machine code as a constant address, so
+# numba refuses to cache such kernels and every new process (each worker of a study) spent
+# ~6 s recompiling the truncated kernels.  A named symbol is resolved when the cached code is
+# loaded, so every kernel here is cached (issue 16: workers start warm).
+for _name in ("gammainc", "gammaincc"):
+    _llvm.add_symbol(f"dpposterior_scipy_{_name}",
+                     get_cython_function_address("scipy.special.cython_special", _name))
+_gammainc = numba.types.ExternalFunction("dpposterior_scipy_gammainc",
+                                         numba.types.float64(numba.types.float64, numba.types.float64))
+_gammaincc = numba.types.ExternalFunction("dpposterior_scipy_gammaincc",
+                                          numba.types.float64(numba.types.float64, numba.types.float64))
 
 EXPONENTIAL, POISSON = 0, 1
 TRUNCATED_CODES = {"exponential": EXPONENTIAL, "poisson": POISSON}
@@ -99,7 +108,7 @@ def exponential_region(lam, v, w):
     return q, v + d * h, max(d * d * g, 0.0)
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def poisson_prob(lam, lo, hi):
     """P(lo <= X <= hi), X ~ Poisson(lam), integer lo, hi (hi may be inf), via incomplete gammas.
 
@@ -119,7 +128,7 @@ def poisson_prob(lam, lo, hi):
     return max(_gammaincc(hi + 1.0, lam) - _gammaincc(lo, lam), 0.0)
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def poisson_region(lam, lo, hi):
     """(q, mean, var) of X ~ Poisson(lam) restricted to the integers {lo, ..., hi}.
 
@@ -136,14 +145,14 @@ def poisson_region(lam, lo, hi):
     return q, mean, max(ex2 - mean * mean, 0.0)
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def region_moments(code, lam, v, w):
     if code == EXPONENTIAL:
         return exponential_region(lam, v, w)
     return poisson_region(lam, v, w)
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def rs_clt(code, lam, n, v, w):
     """Algorithm 3 / Prop. 1: mean and variance of the random sum over records in [v, w]."""
     q, mu, var = region_moments(code, lam, v, w)
@@ -314,7 +323,7 @@ def multinomial_kernel(y, n, b, alpha, warmup, draws, seed):
     return p_out, s_out, fallbacks
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def _collapsed_loglik(code, lam, y, n, vc, wc, sig2):
     """log N(y; m_c(theta), V_c(theta) + sigma^2): the release given theta, latent sums integrated out."""
     mc, Vc = rs_clt(code, lam, n, vc, wc)
@@ -322,14 +331,14 @@ def _collapsed_loglik(code, lam, y, n, vc, wc, sig2):
     return -0.5 * math.log(var) - 0.5 * (y - mc) ** 2 / var
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def _log_collapsed(code, log_lam, y, n, vc, wc, sig2, shape, rate):
     """log p(log theta | y, sigma^2) under the approximate model, up to a constant."""
     lam = math.exp(log_lam)
     return shape * log_lam - rate * lam + _collapsed_loglik(code, lam, y, n, vc, wc, sig2)
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def _prior_independence_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     """Independence Metropolis step proposing theta' from the Gamma prior: acceptance is the
     collapsed likelihood ratio.  It lets the chain jump between the (narrow, far apart) modes
@@ -344,7 +353,7 @@ def _prior_independence_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     return lam
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def _collapsed_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     """One random-walk Metropolis step on log theta; the step size is drawn from a fixed
     scale mixture (independent of the state, so the proposal stays symmetric)."""
@@ -361,7 +370,7 @@ def _collapsed_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     return lam
 
 
-@numba.njit(cache=False)  # calls scipy via ctypes: numba cannot cache it
+@numba.njit(cache=True)
 def truncated_kernel(code, y, n, b, lo, hi, shape, rate, warmup, draws, seed):
     """Algorithm 2 (+ Algorithm 3) for a truncated univariate family; returns (rate, s, fallbacks)."""
     np.random.seed(seed)
