@@ -64,6 +64,9 @@ def release_cmd(
     parties: int = typer.Option(1, "--parties", help="Split the rows into J data holders (regression)."),
     intercept: bool = typer.Option(False, "--intercept", help="Add an intercept column (regression)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed: numpy noise (reproducible) instead of OpenDP."),
+    population: Optional[str] = typer.Option(None, "--population", help="sir: the public population size K."),
+    times: Optional[str] = typer.Option(None, "--times", help="sir: comma-separated time grid, one per data row."),
+    trials: Optional[str] = typer.Option(None, "--trials", help="sir: binomial trials N (default 1000)."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
     from .curator import CurateOptions, build_release
@@ -72,7 +75,7 @@ def release_cmd(
         family=family, epsilon=epsilon, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
         epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
-        intercept=intercept, seed=seed,
+        intercept=intercept, seed=seed, population=population, trials=trials, times=times,
     )
     release = build_release(data, options)
     release.save(out)

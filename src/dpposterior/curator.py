@@ -34,6 +34,9 @@ class CurateOptions:
     parties: int = 1
     intercept: bool = False
     seed: int | None = None
+    population: Any = None   # sir: the public population K (--population)
+    trials: Any = None       # sir: binomial trials N (--trials)
+    times: Any = None        # sir: the time grid (--times, comma-separated or a list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -59,6 +62,9 @@ def build_release(data_path, options: CurateOptions):
     family = get_family(options.family)
     if family.curate is None:
         raise InputError("family", f"the curator cannot build {options.family!r} releases")
+    for name in ("population", "trials", "times"):  # the sir curator's options (--population, ...)
+        if family.name != "sir" and getattr(options, name, None) is not None:
+            raise InputError(name, f"not an option of the {family.name} curator (sir only)")
     frame = read_csv(data_path)
     release_dict = family.curate(frame, options)
     return load_release(release_dict)
@@ -67,7 +73,8 @@ def build_release(data_path, options: CurateOptions):
 #: CurateOptions fields that are command-line options, with their "not given" values
 _OPTION_DEFAULTS = {"column": None, "columns": None, "features": None, "response": None, "bounds": None,
                     "x_norm": None, "y_abs": None, "epsilon_split": None, "delta": None, "mechanism": None,
-                    "scale": None, "parties": 1, "intercept": False}
+                    "scale": None, "parties": 1, "intercept": False, "population": None, "trials": None,
+                    "times": None}
 
 
 def reject_unused(options: CurateOptions, used: set[str], family: str) -> None:

@@ -32,7 +32,6 @@ from typing_extensions import Annotated
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import BinomialTrajectory
-from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
@@ -181,7 +180,17 @@ def _numeric_column(frame, name: str, field: str) -> np.ndarray:
 
 
 def _whole(value, field: str, minimum: int) -> int:
-    """An integer-valued option (int, or a float/numpy number equal to an integer) >= minimum."""
+    """An integer-valued option (int, a float/numpy number equal to an integer, or such a number
+    written as a string on the command line) >= minimum."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise InputError(field, f"must be an integer >= {minimum} (got {text!r})") from None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not np.isfinite(value) or value != np.rint(value) or value < minimum:
         raise InputError(field, f"must be an integer >= {minimum} (got {value!r})")
@@ -272,9 +281,11 @@ def curate(frame, options) -> dict:
     """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
 
     One row per release time point t_i with the confidential count I(t_i) (an integer in
-    [0, K]).  The population K is public: a ``population`` column (the same on every row)
-    or ``options.extra["population"]``.  ``--column`` renames the count column (default
-    ``infected``).  ``options.extra`` may also set ``trials`` (N, default 1000),
+    [0, K]).  The time grid is the ``time`` column or ``options.times`` (``--times 0,1,2``,
+    one per row in row order; with both they must agree).  The population K is public: a
+    ``population`` column (the same on every row) or ``options.population`` (``--population``).
+    ``--column`` renames the count column (default ``infected``).  ``options.trials``
+    (``--trials``) is N (default 1000).  ``options.extra`` may set the same three keys and
     ``initial_infected`` (1) and ``event_cap`` (2,000,000), the analyst's simulator settings.
     s_i = Binomial(N, (I(t_i) + m)/(K + 2m))/N with m = N L / epsilon: epsilon-DP in total.
     OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
@@ -282,11 +293,17 @@ def curate(frame, options) -> dict:
     """
     from ..curator import reject_unused
 
-    reject_unused(options, {"column", "mechanism"}, "sir")
+    reject_unused(options, {"column", "mechanism", "population", "trials", "times"}, "sir")
     if options.mechanism not in (None, "binomial-trajectory"):
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
     extra = dict(options.extra or {})
+    for key in ("population", "trials", "times"):  # --population, --trials, --times
+        value = getattr(options, key, None)
+        if value is not None:
+            if extra.get(key) is not None and extra[key] != value:
+                raise InputError(key, f"given twice with different values ({value!r} and {extra[key]!r})")
+            extra[key] = value
     unknown = set(extra) - {"population", "trials", "times", "initial_infected", "event_cap"}
     if unknown:
         raise InputError(sorted(unknown)[0], "not an option of the sir curator "
@@ -331,7 +348,7 @@ def curate(frame, options) -> dict:
     if options.seed is None:
         rng, sampler = np.random.default_rng(), _unseeded_sampler()
     else:
-        rng, sampler = np.random.default_rng(options.seed), seeded_sampler_name(options.seed)
+        rng, sampler = np.random.default_rng(options.seed), f"numpy-{np.__version__} (seed {options.seed})"
     noisy = mech.sample(counts, rng)
     return make_release(noisy, options.epsilon, trials=trials, population=population,
                         times=[float(t) for t in times], sampler=sampler,
