@@ -1,4 +1,4 @@
-"""Command-line interface: ``dpposterior release | infer | demo | calibrate | report | reproduce``.
+"""Command-line interface: ``dpposterior release | infer | audit | demo | calibrate | report | reproduce``.
 
 Every bad input ends in one line on stderr, ``error: FIELD: REASON``, and exit
 code 2 -- never a traceback.  Contracts (option names) are documented in
@@ -70,7 +70,9 @@ def release_cmd(
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
     from .curator import CurateOptions, build_release
+    from .errors import check_output_path
 
+    check_output_path(out, "--out")
     options = CurateOptions(
         family=family, epsilon=epsilon, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
@@ -81,7 +83,10 @@ def release_cmd(
     release.save(out)
     eps, dlt = release.total_privacy_cost()
     typer.echo(f"wrote {out} (family {release.family}, total epsilon {eps:g}"
-               + (f", delta {dlt:g}" if dlt else "") + ")")
+               + (f", delta {dlt:g}" if dlt else "") + f", neighbouring {release.neighbouring})")
+    if seed is not None:
+        typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
+                   "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)
 
 
 @app.command("infer")
@@ -109,9 +114,14 @@ def infer_cmd(
     from .release import load_release
     from .reporting import print_posterior_summary
 
+    from .errors import check_output_path
+
+    check_output_path(out, "--out")  # before any work: never lose a computed posterior
     rel = load_release(release)
     family = get_family(rel.family, field="release.family")
     kwargs = load_analysis(analysis, family) if analysis is not None else {}
+    if not rel.is_dp:
+        typer.echo(f"note: this release is NOT (epsilon, delta)-DP: {rel.not_dp}", err=True)
     for key, value in (("method", method), ("draws", draws), ("warmup", warmup), ("chains", chains),
                        ("seed", seed), ("simulations", simulations), ("rounds", rounds),
                        ("rqmc_points", rqmc_points)):
@@ -131,6 +141,27 @@ def infer_cmd(
         naive = infer(rel, method=family.naive_method, **naive_kwargs)
     print_posterior_summary(post, naive=naive)
     typer.echo(f"wrote {out}")
+
+
+@app.command("audit")
+def audit_cmd(
+    family: str = typer.Option(..., "--family", help="Curator to audit (a family name, or 'all')."),
+    epsilon: float = typer.Option(1.0, "--epsilon", help="Budget the audited curator is run at."),
+    draws: int = typer.Option(2000, "--draws", help="Releases drawn from each of D and D' per sampler."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence of the empirical epsilon lower bound."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the search and of the numpy sampler's draws."),
+    samplers: str = typer.Option("numpy,opendp", "--samplers", help="Curator paths to draw through."),
+    restarts: int = typer.Option(4, "--restarts", help="Random restarts of the sensitivity search per statistic."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the results as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", help="No table."),
+):
+    """Privacy audit of a curator: searched vs recorded sensitivity, empirical vs claimed epsilon."""
+    from .privacy import audit_command
+
+    code = audit_command(family, epsilon, draws, confidence, seed, out, tuple(_split(samplers) or ()), restarts,
+                         quiet=quiet)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command("demo")

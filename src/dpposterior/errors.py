@@ -44,3 +44,17 @@ def from_pydantic(exc, prefix: str) -> InputError:
     elif err.get("type") == "extra_forbidden":
         msg = "unknown field"
     return InputError(field, msg)
+
+
+def check_output_path(path, field: str = "out") -> None:
+    """Refuse an output file whose folder does not exist (or is not a folder), before any work."""
+    from pathlib import Path
+
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.exists() and p.is_dir():
+        raise InputError(field, f"{p} is a folder, not a file")
+    if not parent.exists():
+        raise InputError(field, f"folder {parent} does not exist")
+    if not parent.is_dir():
+        raise InputError(field, f"{parent} is not a folder")

@@ -176,6 +176,22 @@ class ReleaseBase(BaseModel):
         return eps, delta
 
 
+#: the largest record count: beyond 2^53 integers are not exact in double precision
+MAX_N = 2 ** 53
+
+
+def _check_counts(data: dict) -> None:
+    """Refuse record counts no data set has and floating point cannot hold exactly (e.g. n = 10^30)."""
+    places = [("release.n", data.get("n"))]
+    parties = data.get("parties")
+    if isinstance(parties, list):
+        places += [(f"release.parties.{j}.n", p.get("n")) for j, p in enumerate(parties) if isinstance(p, dict)]
+    for field, n in places:
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and n > MAX_N:
+            raise InputError(field, f"{n:g} records is more than 2^53 = {MAX_N}, beyond which counts are not "
+                             "exact in double precision")
+
+
 def _records(model: BaseModel):
     """All StatisticRecord instances inside a release (recursing into lists and models)."""
     stack: list[Any] = [model]
@@ -216,6 +232,7 @@ def load_release(source) -> ReleaseBase:
     fmt = data.get("format")
     if fmt != FORMAT:
         raise InputError("release.format", f"must be {FORMAT!r} (got {fmt!r})")
+    _check_counts(data)
     family_name = data.get("family")
     from .families import get_family
 

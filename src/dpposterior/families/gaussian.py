@@ -38,6 +38,10 @@ from . import Family, SimulatedRelease
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
 SENSITIVITY_RTOL = 1e-9
+#: a released value this many Laplace scales outside its feasible range has probability < e^-50
+INCONSISTENCY_SCALES = 50.0
+#: the widest clamping interval: (b - a)^2 must be finite in double precision
+MAX_WIDTH = 1e150
 
 
 class GaussianStatistics(BaseModel):
@@ -67,6 +71,9 @@ class GaussianRelease(ReleaseBase):
         if not lo < hi:
             raise InputError("release.bounds", f"lower bound must be below upper bound (got [{lo:g}, {hi:g}])")
         width = hi - lo
+        if not (math.isfinite(width) and width <= MAX_WIDTH):
+            raise InputError("release.bounds", f"width b - a = {width:g} is too large: (b - a)^2 must stay finite in "
+                             f"double precision (at most {MAX_WIDTH:g})")
         expected = {"mean": width / self.n, "variance": width**2 / self.n}
         for name in ("mean", "variance"):
             rec: StatisticRecord = getattr(self.statistics, name)
@@ -83,8 +90,25 @@ class GaussianRelease(ReleaseBase):
                 rec.sensitivity = expected[name]
             elif not math.isclose(rec.sensitivity, expected[name], rel_tol=SENSITIVITY_RTOL):
                 formula = "(b - a)/n" if name == "mean" else "(b - a)^2/n"
+                smaller = rec.sensitivity < expected[name]
                 raise InputError(f"{field}.sensitivity",
-                                 f"{rec.sensitivity!r} does not match {formula} = {expected[name]!r}")
+                                 f"{rec.sensitivity!r} " + ("is smaller than the replace-one sensitivity "
+                                                            if smaller else "does not match ")
+                                 + f"{formula} = {expected[name]!r}")
+        # a released value further than INCONSISTENCY_SCALES Laplace scales from what clamped data can
+        # give has probability < exp(-50): the file is inconsistent with its bounds and n
+        n = self.n
+        feasible = {"mean": (lo, hi), "variance": (0.0, width ** 2 * n / (4.0 * (n - 1)))}
+        for name in ("mean", "variance"):
+            rec = getattr(self.statistics, name)
+            b = rec.sensitivity / rec.epsilon
+            a_, b_ = feasible[name]
+            v = float(rec.value)
+            if v < a_ - INCONSISTENCY_SCALES * b or v > b_ + INCONSISTENCY_SCALES * b:
+                raise InputError(f"release.statistics.{name}.value",
+                                 f"{v:g} is more than {INCONSISTENCY_SCALES:g} noise scales ({b:g}) outside "
+                                 f"[{a_:g}, {b_:g}], the range of the {name} of {n} records clamped to "
+                                 f"[{lo:g}, {hi:g}]: the release is inconsistent with its bounds")
         return self
 
     # convenient accessors -------------------------------------------------------------
@@ -217,6 +241,9 @@ def curate(frame, options) -> dict:
         raise InputError("bounds", "must be finite")
     if not lo < hi:
         raise InputError("bounds", f"lower bound must be below upper bound (got {lo:g} {hi:g})")
+    if not hi - lo <= MAX_WIDTH:
+        raise InputError("bounds", f"width {hi - lo:g} is too large: (HI - LO)^2 must stay finite in double "
+                         f"precision (at most {MAX_WIDTH:g})")
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", f"the gaussian family releases through 'laplace' only (got {options.mechanism!r})")
     try:

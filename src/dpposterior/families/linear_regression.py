@@ -256,6 +256,11 @@ def replace_one_sensitivity(mechanism: str, blocks, x_norm: float, y_abs: float,
     d_x = int(d) - (1 if intercept else 0)
     if d_x < 1:
         raise ValueError("d: at least one feature")
+    # X^4 and Y^4 enter the L2 sensitivity: beyond 1e75 they overflow double precision
+    for name, v in (("x_norm", x_norm), ("y_abs", y_abs)):
+        if not (math.isfinite(v) and 0 < v <= 1e75):
+            raise InputError(f"bounds.{name}", f"must be a finite number in (0, 1e75] (got {v:g}): its 4th power "
+                             "must be finite")
     if mechanism == "gaussian":
         return _gaussian_replace_one(float(x_norm), float(y_abs), d_x, bool(intercept), blocks)
     if mechanism == "laplace":
