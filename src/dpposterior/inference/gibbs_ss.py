@@ -77,6 +77,9 @@ _gammaincc = numba.types.ExternalFunction("dpposterior_scipy_gammaincc",
                                           numba.types.float64(numba.types.float64, numba.types.float64))
 
 EXPONENTIAL, POISSON = 0, 1
+#: the rates a truncated kernel can hold: (1/rate)^2 and rate^2 stay finite, no division by 0
+RATE_MIN, RATE_MAX = 1e-150, 1e150
+LOG_RATE_MIN, LOG_RATE_MAX = math.log(RATE_MIN), math.log(RATE_MAX)
 TRUNCATED_CODES = {"exponential": EXPONENTIAL, "poisson": POISSON}
 
 
@@ -91,7 +94,8 @@ def exponential_region(lam, v, w):
     (the closed forms cancel catastrophically there).
     """
     if w == np.inf:
-        return math.exp(-lam * v), v + 1.0 / lam, 1.0 / (lam * lam)
+        inv = 1.0 / lam
+        return math.exp(-lam * v), v + inv, inv * inv  # (1/lam^2 divided by 0 for lam < 1e-154)
     d = w - v
     x = lam * d
     q = math.exp(-lam * v) * (-math.expm1(-x))
@@ -208,6 +212,26 @@ def _sigma2(y, s, b):
 
 
 @numba.njit(cache=True)
+def _log_gamma_draw(a):
+    """log of a Gamma(a, 1) draw, finite for every a > 0: for a < 1 via Gamma(a) = Gamma(a + 1) U^(1/a)
+    in log space (a Gamma(0.001) draw underflows to exactly 0 about half the time)."""
+    if a >= 1.0:
+        return math.log(np.random.gamma(a, 1.0))
+    return math.log(np.random.gamma(a + 1.0, 1.0)) + math.log(1.0 - np.random.random()) / a
+
+
+@numba.njit(cache=True)
+def _beta(a, b):
+    """A Beta(a, b) draw; for a or b < 1 from log-space gammas (numba's Johnk sampler returns 0 for
+    every draw of Beta(1e-8, 1e-8), half of which belong near 1)."""
+    if a >= 1.0 and b >= 1.0:
+        return np.random.beta(a, b)
+    la = _log_gamma_draw(a)
+    lb = _log_gamma_draw(b)
+    return 1.0 / (1.0 + math.exp(min(lb - la, 700.0)))
+
+
+@numba.njit(cache=True)
 def binomial_kernel(y, n, b, alpha, beta, warmup, draws, seed):
     """Algorithm 1 for the binomial; batch axis first.  Returns (p, s, fallbacks)."""
     np.random.seed(seed)
@@ -223,7 +247,7 @@ def binomial_kernel(y, n, b, alpha, beta, warmup, draws, seed):
     for it in range(warmup + draws):
         for i in range(B):
             # line 3: theta | s ~ Beta(alpha + s, beta + n - s)
-            p = np.random.beta(alpha[i] + s[i], beta[i] + n[i] - s[i])
+            p = _beta(alpha[i] + s[i], beta[i] + n[i] - s[i])
             # line 4: mean and variance of s | p from the log-partition function (Bernoulli)
             m = n[i] * p
             v = n[i] * p * (1.0 - p)
@@ -277,9 +301,14 @@ def multinomial_kernel(y, n, b, alpha, warmup, draws, seed):
         for i in range(B):
             ni = n[i]
             # theta | s ~ Dirichlet(alpha + s)
+            # (in log space: with small concentrations every gamma draw can underflow to 0)
+            top = -np.inf
+            for j in range(K):
+                p[j] = _log_gamma_draw(alpha[i, j] + s[i, j])
+                top = max(top, p[j])
             tot = 0.0
             for j in range(K):
-                p[j] = np.random.gamma(alpha[i, j] + s[i, j], 1.0)
+                p[j] = math.exp(p[j] - top)
                 tot += p[j]
             for j in range(K):
                 p[j] /= tot
@@ -290,14 +319,16 @@ def multinomial_kernel(y, n, b, alpha, warmup, draws, seed):
                     cand[j] = math.sqrt(p[j]) * np.random.standard_normal()
                     su += cand[j]
                 pa = 0.0
-                pc = 0.0
+                qc = 0.0  # 1 - n sum p_j^2 / lam_j = sum p_j sigma_j^2 / lam_j, summed without cancellation
                 for j in range(K):
                     s0[j] = ni * p[j] + math.sqrt(ni) * (cand[j] - p[j] * su)
                     r[j] = y[i, j] - s0[j] - math.sqrt(sig2[i, j]) * np.random.standard_normal()
                     lam[j] = ni * p[j] + sig2[i, j]
                     pa += p[j] * r[j] / lam[j]
-                    pc += p[j] * p[j] / lam[j]
-                coef = ni * pa / (1.0 - ni * pc)
+                    qc += p[j] * (sig2[i, j] / lam[j])
+                if not qc > 0.0:  # C + D numerically singular: no usable proposal this try
+                    continue
+                coef = ni * pa / qc
                 px = 0.0
                 for j in range(K):
                     r[j] = r[j] / lam[j] + coef * p[j] / lam[j]  # x = (C + D)^{-1} r
@@ -305,7 +336,7 @@ def multinomial_kernel(y, n, b, alpha, warmup, draws, seed):
                 valid = True
                 for j in range(K):
                     cand[j] = s0[j] + ni * (p[j] * r[j] - p[j] * px)
-                    if cand[j] < 0.0 or cand[j] > ni:
+                    if not (cand[j] >= 0.0 and cand[j] <= ni):  # (written so that NaN is invalid too)
                         valid = False
                 if valid:
                     for j in range(K):
@@ -344,7 +375,7 @@ def _prior_independence_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     collapsed likelihood ratio.  It lets the chain jump between the (narrow, far apart) modes
     that a truncated sum can have, which the random walk cannot cross at large n."""
     prop = np.random.gamma(shape, 1.0 / rate)
-    if prop <= 0.0 or not np.isfinite(prop):
+    if not (prop >= RATE_MIN and prop <= RATE_MAX):  # outside the kernel's rates (see _clamp_rate)
         return lam
     log_ratio = (_collapsed_loglik(code, prop, y, n, vc, wc, sig2)
                  - _collapsed_loglik(code, lam, y, n, vc, wc, sig2))
@@ -361,13 +392,27 @@ def _collapsed_mh(code, lam, y, n, vc, wc, sig2, shape, rate):
     step = MH_SCALES[0] if u < 1.0 / 3.0 else (MH_SCALES[1] if u < 2.0 / 3.0 else MH_SCALES[2])
     cur = math.log(lam)
     prop = cur + step * np.random.standard_normal()
-    if prop > 700.0 or prop < -700.0:
+    if not (prop >= LOG_RATE_MIN and prop <= LOG_RATE_MAX):  # outside the kernel's rates (see _clamp_rate)
         return lam
     log_ratio = (_log_collapsed(code, prop, y, n, vc, wc, sig2, shape, rate)
                  - _log_collapsed(code, cur, y, n, vc, wc, sig2, shape, rate))
     if math.log(np.random.random()) < log_ratio:
         return math.exp(prop)
     return lam
+
+
+@numba.njit(cache=True)
+def _clamp_rate(new, old):
+    """``new`` kept inside [RATE_MIN, RATE_MAX] (``old`` if ``new`` is NaN).
+
+    With a vague Gamma prior (shape 0.001) or a release that says almost nothing (epsilon ~ 1e-8)
+    the conditional can put its mass on rates of 1e-300 (records of size 1e300), where the
+    region moments overflow and 1/rate^2 divided by zero; the kernel clamps there instead (the
+    draws are then pinned at the clamp, a region no bounded data set distinguishes).
+    """
+    if not new == new:
+        return old
+    return min(max(new, RATE_MIN), RATE_MAX)
 
 
 @numba.njit(cache=True)
@@ -384,7 +429,7 @@ def truncated_kernel(code, y, n, b, lo, hi, shape, rate, warmup, draws, seed):
     su = np.empty(B)
     sig2 = np.empty(B)
     for i in range(B):
-        lam[i] = np.random.gamma(shape[i], 1.0 / rate[i])
+        lam[i] = _clamp_rate(np.random.gamma(shape[i], 1.0 / rate[i]), 1.0)
         vl, wl, vc, wc, vu, wu = _regions(code, lo[i], hi[i])
         sl[i] = rs_clt(code, lam[i], n[i], vl, wl)[0]
         su[i] = rs_clt(code, lam[i], n[i], vu, wu)[0]
@@ -414,7 +459,8 @@ def truncated_kernel(code, y, n, b, lo, hi, shape, rate, warmup, draws, seed):
                 cl = ml + sdl * np.random.standard_normal()
                 cc = mc2 + sdc * np.random.standard_normal()
                 cu = mu + sdu * np.random.standard_normal()
-                if cl >= 0.0 and cl <= n[i] * lo[i] and cc >= 0.0 and cc <= n[i] * hi[i] and cu >= 0.0:
+                if cl >= 0.0 and cl <= n[i] * lo[i] and cc >= 0.0 and cc <= n[i] * hi[i] and cu >= 0.0 \
+                        and cu < np.inf:
                     sl[i] = cl
                     sc[i] = cc
                     su[i] = cu
@@ -425,10 +471,10 @@ def truncated_kernel(code, y, n, b, lo, hi, shape, rate, warmup, draws, seed):
             s = sl[i] + sc[i] + su[i]
             # line 9: conjugate Gamma update given the full statistic s
             if code == EXPONENTIAL:
-                lam[i] = np.random.gamma(shape[i] + n[i], 1.0 / (rate[i] + s))
+                new = np.random.gamma(shape[i] + n[i], 1.0 / (rate[i] + s))
             else:
-                lam[i] = np.random.gamma(shape[i] + s, 1.0 / (rate[i] + n[i]))
-            lam[i] = max(lam[i], 1e-300)
+                new = np.random.gamma(shape[i] + s, 1.0 / (rate[i] + n[i]))
+            lam[i] = _clamp_rate(new, lam[i])
             # line 11 (with the s_c of line 8, see the module docstring)
             sig2[i] = _sigma2(y[i], sc[i], b[i])
             if it >= warmup:
@@ -449,6 +495,28 @@ def _per_trial(value, T):
     return np.broadcast_to(arr, (T,)) if arr.ndim == 0 else arr
 
 
+def _check_inputs(family, y, n, scale, prior, bounds) -> None:
+    """What the kernels need, else a one-line :class:`InputError` (never a crash or a hang in a kernel)."""
+    if not np.all(np.isfinite(y)):
+        raise InputError("release.released", "must be finite numbers")
+    n = np.asarray(n, float)
+    if not np.all(np.isfinite(n)) or not np.all(n >= 1):
+        raise InputError("release.n", "must be a finite number >= 1")
+    scale = np.asarray(scale, float)
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise InputError("release.scale", "the Laplace scale (sensitivity / epsilon) must be finite and > 0")
+    params = ([prior.alpha, prior.beta] if family == "binomial" else
+              list(np.ravel(prior.vector(y.shape[1]))) if family == "multinomial" and y.ndim == 2 else
+              [prior.shape, prior.rate] if family in TRUNCATED_CODES else [])
+    if not all(math.isfinite(float(v)) and float(v) > 0 for v in params):
+        raise InputError("prior", f"parameters must be finite and > 0 (got {params})")
+    if family in TRUNCATED_CODES:
+        bnd = np.asarray(bounds, float) if bounds is not None else np.empty((0, 2))
+        if bnd.shape[-1:] != (2,) or not np.all(np.isfinite(bnd)) or not np.all(bnd[..., 0] >= 0) \
+                or not np.all(bnd[..., 1] > bnd[..., 0]):
+            raise InputError("release.bounds", "must be finite with 0 <= lower < upper")
+
+
 def sample_batch(family: str, y, n, scale, prior, *, bounds=None, chains: int = 1, warmup: int = PAPER_WARMUP,
                  draws: int = PAPER_DRAWS, seed=None) -> dict:
     """Gibbs-SS for T releases at once.
@@ -461,6 +529,7 @@ def sample_batch(family: str, y, n, scale, prior, *, bounds=None, chains: int = 
     """
     y = np.asarray(y, float)
     T = y.shape[0]
+    _check_inputs(family, y, n, scale, prior, bounds)
     n_t = np.repeat(_per_trial(n, T), chains)
     b_t = np.repeat(_per_trial(scale, T), chains)
     seed = numba_seed(seed)
