@@ -1,104 +1,147 @@
-"""Scaling of one calibration grid over the execution backends (issue 7, docs/scaling.md).
+"""Scaling of one calibration study over the execution backends (issue 16, docs/scaling.md).
 
-The grid (binomial family, Gibbs-SS and naive, n x epsilon cells, ``--trials`` per cell)
-is cut into the same checkpointed units ``dpposterior calibrate`` uses (250 trials per
-unit, one ``SeedSequence`` child each) and run as ONE ``checkpoint.run_units`` study on
-each backend:
+The study is the issue's: ``dpposterior calibrate --family binomial --n 100 --epsilon 0.1
+--trials 2000 --methods gibbs-ss,naive`` (5,000 draws per posterior after 2,000 warm-up
+iterations), run through ``diagnostics.calibration.calibrate`` on
 
-* ``serial``      -- one process, no pool;
-* ``processes:1`` -- a pool of one worker process (the pool's own overhead);
-* ``processes:2`` -- two local worker processes;
-* ``local:2``     -- a Dask LocalCluster of two single-threaded workers;
-* ``tcp://...``   -- an existing Dask cluster, if ``--scheduler`` names one.
+* ``serial``                      -- the calling process, no pool;
+* ``processes:1``, ``processes:2`` -- a pool of 1 / 2 spawned worker processes;
+* ``local:1``, ``local:2``         -- a Dask LocalCluster of 1 / 2 single-threaded workers;
+* ``tcp://HOST:PORT``             -- an existing Dask cluster, if ``--scheduler`` names one.
 
-It prints wall-clock seconds, the speed-up over ``serial``, the CPU seconds used by the run
-and its worker processes (CPU/wall = the parallelism actually obtained) and checks that every
-backend returns bit-identical results.  Usage::
+Units are sized as ``calibrate`` sizes them by default (``execution.unit_size``: about 8
+units per worker).  Backends are run in interleaved rounds (``--repeats``), so a burst of
+load from other jobs on a shared machine hits every backend alike; every run's JSON is
+compared with the serial run's (identical = yes).
 
-    python benchmarks/scaling.py [--trials 1000] [--scheduler tcp://HOST:8786]
+The speed-up model, every term measured by this script:
 
-The machine's load average is printed too: on a shared machine the ratios are only as
-good as the cores that were free.
+    T(N) = C(N) + (trials / N) t + (units / N) u
+
+* t -- one trial's cost (serial wall time / trials);
+* C(N) -- start-up: a pool or cluster of N workers started, their imports and numba cache
+  loads, measured as the wall time of a study of N trials in units of 1 trial, minus t;
+* u -- one unit's dispatch and return cost, measured as the extra time of ``processes:2``
+  with units of 5 trials over the default units (``--unit-cost``), per extra unit and worker.
+
+It prints the model's times beside the measured ones at N = 1 and 2 and its prediction for
+N = 4, 8, 16 workers (with C(16) taken as C(2): workers start in parallel, one per core),
+for this study and for a 12,000-trial one, and writes everything to ``--json``.
+
+    python benchmarks/scaling.py --repeats 2 --json benchmarks/results/scaling.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import time
 
-from dpposterior.checkpoint import run_units
-from dpposterior.diagnostics.calibration import DEFAULT_CHUNK, calibration_unit, summarise_ranks
-from dpposterior.execution import spawn_seeds
-
-import numpy as np
-
-
-def grid_units(trials: int, seed: int, ns, epsilons, draws: int):
-    units, cells = [], []
-    grid = [(n, eps) for n in ns for eps in epsilons]
-    for (n, eps), cell_seed in zip(grid, spawn_seeds(seed, len(grid))):
-            n_units = math.ceil(trials / DEFAULT_CHUNK)
-            for i, ss in enumerate(cell_seed.spawn(n_units)):
-                units.append({"family": "binomial", "n": n, "epsilon": eps, "prior": None,
-                              "methods": ["gibbs-ss", "naive"], "draws": draws, "seed": ss,
-                              "trials": min(DEFAULT_CHUNK, trials - i * DEFAULT_CHUNK)})
-                cells.append((n, eps))
-    return units, cells
+from dpposterior.diagnostics.calibration import calibrate
+from dpposterior.execution import unit_size
 
 
 def _cpu_seconds() -> float:
-    """CPU seconds used by this process and every finished (waited-for) descendant: worker
-    processes and Dask workers are counted once the pool or cluster has shut down."""
+    """CPU seconds of this process and its finished (waited-for) children: pool workers and
+    LocalCluster workers are counted once the pool / cluster has shut down."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run(backend: str, units):
-    scheduler, _, workers = backend.partition(":")
+def run(backend: str, args, chunk=None, trials=None):
+    scheduler, _, workers = backend.partition(":") if not backend.startswith("tcp://") else (backend, "", "")
     c0, t0 = _cpu_seconds(), time.perf_counter()
-    results = run_units(calibration_unit, units, scheduler=scheduler, workers=int(workers) if workers else None,
-                        quiet=True)
-    return time.perf_counter() - t0, _cpu_seconds() - c0, results
+    res = calibrate("binomial", args.n, args.epsilon, trials or args.trials, ["gibbs-ss", "naive"], seed=args.seed,
+                    draws=args.draws, scheduler=scheduler, workers=int(workers) if workers else None,
+                    chunk=chunk)
+    return time.perf_counter() - t0, _cpu_seconds() - c0, json.dumps(res)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=1000, help="trials per cell (default 1000)")
-    ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--epsilon", type=float, default=0.1)
+    ap.add_argument("--draws", type=int, default=None, help="posterior draws per trial (default: calibrate's 5000)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds over all backends")
+    ap.add_argument("--backends", default="serial,processes:1,processes:2,local:1,local:2")
     ap.add_argument("--scheduler", default=None, help="also time this tcp://HOST:PORT Dask scheduler")
-    ap.add_argument("--backends", default="serial,processes:1,processes:2,local:2")
+    ap.add_argument("--unit-cost", action="store_true", help="also time processes:2 with units of 5 trials")
+    ap.add_argument("--json", default=None, help="write the measurements and the fitted model here")
     args = ap.parse_args()
-    ns, epsilons = [100, 1000], [0.1, 1.0]
-    units, cells = grid_units(args.trials, args.seed, ns, epsilons, args.draws)
     backends = args.backends.split(",") + ([args.scheduler] if args.scheduler else [])
-    print(f"calibration grid: binomial, n in {ns}, epsilon in {epsilons}, {args.trials} trials per cell, "
-          f"methods gibbs-ss + naive, {args.draws} draws; {len(units)} units of <= {DEFAULT_CHUNK} trials")
+    print(f"study: binomial n={args.n} eps={args.epsilon} trials={args.trials} methods gibbs-ss,naive "
+          f"draws={args.draws or 5000}; units: {unit_size(args.trials, 1)} trials at 1 worker, "
+          f"{unit_size(args.trials, 2)} at 2")
     print(f"cpus available: {len(os.sched_getaffinity(0))}; load average before: "
-          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    reference, base = None, None
-    print(f"{'backend':<16}{'wall s':>8}{'speed-up':>10}{'CPU s':>8}{'CPU/wall':>10}  identical")
-    for backend in backends:
-        units, cells = grid_units(args.trials, args.seed, ns, epsilons, args.draws)  # fresh units per run
-        seconds, cpu, results = run(backend, units)
-        text = json.dumps(results, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
-        same = "-" if reference is None else ("yes" if text == reference else "NO")
-        reference = reference or text
-        base = base or seconds
-        # CPU/wall is the parallelism the run obtained: ~1 serial, up to the worker count when
-        # the cores are free (tcp:// workers on other machines are not counted)
-        print(f"{backend:<16}{seconds:>8.1f}{base / seconds:>10.2f}{cpu:>8.1f}{cpu / seconds:>10.2f}  {same}",
-              flush=True)
-    # the science is the same whichever backend ran it: KS of Gibbs-SS per cell
-    res = json.loads(reference)
-    for cell in sorted(set(cells)):
-        u = np.concatenate([np.asarray(r["ranks"]["gibbs-ss"])[:, 0] for r, c in zip(res, cells) if c == cell])
-        print(f"  n={cell[0]:<5} eps={cell[1]:<4} gibbs-ss KS = {summarise_ranks(u)['ks']:.3f}")
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    rows, reference = [], None
+    extra = [("processes:2/unit5", 5, args.trials)] if args.unit_cost else []
+    startup = [(f"{b}/startup", 1, int(b.partition(":")[2])) for b in backends
+               if ":" in b and not b.startswith("tcp://")]
+    for rep in range(args.repeats):
+        for backend, chunk, trials in [(b, None, args.trials) for b in backends] + extra + startup:
+            load = os.getloadavg()[0]
+            wall, cpu, text = run(backend.split("/")[0], args, chunk, trials)
+            if trials == args.trials:
+                reference = reference or (text if backend == "serial" else None)
+                same = None if reference is None or backend == "serial" else text == reference
+            else:
+                same = None
+            rows.append({"round": rep, "backend": backend, "trials": trials, "unit_size": chunk, "wall_s": wall,
+                         "cpu_s": cpu, "load1_before": load, "identical_to_serial": same})
+            print(f"round {rep} {backend:<22} wall {wall:7.1f} s  CPU {cpu:7.1f} s  CPU/wall {cpu / wall:4.2f}  "
+                  f"load {load:4.1f}  identical {same}", flush=True)
+    mean: dict = {}
+    for r in rows:
+        mean.setdefault(r["backend"], []).append(r["wall_s"])
+    mean = {k: sum(v) / len(v) for k, v in mean.items()}
+    serial = mean["serial"]
+    t = serial / args.trials
+    print("\nmean wall s / speed-up over serial:")
+    for k, v in mean.items():
+        if not k.endswith("/startup"):
+            print(f"  {k:<22} {v:7.1f} s  {serial / v:5.2f}x")
+    model: dict = {"per_trial_s": t}
+    u = 0.0
+    if "processes:2/unit5" in mean:
+        units_default = -(-args.trials // unit_size(args.trials, 2))
+        units_small = -(-args.trials // 5)
+        u = (mean["processes:2/unit5"] - mean["processes:2"]) * 2 / (units_small - units_default)
+        model["per_unit_s"] = u
+    print(f"\nmodel T(N) = C(N) + (trials/N) t + (units/N) u:  t = {1000 * t:.1f} ms per trial, "
+          f"u = {1000 * u:.1f} ms per unit")
+    for kind in ("processes", "local"):
+        starts = {n: mean[f"{kind}:{n}/startup"] - t for n in (1, 2) if f"{kind}:{n}/startup" in mean}
+        if not starts:
+            continue
+        model[kind] = {"startup_s": starts, "check": {}, "predicted": {}}
+        print(f"{kind}: C(1) = {starts.get(1, float('nan')):.2f} s, C(2) = {starts.get(2, float('nan')):.2f} s")
+
+        def predict(trials, n):
+            c = starts.get(n, starts.get(2, starts.get(1)))
+            units = -(-trials // unit_size(trials, n))
+            return c + trials / n * t + units / n * u
+
+        for n in (1, 2):
+            if f"{kind}:{n}" in mean:
+                model[kind]["check"][n] = {"model_s": predict(args.trials, n), "measured_s": mean[f"{kind}:{n}"]}
+                print(f"  N={n}: model {predict(args.trials, n):6.1f} s, measured {mean[f'{kind}:{n}']:6.1f} s")
+        for trials in (args.trials, 12000):
+            for n in (4, 8, 16):
+                w = predict(trials, n)
+                model[kind]["predicted"][f"{trials}x{n}"] = {"wall_s": w, "speedup": t * trials / w}
+                print(f"  predicted {trials:>6} trials on {n:>2} workers: {w:6.1f} s = {t * trials / w:5.1f}x serial")
     print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "runs": rows, "mean_wall_s": mean, "model": model,
+                       "cpus": len(os.sched_getaffinity(0)),
+                       "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, fh, indent=2)
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
