@@ -62,7 +62,7 @@ def test_contract_release_loads_and_sensitivities_are_derived():
     (_truncated(bounds=(5.0, 2.0)), "release", "a < b"),
     (_truncated(bounds=(-1.0, 2.0)), "release", ">= 0"),
     (_truncated("poisson", (0.2, 0.8)), "release", "excludes every"),
-    (_truncated(sensitivity=1.0), "release", "sensitivity: must be 5"),
+    (_truncated(sensitivity=1.0), "release", "sensitivity: 1 is smaller than the replace-one sensitivity 5"),
     ({k: v for k, v in _truncated().items() if k != "bounds"}, "release.bounds", "missing"),
 ])
 def test_bad_releases_one_line_errors(release, field, reason):

@@ -152,6 +152,7 @@ def audit_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the search and of the numpy sampler's draws."),
     samplers: str = typer.Option("numpy,opendp", "--samplers", help="Curator paths to draw through."),
     restarts: int = typer.Option(4, "--restarts", help="Random restarts of the sensitivity search per statistic."),
+    bases: int = typer.Option(6, "--bases", help="Base data sets around the replaced record in the search."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the results as JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No table."),
 ):
@@ -159,7 +160,7 @@ def audit_cmd(
     from .privacy import audit_command
 
     code = audit_command(family, epsilon, draws, confidence, seed, out, tuple(_split(samplers) or ()), restarts,
-                         quiet=quiet)
+                         quiet=quiet, bases=bases)
     if code:
         raise typer.Exit(code)
 

@@ -43,6 +43,9 @@ def _check_laplace(record: StatisticRecord, name: str, derived: float) -> None:
     if record.sensitivity is None:
         record.sensitivity = float(derived)
     elif not math.isclose(record.sensitivity, derived, rel_tol=1e-9, abs_tol=1e-12):
+        if record.sensitivity < derived:
+            raise ValueError(f"statistics.{name}.sensitivity: {record.sensitivity:g} is smaller than the "
+                             f"replace-one sensitivity {derived:g} of this release")
         raise ValueError(f"statistics.{name}.sensitivity: must be {derived:g} for this release "
                          f"(got {record.sensitivity:g})")
     if record.sigma is not None or record.delta is not None:

@@ -134,7 +134,8 @@ class NaiveBayesRelease(ReleaseBase):
         elif not math.isclose(rec.sensitivity, expected, rel_tol=1e-9):
             what = ("2 per table (counts, n fixed)" if rec.scale == "counts"
                     else f"2K/n = {expected:g} for the K = {K} proportion tables")
-            raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {rec.sensitivity:g}")
+            smaller = " (smaller than the replace-one value)" if rec.sensitivity < expected else ""
+            raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {rec.sensitivity:g}{smaller}")
         if self.class_labels is not None and len(self.class_labels) != I:
             raise _FieldError("class_labels", f"expected {I} labels, got {len(self.class_labels)}")
         if self.feature_names is not None and len(self.feature_names) != K:
