@@ -7,7 +7,10 @@ iterations), run through ``diagnostics.calibration.calibrate`` on
 * ``serial``                      -- the calling process, no pool;
 * ``processes:1``, ``processes:2`` -- a pool of 1 / 2 spawned worker processes;
 * ``local:1``, ``local:2``         -- a Dask LocalCluster of 1 / 2 single-threaded workers;
-* ``tcp://HOST:PORT``             -- an existing Dask cluster, if ``--scheduler`` names one.
+* ``tcp://HOST:PORT``             -- an existing Dask cluster, if ``--scheduler`` names one;
+* ``warm:1``, ``warm:2`` (``--warm 1,2``) -- a LocalCluster started and warmed *before* the
+  timing and reached through its tcp:// address: a long-lived cluster, whose workers have
+  already imported everything (CPU seconds of its workers are not counted).
 
 Units are sized as ``calibrate`` sizes them by default (``execution.unit_size``: about 8
 units per worker).  Backends are run in interleaved rounds (``--repeats``), so a burst of
@@ -50,11 +53,28 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run(backend: str, args, chunk=None, trials=None):
-    scheduler, _, workers = backend.partition(":") if not backend.startswith("tcp://") else (backend, "", "")
+def _warm_cluster(n: int, args):
+    """A LocalCluster of n single-threaded workers, kept running, warmed by a study of 2n trials:
+    the state of a long-lived cluster's workers (imports done, kernels loaded)."""
+    import logging
+
+    from dask.distributed import LocalCluster
+
+    from dpposterior.execution import _local_cluster
+
+    cluster = _local_cluster(LocalCluster, n_workers=n, threads_per_worker=1, processes=True,
+                             dashboard_address=None, silence_logs=logging.CRITICAL)
+    calibrate("binomial", args.n, args.epsilon, 2 * n, ["gibbs-ss", "naive"], seed=args.seed + 1,
+              draws=args.draws, scheduler=cluster.scheduler_address, workers=n, chunk=1)
+    return cluster, cluster.scheduler_address
+
+
+def run(backend: str, args, chunk=None, trials=None, workers=None):
+    scheduler, _, workers_s = backend.partition(":") if not backend.startswith("tcp://") else (backend, "", "")
+    workers = workers or (int(workers_s) if workers_s else None)
     c0, t0 = _cpu_seconds(), time.perf_counter()
     res = calibrate("binomial", args.n, args.epsilon, trials or args.trials, ["gibbs-ss", "naive"], seed=args.seed,
-                    draws=args.draws, scheduler=scheduler, workers=int(workers) if workers else None,
+                    draws=args.draws, scheduler=scheduler, workers=workers,
                     chunk=chunk)
     return time.perf_counter() - t0, _cpu_seconds() - c0, json.dumps(res)
 
@@ -70,6 +90,8 @@ def main():
     ap.add_argument("--backends", default="serial,processes:1,processes:2,local:1,local:2")
     ap.add_argument("--scheduler", default=None, help="also time this tcp://HOST:PORT Dask scheduler")
     ap.add_argument("--unit-cost", action="store_true", help="also time processes:2 with units of 5 trials")
+    ap.add_argument("--warm", default="", help="comma-separated worker counts: also time the study on an "
+                    "already running (warm) Dask cluster of that many workers, through its tcp:// address")
     ap.add_argument("--json", default=None, help="write the measurements and the fitted model here")
     args = ap.parse_args()
     backends = args.backends.split(",") + ([args.scheduler] if args.scheduler else [])
@@ -79,13 +101,20 @@ def main():
     print(f"cpus available: {len(os.sched_getaffinity(0))}; load average before: "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     rows, reference = [], None
+    clusters = {}
+    for n in [int(x) for x in args.warm.split(",") if x]:
+        clusters[f"warm:{n}"] = _warm_cluster(n, args)
     extra = [("processes:2/unit5", 5, args.trials)] if args.unit_cost else []
     startup = [(f"{b}/startup", 1, int(b.partition(":")[2])) for b in backends
                if ":" in b and not b.startswith("tcp://")]
     for rep in range(args.repeats):
-        for backend, chunk, trials in [(b, None, args.trials) for b in backends] + extra + startup:
+        for backend, chunk, trials in [(b, None, args.trials) for b in backends + list(clusters)] + extra + startup:
             load = os.getloadavg()[0]
-            wall, cpu, text = run(backend.split("/")[0], args, chunk, trials)
+            if backend in clusters:
+                wall, cpu, text = run(clusters[backend][1], args, chunk, trials,
+                                      workers=int(backend.partition(":")[2]))
+            else:
+                wall, cpu, text = run(backend.split("/")[0], args, chunk, trials)
             if trials == args.trials:
                 reference = reference or (text if backend == "serial" else None)
                 same = None if reference is None or backend == "serial" else text == reference
@@ -112,6 +141,9 @@ def main():
         units_small = -(-args.trials // 5)
         u = (mean["processes:2/unit5"] - mean["processes:2"]) * 2 / (units_small - units_default)
         model["per_unit_s"] = u
+        if u < 0:  # more, smaller units ran faster: the dispatch cost is below the run-to-run noise
+            print(f"per-unit cost measured {1000 * u:.1f} ms: below the noise, taken as 0")
+            u = 0.0
     print(f"\nmodel T(N) = C(N) + (trials/N) t + (units/N) u:  t = {1000 * t:.1f} ms per trial, "
           f"u = {1000 * u:.1f} ms per unit")
     for kind in ("processes", "local"):
@@ -135,6 +167,8 @@ def main():
                 w = predict(trials, n)
                 model[kind]["predicted"][f"{trials}x{n}"] = {"wall_s": w, "speedup": t * trials / w}
                 print(f"  predicted {trials:>6} trials on {n:>2} workers: {w:6.1f} s = {t * trials / w:5.1f}x serial")
+    for cluster, _ in clusters.values():
+        cluster.close()
     print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
         with open(args.json, "w") as fh:
