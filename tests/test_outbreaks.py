@@ -89,9 +89,12 @@ def test_the_model_uses_release_k_times_and_trials():
 
 @pytest.mark.parametrize("name", list(PRINTED))
 def test_infer_smc_abc_writes_r0(name, tmp_path, capsys):
+    analysis = tmp_path / "a.toml"
+    analysis.write_text("particles = 200\n")
     out = tmp_path / "p.nc"
-    assert main(["infer", str(RELEASES / f"sir-{name}-eps10.json"), "--method", "smc-abc", "--simulations", "1000",
-                 "--draws", "200", "--seed", "1", "--out", str(out), "--no-naive", "--quiet"]) == 0
+    assert main(["infer", str(RELEASES / f"sir-{name}-eps10.json"), "--method", "smc-abc", "--simulations", "400",
+                 "--draws", "200", "--seed", "1", "--analysis", str(analysis), "--out", str(out), "--no-naive",
+                 "--quiet"]) == 0
     post = xr.open_dataset(out, group="posterior")
     for var in ("log_beta", "log_gamma", "R0"):
         assert var in post and np.all(np.isfinite(post[var].values))

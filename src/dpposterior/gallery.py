@@ -982,7 +982,7 @@ def run_xiong_outbreaks(ctx: Context) -> Result:
         ax.set_xlabel("log beta")
         if j == 0:
             ax.set_ylabel("log gamma")
-            ax.legend(fontsize=7, markerscale=3)
+            ax.legend(fontsize=7, markerscale=1.5)
     ax = fig.add_subplot(grid[1, :])
     methods = list(plan)
     for j, (key, label, disease) in enumerate(OUTBREAKS):
