@@ -32,6 +32,7 @@ from typing_extensions import Annotated
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import BinomialTrajectory
+from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
@@ -348,7 +349,7 @@ def curate(frame, options) -> dict:
     if options.seed is None:
         rng, sampler = np.random.default_rng(), _unseeded_sampler()
     else:
-        rng, sampler = np.random.default_rng(options.seed), f"numpy-{np.__version__} (seed {options.seed})"
+        rng, sampler = np.random.default_rng(options.seed), seeded_sampler_name(options.seed)
     noisy = mech.sample(counts, rng)
     return make_release(noisy, options.epsilon, trials=trials, population=population,
                         times=[float(t) for t in times], sampler=sampler,
