@@ -109,12 +109,11 @@ def infer_cmd(
 ):
     """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
     from .analysis import load_analysis
+    from .errors import check_output_path
     from .families import get_family
     from .inference import infer
     from .release import load_release
     from .reporting import print_posterior_summary
-
-    from .errors import check_output_path
 
     check_output_path(out, "--out")  # before any work: never lose a computed posterior
     rel = load_release(release)

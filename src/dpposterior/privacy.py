@@ -664,10 +664,11 @@ def print_table(results: list[AuditResult]) -> None:
                           f"{r.claimed_epsilon:g} ({r.claimed_delta:.3g})" if i == 0 else "",
                           f"{r.analytic_epsilon:.3f}" if i == 0 else "", emp if i == 0 else "",
                           ("yes" if r.ok else "NO") if i == 0 else "")
-    Console(width=150).print(table)
+    console = Console(width=150)
+    console.print(table)
     for r in results:
         if r.refused_by_loader:
-            Console(width=150).print(f"{r.name}: load_release refuses the curator's release: {r.refused_by_loader}")
+            console.print(f"{r.name}: load_release refuses the curator's release: {r.refused_by_loader}")
 
 
 def audit_command(family, epsilon, draws, confidence, seed, out, samplers, restarts, quiet=False, bases=6) -> int:

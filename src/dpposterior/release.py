@@ -31,6 +31,9 @@ FORMAT = "dpposterior-release/1"
 NEIGHBOURING = "replace-one"
 #: relative slack when comparing a stated noise level with the required one (float round-off)
 NOISE_RTOL = 1e-9
+#: a released value further than this many Laplace scales from the range the data can give has
+#: probability < exp(-50) ~ 2e-22 under the model: the release is inconsistent with its bounds and n
+INCONSISTENCY_SCALES = 50.0
 
 
 def require_noise_at_least(field: str, stated: float, required: float, what: str = "sensitivity",

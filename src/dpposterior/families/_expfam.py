@@ -25,11 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError, RefusedError
-from ..release import FORMAT, ReleaseBase, StatisticRecord
-
-#: a released value further than this many Laplace scales from the valid range has
-#: probability < exp(-50) ~ 2e-22 under the model: the release is inconsistent with n.
-INCONSISTENCY_SCALES = 50.0
+from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 

@@ -33,13 +33,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError, RefusedError
-from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord
+from ..release import FORMAT, INCONSISTENCY_SCALES, FiniteFloat, ReleaseBase, StatisticRecord
 from . import Family, SimulatedRelease
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
 SENSITIVITY_RTOL = 1e-9
-#: a released value this many Laplace scales outside its feasible range has probability < e^-50
-INCONSISTENCY_SCALES = 50.0
 #: the widest clamping interval: (b - a)^2 must be finite in double precision
 MAX_WIDTH = 1e150
 

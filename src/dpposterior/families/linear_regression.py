@@ -170,7 +170,12 @@ class RegressionData:
     @property
     def x_eff(self) -> float:
         """Bound on the norm of a design row (with the intercept's 1 when present)."""
-        return math.sqrt(self.x_norm ** 2 + 1.0) if self.intercept else self.x_norm
+        return design_row_norm(self.x_norm, self.intercept)
+
+
+def design_row_norm(x_norm: float, intercept: bool) -> float:
+    """Bound on ||[1, x]|| (or ||x||) from the feature-row bound ``x_norm``."""
+    return math.sqrt(x_norm ** 2 + 1.0) if intercept else x_norm
 
 
 #: which per-record blocks each released statistic holds (the mechanism's input is their concatenation)
@@ -433,7 +438,7 @@ def _is_rect(value) -> bool:
 
 
 def _x_eff(rel) -> float:
-    return math.sqrt(rel.bounds.x_norm ** 2 + 1.0) if rel.intercept else rel.bounds.x_norm
+    return design_row_norm(rel.bounds.x_norm, rel.intercept)
 
 
 def _resolve(rel: LinearRegressionRelease) -> RegressionData:
@@ -794,7 +799,7 @@ def _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds, d
         # Wang (2018) Alg. 2: lambda_min(X'X) + sqrt(log(6/delta))/(eps/3) ||X||^2 N(0,1)
         # Wang's sigma sqrt(log(6/delta)) X^2/(eps/3) is below the analytic (eps/3, delta/3) value for
         # eps > ~1 (3.65 vs 3.97 at eps = 3, delta = 1e-5): we take the larger, so the release is private.
-        x_eff = math.sqrt(x_norm ** 2 + 1.0) if intercept else x_norm
+        x_eff = design_row_norm(x_norm, intercept)
         sig_l = max(math.sqrt(math.log(6.0 / delta)) * x_eff ** 2 / (eps / 3.0),
                     analytic_sigma(eps / 3.0, delta / 3.0, x_eff ** 2))
         lam = float(np.linalg.eigvalsh(values["xtx"])[0])

@@ -44,11 +44,6 @@ def exact_statistics():
         _EXACT.reset(token)
 
 
-def exact_mode() -> bool:
-    """True inside :func:`exact_statistics` (curators with their own samplers check it)."""
-    return _EXACT.get()
-
-
 def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     """Return (noisy values, sampler name).  ``scale`` is b for Laplace, sigma for Gaussian."""
     values = np.asarray(values, dtype=float)
