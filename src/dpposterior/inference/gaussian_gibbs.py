@@ -83,7 +83,11 @@ from scipy import special
 
 from ..errors import RefusedError
 from ..posterior import Posterior
-from .truncated import log_diff_exp, log_gammainc, log_gammaincc, truncgamma_rvs, truncnorm_rvs
+import math
+
+from .truncated import (_jit, inverse_gaussian_recip, log_diff_exp, log_gammainc, log_gammaincc, nb_inverse_gaussian_recip,
+                        nb_log_diff_exp, nb_log_gammainc, nb_log_gammaincc, nb_log_ndtr, nb_logaddexp, nb_truncgamma,
+                        nb_truncnorm, truncgamma_rvs, truncnorm_rvs)
 
 _EPS_S2 = 1e-12  # smallest sigma^2 / S^2 the sampler keeps (on [0, 1]): avoids division by zero
 
@@ -332,10 +336,11 @@ def draw_ybar(state: State, prob: Problem, rng):
 
 
 def draw_inv_omega2(state: State, prob: Problem, rng):
-    lam1 = 1.0 / prob.b1
-    gap = np.maximum(np.abs(prob.ystar - state.ybar), 1e-300)
-    mean = np.minimum(lam1 / gap, 1e300)
-    return np.maximum(rng.wald(mean, np.broadcast_to(lam1**2, mean.shape)), 1e-300)
+    # 1/omega^2 ~ InvGauss(mean 1/(b1 gap), shape 1/b1^2), drawn as omega^2 by the
+    # cancellation-free Michael-Schucany-Haas form: 1/rng.wald(...) lost all precision once
+    # b1/gap exceeded ~1e8 and returned 0 (omega^2 = inf) beyond ~1e15 (as gibbs_ss._sigma2)
+    b1 = np.broadcast_to(prob.b1, state.ybar.shape)
+    return 1.0 / inverse_gaussian_recip(b1 * np.abs(prob.ystar - state.ybar), b1, rng)
 
 
 def draw_s2(state: State, prob: Problem, rng):
@@ -529,9 +534,9 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
     return new, scale
 
 
-def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
+def run_chains_numpy(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
                joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1):
-    """Run ``chains`` chains vectorised; returns dict of arrays (chains, draws) on [0, 1].
+    """Reference (numpy, vectorised over chains) version of :func:`run_chains`; same algorithm.
 
     ``groups[c]`` names the dataset of chain c (for pooled warm-up adaptation).
     """
@@ -574,6 +579,341 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
     result = {k: v.T.copy() for k, v in out.items()}
     result["accepted"] = accepted_all.T.copy()
     return result
+
+
+# ---------------------------------------------------------------------------------------
+# compiled kernel (issue 18): the same sweep and joint move, one chain at a time
+# ---------------------------------------------------------------------------------------
+# Scalar transcriptions of the functions above (same conditionals, same order of updates,
+# same proposal and acceptance rule), compiled with numba and cached on disk.  Each chain
+# draws from its own numpy Generator (spawned from the caller's), so a chain's draws do not
+# depend on the other chains or on how chains are spread over threads.
+#
+# per-chain parameter vector ``par`` and flags
+_N, _YSTAR, _S2STAR, _B1, _LAM2, _MU0, _S0SQ, _KAPPA0, _NU0 = range(9)
+# state vector: mu, sigma2, Ybar, S^2, 1/omega^2
+_MU, _SIG2, _YBAR, _S2, _IOM = range(5)
+# proposal vector: random-walk Cholesky (row-major 2x2), has independence part, centre (2),
+# independence Cholesky (row-major 2x2)
+_PROP_LEN = 11
+
+
+@_jit
+def _k_tgm_log_weights(alpha, beta, lam, tau, cap):
+    tau_pos = max(tau, 0.0)
+    upper1 = min(tau_pos, cap)
+    beta_lo = beta - lam
+    beta_hi = beta + lam
+    lw1 = -np.inf
+    if upper1 > 0.0:
+        lw1 = -lam * tau - alpha * math.log(beta_lo) + nb_log_gammainc(alpha, beta_lo * upper1)
+    lw2 = -np.inf
+    if cap > tau_pos:
+        x_lo = beta_hi * tau_pos
+        x_hi = beta_hi * cap
+        if not math.isfinite(x_hi):
+            mass2 = nb_log_gammaincc(alpha, x_lo)
+        elif x_lo > alpha:
+            mass2 = nb_log_diff_exp(nb_log_gammaincc(alpha, x_lo), nb_log_gammaincc(alpha, x_hi))
+        else:
+            mass2 = nb_log_diff_exp(nb_log_gammainc(alpha, x_hi), nb_log_gammainc(alpha, x_lo))
+        lw2 = lam * tau - alpha * math.log(beta_hi) + mass2
+    return lw1, lw2
+
+
+@_jit
+def _k_log_s2_marginal(sigma2, par, cap):
+    alpha = (par[_N] - 1.0) / 2.0
+    beta = alpha / sigma2
+    lw1, lw2 = _k_tgm_log_weights(alpha, beta, par[_LAM2], par[_S2STAR], cap)
+    return math.log(par[_LAM2] / 2.0) + alpha * math.log(beta) + nb_logaddexp(lw1, lw2)
+
+
+@_jit
+def _k_normal_laplace(mu, sigma2, par):
+    var = sigma2 / par[_N]
+    sd = math.sqrt(var)
+    b1 = par[_B1]
+    d = par[_YSTAR] - mu
+    shift = var / b1
+    common = var / (2.0 * b1 * b1)
+    lwl = -d / b1 + common + nb_log_ndtr((d - shift) / sd)
+    lwr = d / b1 + common + nb_log_ndtr((-d - shift) / sd)
+    return lwl, lwr, mu + shift, mu - shift, sd
+
+
+@_jit
+def _k_log_prior(mu, sigma2, par, flat):
+    if flat:
+        return 0.0
+    return (-(par[_NU0] / 2.0 + 1.5) * math.log(sigma2)
+            - (par[_NU0] * par[_S0SQ] + par[_KAPPA0] * (mu - par[_MU0]) ** 2) / (2.0 * sigma2))
+
+
+@_jit
+def _k_feasible(mu, sigma2, par, constrained):
+    ok = sigma2 > _EPS_S2 and sigma2 < (par[_N] - 1.0) / (2.0 * par[_LAM2])
+    if constrained:
+        ok = ok and mu > 0.0 and mu < 1.0 and sigma2 <= mu * (1.0 - mu)
+    return ok
+
+
+@_jit
+def _k_log_joint_target(mu, sigma2, ybar, log_l1, par, flat, constrained):
+    if not _k_feasible(mu, sigma2, par, constrained):
+        return -np.inf
+    cap = np.inf
+    if constrained:
+        n = par[_N]
+        cap = n / (n - 1.0) * ybar * (1.0 - ybar)
+        if not cap > 0.0:
+            return -np.inf
+    value = _k_log_prior(mu, sigma2, par, flat) + log_l1 + _k_log_s2_marginal(sigma2, par, cap) + math.log(sigma2)
+    return value if math.isfinite(value) else -np.inf
+
+
+@_jit
+def _k_sweep(st, par, flat, constrained, paper_sigma2, rng):
+    """:func:`gibbs_sweep` for one chain: S^2, 1/omega^2, mu, sigma^2, Ybar."""
+    n = par[_N]
+    sigma2_max = (n - 1.0) / (2.0 * par[_LAM2])
+    # S^2 | . : TGM (App. B), truncated to (0, cap] when constrained (eq. 57)
+    alpha = (n - 1.0) / 2.0
+    beta = alpha / st[_SIG2]
+    lam = par[_LAM2]
+    tau = par[_S2STAR]
+    cap = n / (n - 1.0) * st[_YBAR] * (1.0 - st[_YBAR]) if constrained else np.inf
+    cap = max(cap, 2 * _EPS_S2)
+    lw1, lw2 = _k_tgm_log_weights(alpha, beta, lam, tau, cap)
+    p1 = math.exp(lw1 - nb_logaddexp(lw1, lw2))
+    tau_pos = max(tau, 0.0)
+    if rng.random() < p1:
+        s2 = nb_truncgamma(rng, alpha, beta - lam, 0.0, min(tau_pos, cap))
+    else:
+        s2 = nb_truncgamma(rng, alpha, beta + lam, tau_pos, cap)
+    st[_S2] = max(s2, _EPS_S2)
+    # 1/omega^2 | . ~ InvGauss(1/(b1 |ystar - Ybar|), 1/b1^2) (eq. 51), cancellation-free
+    b1 = par[_B1]
+    st[_IOM] = 1.0 / nb_inverse_gaussian_recip(rng, b1 * abs(par[_YSTAR] - st[_YBAR]), b1)
+    # mu | . (eq. 48 / 53)
+    prec_n = n + par[_KAPPA0]
+    mean = (n * st[_YBAR] + par[_KAPPA0] * par[_MU0]) / prec_n
+    sd = math.sqrt(st[_SIG2] / prec_n)
+    if constrained:
+        half = math.sqrt(max(0.25 - st[_SIG2], 0.0))
+        st[_MU] = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
+    else:
+        st[_MU] = mean + sd * rng.standard_normal()
+    # sigma^2 | . (module docstring / eq. 59), truncated
+    mu = st[_MU]
+    if flat:
+        shape = (n - 2.0) / 2.0
+        rate = ((n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2) / 2.0
+    elif paper_sigma2:
+        shape = (n + par[_NU0]) / 2.0
+        rate = (par[_NU0] * par[_S0SQ] + (n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2) / 2.0
+    else:
+        shape = (n + par[_NU0] + 1.0) / 2.0
+        rate = (par[_NU0] * par[_S0SQ] + (n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2
+                + par[_KAPPA0] * (mu - par[_MU0]) ** 2) / 2.0
+    rate = max(rate, 1e-300)
+    upper = sigma2_max
+    if constrained:
+        upper = min(upper, mu * (1.0 - mu))
+    precision = nb_truncgamma(rng, shape, rate, 1.0 / upper, np.inf)
+    st[_SIG2] = min(max(1.0 / precision, min(_EPS_S2, upper)), upper)
+    # Ybar | . (eq. 50 / 55)
+    prec = st[_IOM] + n / st[_SIG2]
+    mean = (par[_YSTAR] * st[_IOM] + n * mu / st[_SIG2]) / prec
+    sd = 1.0 / math.sqrt(prec)
+    if constrained:
+        half = math.sqrt(max(0.25 - (n - 1.0) / n * st[_S2], 0.0))
+        st[_YBAR] = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
+    else:
+        st[_YBAR] = mean + sd * rng.standard_normal()
+
+
+@_jit
+def _k_log_t(mu, eta, prop):
+    d0 = mu - prop[5]
+    d1 = eta - prop[6]
+    y0 = d0 / prop[7]
+    y1 = (d1 - prop[9] * y0) / prop[10]
+    return -(T_DF + 2.0) / 2.0 * math.log1p((y0 * y0 + y1 * y1) / T_DF)
+
+
+@_jit
+def _k_joint_move(st, par, prop, flat, constrained, rng):
+    """:func:`joint_move` for one chain; returns whether the move was accepted."""
+    z0 = rng.standard_normal()
+    z1 = rng.standard_normal()
+    mu_new = st[_MU] + prop[0] * z0 + prop[1] * z1
+    sigma2_new = st[_SIG2] * math.exp(prop[2] * z0 + prop[3] * z1)
+    log_q_ratio = 0.0
+    if prop[4] > 0.0:
+        independent = rng.random() < P_INDEPENDENT
+        w = math.sqrt(2.0 * rng.standard_gamma(T_DF / 2.0) / T_DF)
+        if independent:
+            mu_new = prop[5] + (prop[7] * z0 + prop[8] * z1) / w
+            sigma2_new = math.exp(min(prop[6] + (prop[9] * z0 + prop[10] * z1) / w, 700.0))
+            log_q_ratio = (_k_log_t(st[_MU], math.log(st[_SIG2]), prop)
+                           - _k_log_t(mu_new, math.log(max(sigma2_new, 1e-300)), prop))
+    ok = _k_feasible(mu_new, sigma2_new, par, constrained)
+    mu_s = mu_new if ok else st[_MU]
+    s2_s = sigma2_new if ok else st[_SIG2]
+    # Ybar from r(Ybar | mu, s2): two-piece truncated-normal mixture split at ystar
+    lwl, lwr, ml, mr, sd = _k_normal_laplace(mu_s, s2_s, par)
+    log_norm = nb_logaddexp(lwl, lwr)
+    ystar = par[_YSTAR]
+    if rng.random() < math.exp(lwl - log_norm):
+        ybar_new = nb_truncnorm(rng, ml, sd, -np.inf, ystar)
+    else:
+        ybar_new = nb_truncnorm(rng, mr, sd, ystar, np.inf)
+    log_2b1 = math.log(2.0 * par[_B1])
+    log_new = -np.inf
+    if ok:
+        log_new = _k_log_joint_target(mu_s, s2_s, ybar_new, log_norm - log_2b1, par, flat, constrained)
+    lwl, lwr, _, _, _ = _k_normal_laplace(st[_MU], st[_SIG2], par)
+    log_old = _k_log_joint_target(st[_MU], st[_SIG2], st[_YBAR], nb_logaddexp(lwl, lwr) - log_2b1, par, flat,
+                                  constrained)
+    u = rng.random()
+    accept = (math.log(u) if u > 0.0 else -np.inf) < (log_new - log_old + log_q_ratio)
+    # a current state of log density -inf (possible only at the first steps) always moves
+    if not math.isfinite(log_old) and math.isfinite(log_new):
+        accept = True
+    if accept:
+        st[_MU] = mu_s
+        st[_SIG2] = s2_s
+        st[_YBAR] = ybar_new
+    return accept
+
+
+@_jit
+def advance_chain(st, par, prop, flags, rng, skip, n_rec, thin, out_mu, out_s2, out_acc):
+    """Run one chain: ``skip`` unrecorded iterations, then ``n_rec`` records every ``thin``.
+
+    ``flags`` = (flat, constrained, paper_sigma2, joint_update).  Updates ``st`` in place,
+    writes (mu, sigma2, accepted) of the recorded iterations, returns the number of joint
+    moves accepted over all iterations.
+    """
+    flat = flags[0] != 0
+    constrained = flags[1] != 0
+    paper = flags[2] != 0
+    joint = flags[3] != 0
+    total = 0
+    for i in range(skip + n_rec * thin):
+        _k_sweep(st, par, flat, constrained, paper, rng)
+        acc = False
+        if joint:
+            acc = _k_joint_move(st, par, prop, flat, constrained, rng)
+            total += acc
+        j = i - skip
+        if j >= 0 and (j + 1) % thin == 0:
+            r = j // thin
+            out_mu[r] = st[_MU]
+            out_s2[r] = st[_SIG2]
+            out_acc[r] = acc
+    return total
+
+
+def _par_matrix(prob: Problem, chains: int):
+    keys = ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")
+    return np.ascontiguousarray(np.stack([np.broadcast_to(np.asarray(getattr(prob, k), float), (chains,))
+                                          for k in keys], axis=1))
+
+
+def _prop_matrix(proposal: Proposal):
+    chains = proposal.chol.shape[0]
+    out = np.zeros((chains, _PROP_LEN))
+    out[:, 0:4] = proposal.chol.reshape(chains, 4)
+    if proposal.center is not None:
+        out[:, 4] = 1.0
+        out[:, 5:7] = proposal.center
+        out[:, 7:11] = proposal.ind_chol.reshape(chains, 4)
+    return out
+
+
+#: chains x iterations above which chains run on threads (below it the thread start costs more)
+PARALLEL_MIN_ITERATIONS = 20_000
+
+
+def default_workers(chains: int, iterations: int) -> int:
+    """Threads for the chains: all cores when the run is long enough to gain from them."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if chains < 2 or chains * iterations < PARALLEL_MIN_ITERATIONS:
+        return 1
+    return max(1, min(cores, chains))
+
+
+def _map_chains(fn, chains: int, workers: int):
+    if workers <= 1:
+        return [fn(c) for c in range(chains)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the kernels release the GIL (nogil); each chain has its own generator, so the result
+    # is the same whatever the number of threads
+    blocks = [range(c, chains, workers) for c in range(workers)]
+    with ThreadPoolExecutor(workers) as ex:
+        parts = list(ex.map(lambda b: [(c, fn(c)) for c in b], blocks))
+    out = [None] * chains
+    for part in parts:
+        for c, v in part:
+            out[c] = v
+    return out
+
+
+def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
+               joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1,
+               workers: int | None = None):
+    """Run ``chains`` chains (compiled kernel); returns dict of arrays (chains, draws) on [0, 1].
+
+    ``groups[c]`` names the dataset of chain c (for pooled warm-up adaptation).  Starting
+    points and the proposal adaptation are those of :func:`run_chains_numpy`; the
+    iterations run in :func:`advance_chain`, one window of warm-up at a time (the proposal
+    is refitted between windows, pooled over the chains of a dataset).  ``workers``: threads
+    (default :func:`default_workers`); the draws do not depend on it.
+    """
+    if groups is None:
+        groups = np.zeros(chains, dtype=np.int64)
+    state = init(prob, chains, rng)
+    proposal = initial_proposal(prob, chains) if joint_update else Proposal(chol=np.zeros((chains, 2, 2)))
+    scale = np.ones(groups.max() + 1)
+    par = _par_matrix(prob, chains)
+    flags = np.array([prob.flat, prob.constrained, prob.paper_sigma2, joint_update], dtype=np.int64)
+    st = np.ascontiguousarray(np.stack([np.broadcast_to(v, (chains,)) for v in
+                                        (state.mu, state.sigma2, state.ybar, state.s2, state.inv_omega2)], axis=1))
+    chain_rngs = rng.spawn(chains)
+    if workers is None:
+        workers = default_workers(chains, warmup + draws * thin)
+    windows = []
+    remaining, size = warmup, 25
+    while remaining > 0:
+        size = min(size, remaining)
+        if remaining - size < size:  # merge a short tail into the last window
+            size = remaining
+        windows.append(size)
+        remaining -= size
+        size *= 2
+    for w in windows:
+        keep = max(w // 2, 1)
+        prop = _prop_matrix(proposal)
+        hist_mu = np.empty((chains, keep))
+        hist_s2 = np.empty((chains, keep))
+        hist_acc = np.empty((chains, keep), bool)
+        acc = np.array(_map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], w - keep,
+                                                           keep, 1, hist_mu[c], hist_s2[c], hist_acc[c]),
+                                   chains, workers), float)
+        if joint_update and w >= 10:
+            proposal, scale = _adapt(proposal, hist_mu.T, np.log(hist_s2.T), acc / w, groups, scale)
+    prop = _prop_matrix(proposal)
+    out_mu = np.empty((chains, draws))
+    out_s2 = np.empty((chains, draws))
+    out_acc = np.zeros((chains, draws), bool)
+    _map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], 0, draws, thin, out_mu[c],
+                                        out_s2[c], out_acc[c]), chains, workers)
+    return {"mu": out_mu, "sigma2": out_s2, "accepted": out_acc}
 
 
 def predictive(mu, sigma2, constrained: bool, rng):
