@@ -102,6 +102,7 @@ def infer_cmd(
     simulations: Optional[int] = typer.Option(None, "--simulations", help="SBI: simulations per round (SMC-ABC: total)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="SBI: number of rounds."),
     rqmc_points: Optional[int] = typer.Option(None, "--rqmc-points", help="SBI: RQMC replicates per simulation."),
+    device: Optional[str] = typer.Option(None, "--device", help="SBI flows (sppe, sple): cpu, cuda or auto (CUDA when present)."),
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
@@ -123,10 +124,10 @@ def infer_cmd(
         typer.echo(f"note: this release is NOT (epsilon, delta)-DP: {rel.not_dp}", err=True)
     for key, value in (("method", method), ("draws", draws), ("warmup", warmup), ("chains", chains),
                        ("seed", seed), ("simulations", simulations), ("rounds", rounds),
-                       ("rqmc_points", rqmc_points)):
+                       ("rqmc_points", rqmc_points), ("device", device)):
         if value is not None:
             kwargs[key] = value
-    for key in ("simulations", "rounds", "rqmc_points"):
+    for key in ("simulations", "rounds", "rqmc_points", "device"):
         if key in kwargs and key not in family.analysis_keys:
             raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
     from .execution import use_workers

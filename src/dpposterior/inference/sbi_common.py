@@ -28,6 +28,9 @@ SBI_OPTIONS = {
     "max_epochs": None,
     "num_atoms": None,
     "combined_loss": None,
+    "proposal": None,
+    "batch_size": None,
+    "device": None,
 }
 
 
@@ -82,6 +85,23 @@ def float_option(extra: dict, key: str, default: float, low: float, high: float)
             or not (low < float(value) < high):
         raise InputError(key, f"must be a number in ({low:g}, {high:g}) (got {value!r})")
     return float(value)
+
+
+def choice_option(extra: dict, key: str, default: str, choices: tuple) -> str:
+    value = extra.get(key, default)
+    if value is None:
+        value = default
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise InputError(key, f"must be one of {', '.join(choices)} (got {value!r})")
+    return value.lower()
+
+
+def device_option(extra: dict) -> str:
+    """``device``: cpu (default), cuda or auto (CUDA when torch sees one); refused if cuda is absent."""
+    from ..sbi.flows import resolve_device
+
+    value = choice_option(extra, "device", "cpu", ("cpu", "cuda", "auto"))
+    return str(resolve_device(value))
 
 
 def model_for(release, prior):

@@ -34,7 +34,7 @@ def run_naive_npe(model, simulations: int = 1000, rounds: int = 1, draws: int = 
     """NPE on the noise-free statistic, conditioned on ``model.observed`` (the DP release)."""
     return run_sppe(model.without_noise(), simulations, rounds, rqmc_points=1, rqmc=False, draws=draws, seed=seed,
                     num_atoms=num_atoms, config=config, quiet=quiet, round_callback=round_callback,
-                    description="naive NPE")
+                    description="naive NPE", proposal="atomic")
 
 
 def release_zscore(flow, observed) -> float:
@@ -45,7 +45,7 @@ def release_zscore(flow, observed) -> float:
     is arbitrary (it can collapse to a point).  Recorded in the posterior's attrs.
     """
     obs = torch.as_tensor(np.asarray(observed, float), dtype=torch.float32)
-    return float(((obs - flow.c_mean) / flow.c_std).abs().max())
+    return float(((obs - flow.c_mean.cpu()) / flow.c_std.cpu()).abs().max())
 
 
 def naive(release, prior, options):

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from scipy import special
 
-from ..sbi.flows import FlowConfig, StandardizedFlow, configure_torch, pick_replicates, robust_scale, train
+from ..sbi.flows import (FlowConfig, StandardizedFlow, configure_torch, pick_replicates, resolve_device,
+                         robust_scale, train)
 from ..sbi.slice import slice_sample
 from . import sbi_common as common
 from .sppe import SBIResult, _next_round
@@ -22,14 +23,15 @@ from .sppe import SBIResult, _next_round
 
 def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
              draws: int = 5000, seed: int = 0, config: FlowConfig | None = None, quiet: bool = True,
-             round_callback=None, chains: int = 50, warmup: int = 30) -> SBIResult:
-    """Algorithm 2.  ``round_callback(r, sample_fn, info)`` after each round."""
+             round_callback=None, chains: int = 50, warmup: int = 30, device: str = "cpu") -> SBIResult:
+    """Algorithm 2.  ``round_callback(r, sample_fn, info)`` after each round; ``device`` cpu, cuda or auto."""
     config = config or FlowConfig()
+    dev = resolve_device(device)
     configure_torch(seed)
     ss = np.random.SeedSequence(seed)
     rng_sim, rng_split, rng_mcmc = (np.random.default_rng(s) for s in ss.spawn(3))
-    gen = torch.Generator().manual_seed(int(ss.generate_state(1)[0]))
-    observed = torch.as_tensor(model.observed, dtype=torch.float32)
+    gen = torch.Generator(device=dev).manual_seed(int(ss.generate_state(1)[0]))
+    observed = torch.as_tensor(model.observed, dtype=torch.float32, device=dev)
     flow = None
     thetas, sdps, is_val, info_rounds = [], [], [], []
     watch = common.Stopwatch()
@@ -37,10 +39,10 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 
     @torch.no_grad()
     def log_likelihood(theta, sdp=None) -> np.ndarray:
-        theta = torch.as_tensor(np.asarray(theta, float).reshape(-1, model.dim), dtype=torch.float32)
-        y = observed if sdp is None else torch.as_tensor(np.asarray(sdp, float), dtype=torch.float32)
+        theta = torch.as_tensor(np.asarray(theta, float).reshape(-1, model.dim), dtype=torch.float32, device=dev)
+        y = observed if sdp is None else torch.as_tensor(np.asarray(sdp, float), dtype=torch.float32, device=dev)
         y = y.expand(len(theta), model.stat_dim)
-        return flow.log_prob(y, theta).double().numpy()
+        return flow.log_prob(y, theta).double().cpu().numpy()
 
     def log_post(theta):
         return model.prior.log_prob(theta) + log_likelihood(theta)
@@ -69,9 +71,9 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
             if flow is None:
                 c_mean, c_std = robust_scale(theta)
                 y_mean, y_std = robust_scale(sdp.reshape(-1, sdp.shape[-1]))
-                flow = StandardizedFlow(model.stat_dim, model.dim, y_mean, y_std, c_mean, c_std, config)
-            th_all = torch.as_tensor(np.concatenate(thetas), dtype=torch.float32)
-            sdp_all = torch.as_tensor(np.concatenate(sdps), dtype=torch.float32)
+                flow = StandardizedFlow(model.stat_dim, model.dim, y_mean, y_std, c_mean, c_std, config).to(dev)
+            th_all = torch.as_tensor(np.concatenate(thetas), dtype=torch.float32, device=dev)
+            sdp_all = torch.as_tensor(np.concatenate(sdps), dtype=torch.float32, device=dev)
             val_all = np.concatenate(is_val)
 
             def batch_loss(idx):
@@ -102,15 +104,16 @@ def sple(release, prior, options):
     """Engine ``sple``: Algorithm 2 with the paper's defaults (N = 1000 per round, R = 10)."""
     family, model = common.model_for(release, prior)
     extra = options.extra
-    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs"}, "sple")
+    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "device"}, "sple")
     simulations = common.int_option(extra, "simulations", 1000, minimum=20)
     rounds = common.int_option(extra, "rounds", 10)
     m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
     rqmc = common.bool_option(extra, "rqmc", True)
     config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
     total = options.draws * options.chains
-    res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, options.quiet)
+    device = common.device_option(extra)
+    res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, options.quiet, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
-             "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)"}
+             "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)", "device": device}
     return common.to_posterior(family.name, "sple", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds, "log_likelihood": res.log_likelihood})

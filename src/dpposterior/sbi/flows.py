@@ -54,6 +54,28 @@ class FlowConfig:
     replicates_per_step: int | None = 1
 
 
+def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:
+    """"cpu", "cuda" (or "cuda:N") or "auto" (CUDA when available, else CPU) -> torch.device."""
+    if device is None:
+        device = "cpu"
+    if isinstance(device, torch.device):
+        return device
+    name = str(device).strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            from ..errors import InputError
+
+            raise InputError("device", f"{device!r} requested but torch sees no CUDA device")
+        return torch.device(name)
+    if name == "cpu":
+        return torch.device("cpu")
+    from ..errors import InputError
+
+    raise InputError("device", f"must be cpu, cuda or auto (got {device!r})")
+
+
 def configure_torch(seed: int) -> None:
     """Seed torch from the run's seed and use few threads (the machine has 2 shared cores)."""
     torch.manual_seed(int(seed) % (2**63))
@@ -129,7 +151,8 @@ def pick_replicates(sdp: torch.Tensor, k: int | None, generator: torch.Generator
     b, m, r = sdp.shape
     if k is None or k >= m:
         return sdp
-    order = torch.argsort(torch.rand(b, m, generator=generator), dim=1)[:, :k]
+    device = generator.device if generator is not None else sdp.device
+    order = torch.argsort(torch.rand(b, m, generator=generator, device=device), dim=1)[:, :k]
     return torch.gather(sdp, 1, order[:, :, None].expand(b, k, r))
 
 
@@ -149,8 +172,9 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
     """
     opt = torch.optim.Adam(module.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay,
                            fused=True)
-    train_idx = torch.as_tensor(train_index, dtype=torch.long)
-    val_idx = torch.as_tensor(val_index, dtype=torch.long)
+    device = generator.device
+    train_idx = torch.as_tensor(train_index, dtype=torch.long, device=device)
+    val_idx = torch.as_tensor(val_index, dtype=torch.long, device=device)
     best = math.inf
     best_state = copy.deepcopy(module.state_dict())
     since_best = 0
@@ -159,8 +183,8 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
     while epoch < config.max_epochs:
         epoch += 1
         module.train()
-        perm = train_idx[torch.randperm(len(train_idx), generator=generator)]
-        total = 0.0
+        perm = train_idx[torch.randperm(len(train_idx), generator=generator, device=device)]
+        total = torch.zeros((), device=device)
         for start in range(0, len(perm), config.batch_size):
             idx = perm[start:start + config.batch_size]
             if len(idx) < 2:
@@ -170,8 +194,8 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 5.0)
             opt.step()
-            total += float(loss.detach()) * len(idx)
-        last_train = total / max(len(perm), 1)
+            total += loss.detach() * len(idx)   # no host sync per step (matters on a GPU)
+        last_train = float(total) / max(len(perm), 1)
         module.eval()
         with torch.no_grad():
             val = 0.0

@@ -1,0 +1,242 @@
+"""SPPE / SPLE / SMC-ABC against sbi's sequential NPE-C (APT) at equal simulations (issue 19).
+
+A user of the ``sbi`` package would put the Laplace noise inside the simulator and run
+sequential NPE-C.  This runs that side by side with dpposterior's engines on linreg-ju,
+scored against the exact (pseudo-marginal importance-sampling) references of
+benchmarks/linreg_ju_reference.py (``benchmarks/results/isref_<problem>.npz``):
+
+* ``sbi``         sbi 0.27 ``NPE_C`` with its defaults (MAF, 5 transforms, 50 hidden, batch 200);
+* ``sbi-nsf``     the same with our flow size (NSF, 8 transforms, 50 hidden, 10 bins);
+* ``sppe``        dpposterior SPPE (truncated proposals, M = 8 RQMC replicates);
+* ``sppe-atomic`` SPPE with the paper's atomic (APT) rounds;
+* ``sple``        dpposterior SPLE;   ``smc-abc``  SMC-ABC with the same total simulations.
+
+Method specs take ``:key=value`` overrides of FlowConfig / run_sppe, e.g.
+``sppe:batch_size=200:replicates_per_step=8``.  Runs are interleaved (seed-major, methods in
+turn) so machine contention is shared; torch threads are set equal for every system
+(``--threads``).  After each round in ``--report-rounds``: C2ST (2,000 draws each),
+max |mean - exact mean| / exact sd, max |sd / exact sd - 1|, the wall and CPU time of the
+method up to that round (metric computation excluded, 2,000 posterior draws included).
+
+    python benchmarks/sbi_peer.py --problem linreg-ju-eps1 --rounds 2 --seeds 0,1,2 \\
+        --methods sppe,sbi,sbi-nsf,sple,smc-abc --out benchmarks/results/sbi_peer_eps1.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DRAWS = 2000
+
+
+def load_model(problem):
+    from dpposterior.families import get_family
+    from dpposterior.release import load_release
+
+    rel = load_release(ROOT / "examples" / "releases" / f"{problem}.json")
+    fam = get_family(rel.family)
+    return fam.hooks["sbi_model"](rel, fam.parse_prior(None, rel))
+
+
+def exact_reference(problem, seed=0):
+    z = np.load(RESULTS / f"isref_{problem}.npz")
+    w = np.exp(z["log_weight"] - z["log_weight"].max())
+    w /= w.sum()
+    mean = w @ z["theta"]
+    sd = np.sqrt(w @ (z["theta"] - mean) ** 2)
+    idx = np.random.default_rng(seed).choice(len(w), size=DRAWS, p=w)
+    return {"draws": z["theta"][idx], "mean": mean, "sd": sd}
+
+
+def score(theta, ref):
+    from dpposterior.diagnostics.metrics import c2st
+
+    theta = np.asarray(theta, float)
+    mean, sd = theta.mean(0), theta.std(0)
+    return {"c2st": float(c2st(theta, ref["draws"], max_samples=DRAWS)),
+            "mean_err": float(np.max(np.abs(mean - ref["mean"]) / ref["sd"])),
+            "sd_err": float(np.max(np.abs(sd / ref["sd"] - 1))),
+            "mean": mean.tolist(), "sd": sd.tolist()}
+
+
+class Clock:
+    """Wall and CPU seconds of the method, with the scoring excluded (pause/resume)."""
+
+    def __init__(self):
+        self.wall = self.cpu = 0.0
+        self.resume()
+
+    def resume(self):
+        self._w, self._c = time.perf_counter(), time.process_time()
+
+    def pause(self):
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+
+def parse_spec(spec):
+    name, *kv = spec.split(":")
+    opts = {}
+    for item in kv:
+        k, v = item.split("=")
+        opts[k] = json.loads(v) if v not in ("cpu", "cuda", "auto", "truncated", "atomic") else v
+    return name, opts
+
+
+def run_dpp(name, opts, model, args, seed, ref, report):
+    from dpposterior.inference.sple import run_sple
+    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.flows import FlowConfig
+
+    cfg_keys = set(FlowConfig.__dataclass_fields__)
+    cfg = FlowConfig(**{k: v for k, v in opts.items() if k in cfg_keys})
+    kw = {k: v for k, v in opts.items() if k not in cfg_keys}
+    rows = []
+    clock = Clock()
+
+    def callback(r, sample, info):
+        if r in report:
+            theta = sample(DRAWS)
+            clock.pause()
+            rows.append({"round": r, "simulations": info["simulations"], "wall_s": clock.wall,
+                         "cpu_s": clock.cpu, **{k: v for k, v in info.items() if k not in ("round",)},
+                         **score(theta, ref)})
+            print(f"  {name} {opts} seed {seed} round {r}: " + fmt(rows[-1]), flush=True)
+            clock.resume()
+
+    runner = run_sppe if name in ("sppe", "sppe-atomic") else run_sple
+    if name == "sppe-atomic":
+        kw["proposal"] = "atomic"
+    runner(model, args.simulations, max(report), args.rqmc_points, True, DRAWS, seed, config=cfg,
+           round_callback=callback, **kw)
+    return rows
+
+
+def run_abc(model, args, seed, ref, report):
+    from dpposterior.inference.smc_abc import run_smc_abc
+
+    rows = []
+    for r in sorted(report):
+        clock = Clock()
+        res = run_smc_abc(model, simulations=r * args.simulations, particles=min(1000, args.simulations),
+                          seed=seed)
+        theta = res.resample(DRAWS, np.random.default_rng(seed))
+        clock.pause()
+        rows.append({"round": r, "simulations": r * args.simulations, "wall_s": clock.wall, "cpu_s": clock.cpu,
+                     **score(theta, ref)})
+        print(f"  smc-abc seed {seed} sims {r * args.simulations}: " + fmt(rows[-1]), flush=True)
+    return rows
+
+
+def run_sbi(name, opts, model, args, seed, ref, report):
+    import torch
+    from sbi.inference import NPE_C
+    from sbi.neural_nets import posterior_nn
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    prior = torch.distributions.MultivariateNormal(torch.as_tensor(model.prior.mean, dtype=torch.float32),
+                                                   torch.as_tensor(model.prior.cov, dtype=torch.float32))
+
+    def simulator(theta):
+        th = theta.double().numpy()
+        x = model.privatize(model.statistics(th, rng), rng)  # the Laplace noise inside the simulator
+        return torch.as_tensor(x, dtype=torch.float32)
+
+    if name == "sbi-nsf":
+        de = posterior_nn("nsf", hidden_features=50, num_transforms=8, num_bins=10)
+        inference = NPE_C(prior=prior, density_estimator=de)
+    else:
+        inference = NPE_C(prior=prior)
+    x_o = torch.as_tensor(model.observed, dtype=torch.float32)
+    proposal = prior
+    rows = []
+    clock = Clock()
+    for r in range(1, max(report) + 1):
+        theta = proposal.sample((args.simulations,))
+        x = simulator(theta)
+        estimator = inference.append_simulations(theta, x, proposal=proposal).train(**opts)
+        posterior = inference.build_posterior(estimator)
+        proposal = posterior.set_default_x(x_o)
+        if r in report:
+            draws = proposal.sample((DRAWS,), show_progress_bars=False).double().numpy()
+            clock.pause()
+            rows.append({"round": r, "simulations": r * args.simulations, "wall_s": clock.wall,
+                         "cpu_s": clock.cpu, "epochs": int(inference._summary["epochs_trained"][-1]),
+                         **score(draws, ref)})
+            print(f"  {name} seed {seed} round {r}: " + fmt(rows[-1]), flush=True)
+            clock.resume()
+    return rows
+
+
+def fmt(row):
+    return (f"C2ST {row['c2st']:.3f}  mean err {row['mean_err']:.3f} sd  sd err {row['sd_err']:.3f}  "
+            f"wall {row['wall_s']:.1f} s  CPU {row['cpu_s']:.1f} s")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--problem", default="linreg-ju-eps1")
+    ap.add_argument("--methods", default="sppe,sbi,sbi-nsf,sple,smc-abc")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--report-rounds", default=None, help="comma list (default: the last round)")
+    ap.add_argument("--simulations", type=int, default=1000)
+    ap.add_argument("--rqmc-points", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    os.environ["DPPOSTERIOR_TORCH_THREADS"] = str(args.threads)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    report = sorted({int(v) for v in (args.report_rounds or str(args.rounds)).split(",")})
+    model = load_model(args.problem)
+    ref = exact_reference(args.problem)
+    out_path = Path(args.out) if args.out else RESULTS / f"sbi_peer_{args.problem}_r{args.rounds}.json"
+    out = json.loads(out_path.read_text()) if out_path.exists() else {"problem": args.problem, "runs": []}
+    out["args"] = vars(args)
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for spec in args.methods.split(","):
+            name, opts = parse_spec(spec)
+            uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+            torch.set_num_threads(args.threads)
+            if name in ("sbi", "sbi-nsf"):
+                rows = run_sbi(name, opts, model, args, seed, ref, report)
+            elif name == "smc-abc":
+                rows = run_abc(model, args, seed, ref, report)
+            else:
+                rows = run_dpp(name, opts, model, args, seed, ref, report)
+            out["runs"].append({"method": spec, "seed": seed, "threads": args.threads, "uptime_before": uptime,
+                                "rows": rows})
+            out_path.write_text(json.dumps(out, indent=1))
+    summarise(out)
+
+
+def summarise(out):
+    from collections import defaultdict
+
+    groups = defaultdict(list)
+    for run in out["runs"]:
+        for row in run["rows"]:
+            groups[(run["method"], row["round"])].append(row)
+    print(f"\n{out['problem']}: mean over seeds (n)")
+    print("| method | rounds | seeds | C2ST | max abs dmean/sd | sd err | wall s | CPU s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (method, r), rows in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        m = {k: np.mean([row[k] for row in rows]) for k in ("c2st", "mean_err", "sd_err", "wall_s", "cpu_s")}
+        print(f"| {method} | {r} | {len(rows)} | {m['c2st']:.3f} | {m['mean_err']:.3f} | {m['sd_err']:.3f} | "
+              f"{m['wall_s']:.1f} | {m['cpu_s']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
