@@ -11,8 +11,9 @@ __version__ = "0.1.0"
 
 from .errors import InputError, RefusedError  # noqa: E402
 from .inference import InferenceOptions, infer  # noqa: E402
+from .model import Model  # noqa: E402
 from .posterior import Posterior  # noqa: E402
 from .release import load_release  # noqa: E402
 
-__all__ = ["infer", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
+__all__ = ["infer", "Model", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
            "__version__"]

@@ -216,3 +216,7 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
                     curate=curate)
+
+# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
+FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
+FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}

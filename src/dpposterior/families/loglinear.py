@@ -258,3 +258,7 @@ def curate(frame, options) -> dict:
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
                     curate=curate)
+
+# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
+FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
+FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}

@@ -48,18 +48,26 @@ class InferenceOptions:
         return self
 
 
-def infer(release, prior=None, method: str = "auto", *, constrained: bool | None = None,
+def infer(release, prior=None, method: str = "auto", *, observed=None, constrained: bool | None = None,
           draws: int | None = None, warmup: int | None = None, chains: int | None = None,
           seed: int | None = None, quiet: bool = True, scheduler: str = "serial", **extra):
     """Posterior of the family parameters given a DP release, accounting for the mechanism.
 
-    ``release``: path, dict or loaded release.  ``prior``: dict in the analysis
+    ``release``: path, dict or loaded release -- or a user :class:`~dpposterior.Model`, with the
+    released values in ``observed`` (methods ``auto``, ``da-mcmc``, ``smc-abc``, ``sppe``,
+    ``sple``; :mod:`~dpposterior.inference.user_model`).  ``prior``: dict in the analysis
     file's ``[prior]`` form, a family prior object, or None for the family default.
     Remaining keyword arguments are engine options (e.g. ``simulations=1000``).
     Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
     """
+    from ..model import Model
     from ..release import load_release
 
+    if isinstance(release, Model):
+        return _infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
+                            seed=seed, quiet=quiet, scheduler=scheduler, extra=extra)
+    if observed is not None:
+        raise InputError("observed", "is for a dpposterior.Model; a release file carries its own values")
     release = load_release(release)
     family = _family_of(release)
     if not isinstance(method, str):
@@ -104,6 +112,42 @@ def infer(release, prior=None, method: str = "auto", *, constrained: bool | None
     for name in ("draws", "warmup", "chains"):
         post.attrs.setdefault(f"options_{name}", getattr(options, name))
     return post
+
+
+def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed, quiet, scheduler, extra):
+    """``infer`` on a user model: the priors live in ``model.params``, so ``prior`` must be None."""
+    from ..execution import check_scheduler, use_executor
+    from .user_model import infer_model, resolve_method
+
+    if prior is not None:
+        raise InputError("prior", "a dpposterior.Model carries its priors in params; leave prior unset")
+    resolved = resolve_method(model, method)
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    options = InferenceOptions(method=resolved, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
+        if value is not None:
+            setattr(options, name, value)
+    options.validate()
+    check_scheduler(scheduler)
+    with use_executor(scheduler):
+        post = infer_model(model, observed, options)
+    post.attrs.setdefault("seed", seed)
+    for name in ("draws", "warmup", "chains"):
+        post.attrs.setdefault(f"options_{name}", getattr(options, name))
+    return post
+
+
+def describe_prior(prior, prior_obj) -> str:
+    """A one-line description of the prior for the summary header and the file's ``prior`` attribute."""
+    if prior is None:
+        text = f"family default: {prior_obj!r}"
+    elif isinstance(prior, dict):
+        text = ", ".join(f"{k}={v}" for k, v in prior.items())
+    else:
+        text = repr(prior_obj)
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _family_of(release):

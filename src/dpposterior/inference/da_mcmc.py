@@ -1,0 +1,295 @@
+"""Data-augmentation MCMC for DP releases (Ju, Awan, Gong & Rao, NeurIPS 2022).
+
+The private-data posterior pi(theta | s_dp) of Xiong, Ju & Zhang eq. (3) has an intractable
+likelihood f(s_dp | theta) = int f(x | theta) eta(s_dp | x) dx (their eq. 2).  Ju et al. sample
+the joint p(theta, x | s_dp) propto pi(theta) prod_i f(x_i | theta) eta(s_dp | sum_i t(x_i))
+by Gibbs over (theta, x_1..x_n):
+
+1. theta | x: from the model's ``complete_posterior(records, rng)`` (a conjugate draw) when it
+   has one; otherwise ``theta_steps`` adaptive random-walk Metropolis steps on the
+   unconstrained theta targeting sum_i log f(x_i | theta) + log pi(theta) (+ log Jacobian).
+   The proposal covariance and scale adapt during warm-up only (Haario et al. 2001 with a
+   Robbins-Monro scale toward acceptance 0.3), then stay fixed, so the kept draws come from
+   a time-homogeneous kernel.
+2. x_i | theta, x_{-i}, s_dp, for i = 1..n in turn: an independent Metropolis-Hastings step
+   (Ju et al. Sec. 3, "record-wise update") with proposal x_i* ~ f(. | theta).  The f terms
+   cancel, leaving the acceptance ratio
+
+       eta(s_dp | T - t(x_i) + t(x_i*)) / eta(s_dp | T),     T = sum_j t(x_j),
+
+   so each update costs O(r) given the running sum T, which is updated incrementally when a
+   proposal is accepted (and recomputed from scratch at the start of each sweep so rounding
+   cannot drift).
+
+The proposals for a sweep do not depend on the current records, so all n of them are drawn in
+one vectorised ``records(theta, n, rng)`` call; the sequential accept/reject sweep over records
+and chains is one numba kernel (:func:`record_sweep`, ``cache=True``) for the additive
+mechanisms (Laplace and Gaussian noise, independent per coordinate).  The record acceptance
+rate of each iteration goes to ``sample_stats["record_acceptance"]``.
+
+Engines: :func:`run_da_mcmc` on a :class:`dpposterior.Model` and an observed release;
+:func:`da_mcmc` (``method="da-mcmc"``) for the built-in families, which expose their record
+model through :func:`dpposterior.families.da_models.da_model` ``(release, prior) -> (Model, observed)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+from ..posterior import Posterior
+
+#: mechanism kinds of the compiled sweep
+LAPLACE, GAUSSIAN = 0, 1
+#: target acceptance of the adaptive random-walk step on theta
+TARGET_ACCEPT = 0.3
+
+
+@numba.njit(cache=True)
+def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc):
+    """``m / n`` passes over the records of every chain (Ju et al. record-wise independent MH).
+
+    t (C, n, r): current contributions t(x_i), updated in place; tp (C, m, r): proposals
+    t(x*), proposal j for record j % n (m a multiple of n: several sweeps from one vectorised
+    draw of f(. | theta)); total (C, r): running sums T, updated in place; u (C, m) uniforms;
+    observed (r,); kind LAPLACE or GAUSSIAN with 1 / noise scale per coordinate ``inv_scale``
+    (r,); last (C, n) int64, written: the index of the last accepted proposal of each record,
+    -1 if none; nacc (C,) int64, written: accepted proposals per chain.  Returns their total.
+    """
+    C, n, r = t.shape
+    m = tp.shape[1]
+    count = 0
+    for c in range(C):
+        # log eta(s_dp | T) up to a constant
+        cur = 0.0
+        for k in range(r):
+            d = (observed[k] - total[c, k]) * inv_scale[k]
+            cur += -abs(d) if kind == 0 else -0.5 * d * d
+        for i in range(n):
+            last[c, i] = -1
+        nacc[c] = 0
+        for j in range(m):
+            i = j % n
+            new = 0.0
+            for k in range(r):
+                d = (observed[k] - (total[c, k] - t[c, i, k] + tp[c, j, k])) * inv_scale[k]
+                new += -abs(d) if kind == 0 else -0.5 * d * d
+            if new >= cur or u[c, j] < np.exp(new - cur):
+                for k in range(r):
+                    total[c, k] += tp[c, j, k] - t[c, i, k]
+                    t[c, i, k] = tp[c, j, k]
+                cur = new
+                last[c, i] = j
+                nacc[c] += 1
+                count += 1
+    return count
+
+
+def mechanism_kernel(mechanism, r: int) -> tuple[int, np.ndarray]:
+    """(kind, 1 / scale per coordinate) of the compiled sweep for an additive mechanism."""
+    from ..mechanisms import Gaussian, Laplace
+
+    if isinstance(mechanism, Laplace):
+        return LAPLACE, np.full(r, 1.0 / mechanism.scale)
+    if isinstance(mechanism, Gaussian):
+        return GAUSSIAN, np.full(r, 1.0 / mechanism.sigma)
+    raise InputError("model.mechanism", f"da-mcmc needs additive Laplace or Gaussian noise "
+                     f"(got {type(mechanism).__name__})")
+
+
+@dataclass
+class DAResult:
+    #: name -> (chains, draws, *shape)
+    values: dict
+    sample_stats: dict
+    attrs: dict = field(default_factory=dict)
+
+
+def _log_eta(total, observed, kind, inv_scale) -> np.ndarray:
+    """log eta(s_dp | T) up to a constant, rows of total (C, r)."""
+    d = (observed - total) * inv_scale
+    return -np.abs(d).sum(axis=1) if kind == LAPLACE else -0.5 * (d * d).sum(axis=1)
+
+
+def _records_and_stats(model, thetas, n, r, rng):
+    recs = [model.draw_records(th, n, rng) for th in thetas]
+    return recs, np.stack([model.contributions(x, r) for x in recs])
+
+
+def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: int = 4, seed=0,
+                thin: int = 1, record_sweeps: int = 1, theta_steps: int = 3, init=None) -> DAResult:
+    """Gibbs over (theta, x) for a :class:`dpposterior.Model` given the release ``observed``.
+
+    ``init``: optional dict of starting parameter values (name -> (chains, *shape)); by default
+    each chain starts from a prior draw with records drawn from f(. | theta).
+    """
+    from ..model import Model
+
+    if not isinstance(model, Model):
+        raise InputError("model", "da-mcmc needs a dpposterior.Model")
+    if not model.has_likelihood:
+        raise InputError("method", "da-mcmc needs records, statistic and record_logpdf or complete_posterior "
+                         "(use smc-abc, sppe or sple for a simulator-only model)")
+    obs = model.check(observed, likelihood=True)
+    r, n = obs.size, model.n
+    kind, inv_scale = mechanism_kernel(model.mechanism, r)
+    rng = np.random.default_rng(np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence)
+                                else seed)
+    values = model.sample_prior(chains, rng) if init is None else {k: np.asarray(v, float) for k, v in init.items()}
+    thetas = [model.theta_dict(values, c) for c in range(chains)]
+    recs, t = _records_and_stats(model, thetas, n, r, rng)
+    use_conjugate = model.complete_posterior is not None
+    z = model.to_unconstrained(values)
+    d = z.shape[1]
+    # random-walk state (used only without a complete posterior)
+    log_scale = np.full(chains, np.log(2.38 / np.sqrt(d)))
+    zs = model.to_unconstrained(model.sample_prior(2000, np.random.default_rng(0)))
+    # start narrow: theta | x is much tighter than the prior for n records; the scale adapts up
+    chol = np.linalg.cholesky(np.cov(zs.T).reshape(d, d) * 0.01 + 1e-12 * np.eye(d))
+    history = []
+    z_sd = zs.std(axis=0)
+    nc_log_scale = np.full(chains, np.log(0.5))
+    nc_acc = np.zeros(chains)
+
+    total_iter = warmup + draws * thin
+    out = {name: np.empty((chains, draws, *np.shape(values[name])[1:])) for name in model.names}
+    rec_acc = np.empty((chains, draws))
+    th_acc = np.empty((chains, draws))
+    nc_rate = np.empty((chains, draws))
+    last = np.zeros((chains, n), dtype=np.int64)
+    nacc = np.zeros(chains, dtype=np.int64)
+    sweep_seconds, updates = 0.0, 0
+    for it in range(total_iter):
+        # ---- 1. theta | x
+        if use_conjugate:
+            for c in range(chains):
+                draw = model.check_complete_draw(model.complete_posterior(recs[c], rng))
+                thetas[c] = model.theta_dict({k: v[None] for k, v in draw.items()}, 0)
+            acc_theta = np.ones(chains)
+        else:
+            loglik = np.array([model.record_loglik(recs[c], thetas[c]) for c in range(chains)])
+            logpost = loglik + model.log_prior_unconstrained(z)
+            acc_theta = np.zeros(chains)
+            for _ in range(theta_steps):
+                prop = z + np.exp(log_scale)[:, None] * (rng.standard_normal((chains, d)) @ chol.T)
+                lp_prior = model.log_prior_unconstrained(prop)
+                pvals, _ = model.from_unconstrained(prop)
+                new = np.full(chains, -np.inf)
+                for c in range(chains):
+                    if np.isfinite(lp_prior[c]):
+                        new[c] = model.record_loglik(recs[c], model.theta_dict(pvals, c)) + lp_prior[c]
+                a = np.log(rng.random(chains)) < new - logpost
+                z[a] = prop[a]
+                logpost[a] = new[a]
+                acc_theta += a
+                if it < warmup:  # Robbins-Monro on the log scale, warm-up only
+                    prob = np.exp(np.minimum(0.0, np.where(np.isfinite(new), new - logpost, -np.inf)))
+                    prob = np.where(a, 1.0, prob)
+                    log_scale += (prob - TARGET_ACCEPT) / (it + 1) ** 0.6
+            acc_theta /= theta_steps
+            vals, _ = model.from_unconstrained(z)
+            thetas = [model.theta_dict(vals, c) for c in range(chains)]
+            if it < warmup:
+                history.append(z.copy())
+                if it >= 100 and it % 50 == 0:  # Haario: proposal shaped like the chains' spread
+                    h = np.concatenate(history[len(history) // 2:])
+                    cov = np.cov(h.T).reshape(d, d) + 1e-10 * np.eye(d)
+                    try:
+                        chol = np.linalg.cholesky(cov)
+                    except np.linalg.LinAlgError:
+                        pass
+        # ---- 1b. non-centred theta step (records' noise held fixed): target
+        # pi(theta) eta(s_dp | T(x(theta, e))); interweaved with step 1 it mixes at large noise
+        if model.noncentred is not None:
+            zc = model.to_unconstrained({k: np.stack([np.asarray(th[k], float) for th in thetas])
+                                         for k in model.names})
+            lp_cur = model.log_prior_unconstrained(zc) + _log_eta(t.sum(axis=1), obs, kind, inv_scale)
+            nc_acc = np.zeros(chains)
+            for _ in range(theta_steps):
+                prop = zc + np.exp(nc_log_scale)[:, None] * rng.standard_normal((chains, d)) * z_sd
+                lp_prior = model.log_prior_unconstrained(prop)
+                pvals, _ = model.from_unconstrained(prop)
+                new = np.full(chains, -np.inf)
+                moved = [None] * chains
+                for c in range(chains):
+                    if np.isfinite(lp_prior[c]):
+                        th_new = model.theta_dict(pvals, c)
+                        moved[c] = np.asarray(model.noncentred(recs[c], thetas[c], th_new))
+                        tc = model.contributions(moved[c], r)
+                        new[c] = lp_prior[c] + _log_eta(tc.sum(axis=0)[None], obs, kind, inv_scale)[0]
+                        moved[c] = (moved[c], tc, th_new)
+                a = np.log(rng.random(chains)) < new - lp_cur
+                for c in np.flatnonzero(a):
+                    recs[c], t[c], thetas[c] = moved[c]
+                prob = np.where(a, 1.0, np.exp(np.minimum(0.0, new - lp_cur)))
+                zc[a], lp_cur[a] = prop[a], new[a]
+                nc_acc += a
+                if it < warmup:
+                    nc_log_scale += (prob - TARGET_ACCEPT) / (it + 1) ** 0.6
+            if not use_conjugate:
+                z = zc
+        # ---- 2. x | theta, s_dp: record-wise independent MH, proposals f(. | theta); the
+        # record_sweeps passes share one vectorised draw of n * record_sweeps proposals
+        prop_recs, tp = _records_and_stats(model, thetas, n * record_sweeps, r, rng)
+        total = t.sum(axis=1)
+        u = rng.random((chains, n * record_sweeps))
+        t0 = time.perf_counter()
+        record_sweep(t, tp, total, u, obs, kind, inv_scale, last, nacc)
+        sweep_seconds += time.perf_counter() - t0
+        updates += chains * n * record_sweeps
+        for c in range(chains):
+            hit = last[c] >= 0
+            recs[c][hit] = prop_recs[c][last[c][hit]]
+        acc_frac = nacc / (n * record_sweeps)
+        if it >= warmup and (it - warmup) % thin == thin - 1:
+            j = (it - warmup) // thin
+            cur = {k: np.stack([np.asarray(th[k], float) for th in thetas]) for k in model.names}
+            for k in model.names:
+                out[k][:, j] = cur[k]
+            rec_acc[:, j] = acc_frac
+            th_acc[:, j] = acc_theta
+            nc_rate[:, j] = nc_acc / theta_steps
+    stats = {"record_acceptance": rec_acc}
+    if not use_conjugate:
+        stats["theta_acceptance"] = th_acc
+    if model.noncentred is not None:
+        stats["noncentred_acceptance"] = nc_rate
+    attrs = {"record_sweeps": record_sweeps, "thin": thin,
+             "theta_update": "complete_posterior" if use_conjugate else f"adaptive random-walk MH x {theta_steps}",
+             "record_acceptance_mean": float(rec_acc.mean()),
+             "record_updates_per_second_sweep": float(updates / sweep_seconds) if sweep_seconds > 0 else 0.0}
+    return DAResult(values=out, sample_stats=stats, attrs=attrs)
+
+
+DA_OPTIONS = {"record_sweeps", "theta_steps", "thin"}
+
+
+def run_options(options) -> dict:
+    from . import sbi_common as common
+
+    extra = options.extra
+    common.check_unused(extra, DA_OPTIONS, "da-mcmc")
+    return {"record_sweeps": common.int_option(extra, "record_sweeps", 1),
+            "theta_steps": common.int_option(extra, "theta_steps", 3),
+            "thin": common.int_option(extra, "thin", 1)}
+
+
+def to_posterior(family_name: str, model, res: DAResult, attrs: dict | None = None) -> Posterior:
+    variables, dims, coords = model.posterior_variables(res.values)
+    return Posterior(family=family_name, method="da-mcmc", posterior=variables, dims=dims, coords=coords,
+                     sample_stats=res.sample_stats, attrs={**res.attrs, **(attrs or {})})
+
+
+def da_mcmc(release, prior, options) -> Posterior:
+    """Engine ``da-mcmc`` of the built-in families (record models in :mod:`dpposterior.families.da_models`)."""
+    from ..families.da_models import da_model
+
+    model, observed = da_model(release, prior)
+    kw = run_options(options)
+    res = run_da_mcmc(model, observed, draws=options.draws, warmup=options.warmup, chains=options.chains,
+                      seed=options.seed, **kw)
+    return to_posterior(release.family, model, res)

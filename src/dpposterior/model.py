@@ -1,0 +1,399 @@
+"""``dpposterior.Model``: bring your own model of the confidential records.
+
+The private-data posterior of Ju, Awan, Gong & Rao (NeurIPS 2022, eq. 1) and Xiong, Ju &
+Zhang (TMLR, eqs. 2-3) needs four ingredients, and a :class:`Model` is exactly those:
+
+* a prior pi(theta)                      -- ``params``: name -> prior (scipy frozen distribution,
+  or any object with ``rvs(size=, random_state=)`` and ``logpdf``);
+* a record model x_i ~ f(. | theta)       -- ``records(theta, size, rng)`` (and, when it can be
+  evaluated, ``record_logpdf(records, theta)``);
+* a statistic s = sum_i t(x_i)            -- ``statistic(records)`` gives each t(x_i);
+* the mechanism eta(s_dp | s)             -- ``mechanism`` from :mod:`dpposterior.mechanisms`,
+  applied to the sum, with ``n`` records.
+
+Optional: ``complete_posterior(records, rng)`` (a conjugate draw of theta | x, used by the
+data-augmentation Gibbs sampler instead of a Metropolis step), ``simulate(theta, rng)``
+(the summed statistic in one call, when that is cheaper than records; SBI engines only) and
+``noncentred(records, theta, theta_new)`` (records moved to theta_new with their noise held
+fixed; enables an interweaved non-centred step in da-mcmc).
+
+Likelihood-based engines (``da-mcmc``, :mod:`dpposterior.inference.da_mcmc`) need
+``record_logpdf`` or ``complete_posterior``; simulation-based engines (``smc-abc``, ``sppe``,
+``sple``) see the model through :meth:`Model.simulator_model`, the internal
+:class:`~dpposterior.sbi.SimulatorModel` view on an unconstrained parameter space (a
+positive parameter is mapped by log, an interval by logit, a Dirichlet simplex by the additive
+log-ratio, with the Jacobian added to the log prior, so the flows and the random-walk kernels
+see R^d).
+
+    >>> import numpy as np, scipy.stats as st, dpposterior
+    >>> from dpposterior.mechanisms import Laplace
+    >>> model = dpposterior.Model(params={"lam": st.gamma(2.0, scale=2.0)},
+    ...     records=lambda theta, size, rng: rng.poisson(theta["lam"], size=size),
+    ...     statistic=lambda rec: np.clip(rec, 0, 10), mechanism=Laplace(0.5, 10.0), n=200,
+    ...     record_logpdf=lambda rec, theta: st.poisson.logpmf(rec, theta["lam"]))
+    >>> post = dpposterior.infer(model, observed=[1137.5], method="da-mcmc", seed=1)  # doctest: +SKIP
+
+Every callable is checked on a prior draw before an engine starts; a callable returning the
+wrong shape or a non-finite value raises a one-line :class:`~dpposterior.errors.InputError`
+naming it and what it returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from scipy import special
+
+from .errors import InputError
+from .mechanisms.base import Mechanism
+
+
+def _describe(value) -> str:
+    """Short description of what a callable returned (for one-line errors)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
+
+
+# --------------------------------------------------------------------------- parameter transforms
+class _Param:
+    """One named parameter: its prior, event shape and map to the unconstrained space.
+
+    Kinds: ``real`` (identity), ``positive`` (log, lower bound a), ``negative`` (log of b - x),
+    ``interval`` (logit), ``simplex`` (additive log-ratio, Dirichlet priors).  ``log_jacobian``
+    is log |d value / d z|, added to the log prior of z (change of variables).
+    """
+
+    def __init__(self, name: str, dist, rng: np.random.Generator):
+        self.name = name
+        self.dist = dist
+        for attr in ("rvs", "logpdf"):
+            if not callable(getattr(dist, attr, None)):
+                raise InputError(f"params.{name}", f"the prior has no {attr}() (got {type(dist).__name__}); "
+                                 "give a scipy frozen distribution or an object with rvs and logpdf")
+        try:
+            draw = np.asarray(dist.rvs(size=1, random_state=rng), float)
+        except Exception as exc:  # noqa: BLE001 - one line naming the prior
+            raise InputError(f"params.{name}", f"prior.rvs(size=1) raised {type(exc).__name__}: {exc}") from None
+        self.kind = "real"
+        self.lower, self.upper = -np.inf, np.inf
+        tname = type(dist).__name__
+        if "dirichlet" in tname:
+            self.kind = "simplex"
+            self.shape = (np.asarray(dist.alpha).size,)
+        elif hasattr(dist, "support") and hasattr(dist, "dist") and hasattr(dist.dist, "numargs"):
+            # a univariate scipy distribution: its support decides the transform
+            self.shape = ()
+            a, b = (float(v) for v in dist.support())
+            self.lower, self.upper = a, b
+            if np.isfinite(a) and np.isfinite(b):
+                self.kind = "interval"
+            elif np.isfinite(a):
+                self.kind = "positive"
+            elif np.isfinite(b):
+                self.kind = "negative"
+        else:
+            # a multivariate or user prior: the shape of one draw, on R^k unless it says otherwise
+            self.shape = draw.shape[1:] if draw.ndim >= 1 and draw.shape[:1] == (1,) else draw.shape
+        self.size = int(np.prod(self.shape)) if self.shape else 1
+        self.usize = self.size - 1 if self.kind == "simplex" else self.size
+        if not np.all(np.isfinite(draw)):
+            raise InputError(f"params.{name}", f"prior.rvs returned non-finite values ({_describe(draw)})")
+
+    # values: (N, *shape); z: (N, usize)
+    def sample(self, n: int, rng) -> np.ndarray:
+        v = np.asarray(self.dist.rvs(size=n, random_state=rng), float)
+        return v.reshape(n, *self.shape)
+
+    def to_unconstrained(self, v) -> np.ndarray:
+        v = np.asarray(v, float).reshape(len(v), -1)
+        if self.kind == "real":
+            return v
+        if self.kind == "positive":
+            return np.log(v - self.lower)
+        if self.kind == "negative":
+            return np.log(self.upper - v)
+        if self.kind == "interval":
+            return special.logit((v - self.lower) / (self.upper - self.lower))
+        p = np.clip(v, 1e-300, None)
+        return np.log(p[:, :-1]) - np.log(p[:, -1:])
+
+    def from_unconstrained(self, z) -> tuple[np.ndarray, np.ndarray]:
+        """(values (N, *shape), log |Jacobian| (N,))."""
+        z = np.asarray(z, float).reshape(len(z), self.usize)
+        if self.kind == "real":
+            return z.reshape(len(z), *self.shape), np.zeros(len(z))
+        if self.kind == "positive":
+            return (self.lower + np.exp(z[:, 0])), z[:, 0]
+        if self.kind == "negative":
+            return (self.upper - np.exp(z[:, 0])), z[:, 0]
+        if self.kind == "interval":
+            w = self.upper - self.lower
+            return (self.lower + w * special.expit(z[:, 0]),
+                    np.log(w) + special.log_expit(z[:, 0]) + special.log_expit(-z[:, 0]))
+        zpad = np.concatenate([z, np.zeros((len(z), 1))], axis=1)
+        logp = zpad - special.logsumexp(zpad, axis=1, keepdims=True)
+        return np.exp(logp), logp.sum(axis=1)  # ALR Jacobian: prod_j p_j over all parts
+
+    def logpdf(self, v) -> np.ndarray:
+        """log prior density of values (N, *shape) -> (N,)."""
+        v = np.asarray(v, float)
+        n = len(v)
+        if self.kind == "simplex":  # scipy's Dirichlet wants the parts on the first axis
+            out = np.array([self.dist.logpdf(row) for row in v], float)
+        else:
+            out = np.asarray(self.dist.logpdf(v if self.shape else v.reshape(n)), float)
+            if out.shape != (n,):
+                out = np.array([float(self.dist.logpdf(row)) for row in v])
+        return out
+
+
+# --------------------------------------------------------------------------- the model
+@dataclass(eq=False)
+class Model:
+    """A user model of n confidential records released through a DP mechanism (see module doc)."""
+
+    params: Any
+    records: Callable | None
+    statistic: Callable | None
+    mechanism: Mechanism
+    n: int
+    record_logpdf: Callable | None = None
+    complete_posterior: Callable | None = None
+    simulate: Callable | None = None
+    #: optional ``noncentred(records, theta, theta_new) -> records``: the same records under
+    #: theta_new with their underlying noise held fixed (e.g. y + X (beta_new - beta) in a
+    #: regression), with a Jacobian that does not depend on theta.  da-mcmc then interweaves a
+    #: non-centred theta step (Papaspiliopoulos, Roberts & Skold 2007; Yu & Meng 2011), which
+    #: mixes where the plain Gibbs step crawls (large noise: theta | x much tighter than theta | s_dp)
+    noncentred: Callable | None = None
+    #: shown in posteriors and reports
+    name: str = "model"
+    #: variable -> names of its event dims (vector parameters); default ``<name>_dim``
+    dims: dict = field(default_factory=dict)
+    coords: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
+            raise InputError("model.n", f"must be an integer >= 1 (got {self.n!r})")
+        self.n = int(self.n)
+        if not isinstance(self.mechanism, Mechanism):
+            raise InputError("model.mechanism", f"must be a mechanism from dpposterior.mechanisms "
+                             f"(got {type(self.mechanism).__name__})")
+        if not isinstance(self.params, dict) or not self.params:
+            raise InputError("model.params", "must be a non-empty dict: name -> prior")
+        for name in ("records", "statistic", "record_logpdf", "complete_posterior", "simulate", "noncentred"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise InputError(f"model.{name}", f"must be callable (got {type(value).__name__})")
+        if self.simulate is None and (self.records is None or self.statistic is None):
+            raise InputError("model.records", "give records and statistic (or simulate, for SBI only)")
+        rng = np.random.default_rng(0)
+        self._params = [_Param(str(k), v, rng) for k, v in self.params.items()]
+        self._uslices = []
+        start = 0
+        for p in self._params:
+            self._uslices.append(slice(start, start + p.usize))
+            start += p.usize
+        self.udim = start
+
+    # ----------------------------------------------------------------- parameters
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self._params]
+
+    @property
+    def has_likelihood(self) -> bool:
+        return self.records is not None and self.statistic is not None and (
+            self.record_logpdf is not None or self.complete_posterior is not None)
+
+    def theta_dict(self, values: dict, i: int | None = None) -> dict:
+        """Row i of batched values as the dict the user callables see (floats for scalars)."""
+        out = {}
+        for p in self._params:
+            v = values[p.name] if i is None else values[p.name][i]
+            out[p.name] = float(v) if p.shape == () else np.asarray(v, float)
+        return out
+
+    def sample_prior(self, n: int, rng) -> dict:
+        return {p.name: p.sample(n, rng) for p in self._params}
+
+    def to_unconstrained(self, values: dict) -> np.ndarray:
+        return np.concatenate([p.to_unconstrained(np.asarray(values[p.name], float)) for p in self._params], axis=1)
+
+    def from_unconstrained(self, z) -> tuple[dict, np.ndarray]:
+        z = np.asarray(z, float).reshape(-1, self.udim)
+        values, logjac = {}, np.zeros(len(z))
+        for p, sl in zip(self._params, self._uslices):
+            v, lj = p.from_unconstrained(z[:, sl])
+            values[p.name] = v
+            logjac += lj
+        return values, logjac
+
+    def log_prior(self, values: dict) -> np.ndarray:
+        return sum(p.logpdf(values[p.name]) for p in self._params)
+
+    def log_prior_unconstrained(self, z) -> np.ndarray:
+        values, logjac = self.from_unconstrained(z)
+        with np.errstate(all="ignore"):
+            out = self.log_prior(values) + logjac
+        return np.where(np.isfinite(out), out, -np.inf)
+
+    def check_complete_draw(self, draw) -> dict:
+        """The dict returned by ``complete_posterior``, checked and with arrays of the params' shapes."""
+        if not isinstance(draw, dict) or set(draw) != set(self.names):
+            raise InputError("model.complete_posterior", f"must return a dict with keys {self.names} "
+                             f"(got {_describe(draw)})")
+        out = {}
+        for p in self._params:
+            v = np.asarray(draw[p.name], float)
+            if v.size != p.size or not np.all(np.isfinite(v)):
+                raise InputError("model.complete_posterior", f"returned {p.name} = {_describe(v)}, expected "
+                                 f"{p.size} finite number(s)")
+            out[p.name] = v.reshape(p.shape)
+        return out
+
+    # ----------------------------------------------------------------- records and statistics
+    def draw_records(self, theta: dict, size: int, rng) -> np.ndarray:
+        try:
+            rec = self.records(theta, size, rng)
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's callable: one line naming it
+            raise InputError("model.records", f"records(theta, {size}, rng) raised {type(exc).__name__}: {exc}") \
+                from None
+        rec = np.asarray(rec)
+        if rec.ndim == 0 or rec.shape[0] != size:
+            raise InputError("model.records", f"records(theta, size={size}, rng) returned {_describe(rec)}; "
+                             f"expected {size} records along the first axis")
+        return rec
+
+    def contributions(self, rec, r: int | None = None) -> np.ndarray:
+        """t(x_i) of each record as a float array (size, r)."""
+        try:
+            t = self.statistic(rec)
+        except Exception as exc:  # noqa: BLE001
+            raise InputError("model.statistic", f"statistic(records) raised {type(exc).__name__}: {exc}") from None
+        t = np.asarray(t, float)
+        size = len(rec)
+        if t.ndim == 0 or t.shape[0] != size or t.ndim > 2:
+            raise InputError("model.statistic", f"statistic(records) returned {_describe(t)} for {size} records; "
+                             f"expected shape ({size},) or ({size}, r)")
+        t = t.reshape(size, -1)
+        if r is not None and t.shape[1] != r:
+            raise InputError("model.statistic", f"statistic(records) gives {t.shape[1]} number(s) per record; "
+                             f"the observed release has {r}")
+        if not np.all(np.isfinite(t)):
+            raise InputError("model.statistic", "statistic(records) returned non-finite values")
+        return t
+
+    def record_loglik(self, rec, theta: dict) -> float:
+        try:
+            lp = np.asarray(self.record_logpdf(rec, theta), float)
+        except Exception as exc:  # noqa: BLE001
+            raise InputError("model.record_logpdf", f"record_logpdf(records, theta) raised "
+                             f"{type(exc).__name__}: {exc}") from None
+        if lp.ndim > 0 and lp.shape[0] != len(rec):
+            raise InputError("model.record_logpdf", f"record_logpdf(records, theta) returned {_describe(lp)} for "
+                             f"{len(rec)} records; expected ({len(rec)},) or a number")
+        total = float(lp.sum())
+        if np.isnan(total):
+            raise InputError("model.record_logpdf", "record_logpdf(records, theta) returned NaN")
+        return total
+
+    def summed_statistic(self, theta: dict, rng, r: int) -> np.ndarray:
+        """One s = sum_i t(x_i) given theta (``simulate`` when given, else from records)."""
+        if self.simulate is not None:
+            try:
+                s = np.asarray(self.simulate(theta, rng), float).ravel()
+            except Exception as exc:  # noqa: BLE001
+                raise InputError("model.simulate", f"simulate(theta, rng) raised {type(exc).__name__}: {exc}") \
+                    from None
+            if s.size != r or not np.all(np.isfinite(s)):
+                raise InputError("model.simulate", f"simulate(theta, rng) returned {_describe(s)}; expected {r} "
+                                 "finite number(s)")
+            return s
+        return self.contributions(self.draw_records(theta, self.n, rng), r).sum(axis=0)
+
+    # ----------------------------------------------------------------- checks
+    def check(self, observed, likelihood: bool = False) -> np.ndarray:
+        """Validate the callables on a prior draw; returns the observed release as (r,) floats."""
+        try:
+            obs = np.atleast_1d(np.asarray(observed, float)).ravel()
+        except (TypeError, ValueError):
+            raise InputError("observed", f"must be a list of numbers (got {_describe(observed)})") from None
+        if obs.size == 0 or not np.all(np.isfinite(obs)):
+            raise InputError("observed", "must be a non-empty list of finite numbers")
+        rng = np.random.default_rng(12345)
+        theta = self.theta_dict(self.sample_prior(1, rng), 0)
+        if self.records is not None and self.statistic is not None:
+            rec = self.draw_records(theta, self.n, rng)
+            self.contributions(rec, obs.size)
+            if likelihood and self.record_logpdf is not None:
+                if not np.isfinite(self.record_loglik(rec, theta)):
+                    raise InputError("model.record_logpdf", "record_logpdf(records, theta) is -inf at records "
+                                     "drawn by records(theta, ...)")
+            if likelihood and self.complete_posterior is not None:
+                try:
+                    draw = self.complete_posterior(rec, rng)
+                except Exception as exc:  # noqa: BLE001
+                    raise InputError("model.complete_posterior", f"complete_posterior(records, rng) raised "
+                                     f"{type(exc).__name__}: {exc}") from None
+                self.check_complete_draw(draw)
+        else:
+            self.summed_statistic(theta, rng, obs.size)
+        return obs
+
+    # ----------------------------------------------------------------- outputs
+    def posterior_variables(self, values: dict) -> tuple[dict, dict, dict]:
+        """Named posterior arrays (N, *shape), their dims and coords."""
+        dims, coords = {}, {}
+        for p in self._params:
+            if p.shape:
+                names = list(self.dims.get(p.name, [f"{p.name}_dim_{k}" for k in range(len(p.shape))]))
+                dims[p.name] = names
+                for k, d in enumerate(names):
+                    coords[d] = list(self.coords.get(d, range(p.shape[k])))
+        return {p.name: np.asarray(values[p.name]) for p in self._params}, dims, coords
+
+    def simulator_model(self, observed, name: str | None = None):
+        """The internal SBI view (:class:`~dpposterior.sbi.SimulatorModel`) on unconstrained theta."""
+        from .sbi.model import SimulatorModel
+
+        obs = np.atleast_1d(np.asarray(observed, float)).ravel()
+        r = obs.size
+
+        def simulate(z, rng):
+            values, _ = self.from_unconstrained(z)
+            return np.stack([self.summed_statistic(self.theta_dict(values, i), rng, r) for i in range(len(z))]) \
+                if len(z) else np.zeros((0, r))
+
+        def outputs(z):
+            values, _ = self.from_unconstrained(z)
+            return self.posterior_variables(values)
+
+        return SimulatorModel(prior=_UnconstrainedPrior(self), mechanism=self.mechanism, observed=obs,
+                              simulate=simulate, parameter_names=[f"z_{i}" for i in range(self.udim)],
+                              outputs=outputs, name=name or self.name)
+
+
+class _UnconstrainedPrior:
+    """The prior of a :class:`Model` on its unconstrained parameter z (log density with Jacobian)."""
+
+    def __init__(self, model: Model):
+        self.model = model
+
+    @property
+    def dim(self) -> int:
+        return self.model.udim
+
+    def sample(self, n: int, rng) -> np.ndarray:
+        return self.model.to_unconstrained(self.model.sample_prior(n, rng))
+
+    def log_prob(self, z) -> np.ndarray:
+        return self.model.log_prior_unconstrained(np.asarray(z, float).reshape(-1, self.dim))
