@@ -838,10 +838,15 @@ PARALLEL_MIN_ITERATIONS = 20_000
 
 
 def default_workers(chains: int, iterations: int) -> int:
-    """Threads for the chains: all cores when the run is long enough to gain from them."""
+    """Threads for the chains: all cores when the run is long enough to gain from them.
+
+    Capped by ``NUMBA_NUM_THREADS`` (set it to 1 for a single-threaded process)."""
     import os
 
+    import numba
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = min(cores, int(numba.config.NUMBA_NUM_THREADS))
     if chains < 2 or chains * iterations < PARALLEL_MIN_ITERATIONS:
         return 1
     return max(1, min(cores, chains))
