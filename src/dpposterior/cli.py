@@ -91,8 +91,12 @@ def release_cmd(
 
 @app.command("infer")
 def infer_cmd(
-    release: Path = typer.Argument(..., help="Release file (JSON)."),
+    release: Optional[Path] = typer.Argument(None, help="Release file (JSON); omit with --model."),
     out: Path = typer.Option(..., "--out", help="Posterior to write (ArviZ netCDF)."),
+    model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: a dpposterior.Model instead of a "
+                                        "release file (docs/models.md)."),
+    observed: Optional[str] = typer.Option(None, "--observed", help="With --model: the released values, "
+                                           "comma-separated."),
     analysis: Optional[Path] = typer.Option(None, "--analysis", help="Analysis file (TOML)."),
     method: Optional[str] = typer.Option(None, "--method", help="Engine; overrides the analysis file."),
     draws: Optional[int] = typer.Option(None, "--draws", help="Draws per chain."),
@@ -109,6 +113,12 @@ def infer_cmd(
     no_naive: bool = typer.Option(False, "--no-naive", help="Do not print the noise-ignoring posterior."),
 ):
     """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
+    if model is not None or observed is not None:  # a user model (issue 13): model_commands.py
+        return _impl("model_commands", "infer_model_command")(
+            model, observed, release, out, analysis=analysis, method=method, draws=draws, warmup=warmup,
+            chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points)
+    if release is None:
+        raise InputError("release", "give a release file, or --model FILE.py:NAME with --observed")
     from .analysis import load_analysis
     from .errors import check_output_path
     from .families import get_family
@@ -173,9 +183,12 @@ def demo_cmd(out: Path = typer.Option(Path("dpposterior-demo"), "--out", help="O
 
 @app.command("calibrate")
 def calibrate_cmd(
-    family: str = typer.Option(..., "--family"),
-    n: int = typer.Option(..., "--n", help="Records per simulated dataset."),
-    epsilon: float = typer.Option(..., "--epsilon"),
+    family: Optional[str] = typer.Option(None, "--family", help="Data model to simulate (or --model)."),
+    n: Optional[int] = typer.Option(None, "--n", help="Records per simulated dataset (a --model has its own)."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Privacy budget of each simulated release "
+                                            "(a --model has its own mechanism)."),
+    model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: calibrate a dpposterior.Model "
+                                        "instead of a family."),
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
     methods: str = typer.Option("auto,naive", "--methods", help="Comma-separated methods."),
     prior: Optional[str] = typer.Option(None, "--prior", help="Prior: a TOML file or inline 'kind=beta,alpha=1,beta=1'."),
@@ -190,6 +203,13 @@ def calibrate_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
+    if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
+        if family is not None or n is not None or epsilon is not None:
+            raise InputError("--model", "replaces --family, --n and --epsilon (the model has its own)")
+        _impl("model_commands", "calibrate_model_command")(
+            model, trials, methods=["auto"] if methods == "auto,naive" else _split(methods), seed=seed, draws=draws,
+            out=out, plot=plot, quiet=quiet)
+        return
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
         draws=draws, out=out, plot=plot, scheduler=scheduler, quiet=quiet, resume=resume, workers=workers,
@@ -201,8 +221,12 @@ def report_cmd(
     posterior: Path = typer.Argument(..., help="Posterior (netCDF) or calibration result (JSON)."),
     out: Path = typer.Option(..., "--out", help="Output folder."),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Other posteriors to overlay."),
+    model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: overlay the prior of the "
+                                        "dpposterior.Model the posterior came from."),
 ):
     """Write PNG figures and a self-contained report.html."""
+    if model is not None:  # a user model (issue 13): its prior beside the posterior
+        compare = [*(compare or []), _impl("model_commands", "prior_posterior_file")(model, out)]
     _impl("report", "write_report")(posterior, out, compare=list(compare or []))
 
 

@@ -311,6 +311,12 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
     Trials in which a method failed (raised, or returned non-finite draws) are left out of
     that method's statistics and listed in ``failures``; ``failed_trials`` counts them.
     """
+    from ..model import Model
+
+    if isinstance(family, Model):  # a user model (issue 13): its own n and mechanism; serial trials
+        from .model_calibration import calibrate_model
+
+        return calibrate_model(family, trials, methods, seed=seed, draws=draws, return_ranks=return_ranks)
     from ..checkpoint import run_units
     from ..execution import check_scheduler, check_workers, unit_size, worker_count
 

@@ -1,0 +1,141 @@
+"""The command line on a user :class:`~dpposterior.Model` (issue 13): ``--model FILE.py:NAME``.
+
+* ``dpposterior infer --model FILE.py:NAME --observed V1,V2,... --out POST.nc [--method ...]``
+* ``dpposterior calibrate --model FILE.py:NAME --trials T [--methods da-mcmc,smc-abc] [--out R.json]``
+* ``dpposterior report POST.nc --model FILE.py:NAME --out DIR`` (the model's prior overlaid)
+
+``NAME`` is a :class:`~dpposterior.Model` defined in ``FILE.py``, or a function of no arguments
+returning one.  The file is imported as a module (it runs: load only files you trust, as with
+any Python script).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+
+def load_model(spec: str, field: str = "--model"):
+    """``FILE.py:NAME`` -> the :class:`~dpposterior.Model` it names."""
+    from .model import Model
+
+    if not isinstance(spec, str) or ":" not in spec:
+        raise InputError(field, f"must be FILE.py:NAME (got {spec!r})")
+    path_text, name = spec.rsplit(":", 1)
+    path = Path(path_text)
+    if not path.is_file():
+        raise InputError(field, f"no such file: {path}")
+    if not name.isidentifier():
+        raise InputError(field, f"{name!r} is not a Python name")
+    module_name = f"_dpposterior_user_model_{abs(hash(str(path.resolve())))}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise InputError(field, f"cannot import {path} (a .py file is needed)")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line naming the file
+        raise InputError(field, f"importing {path} raised {type(exc).__name__}: {exc}") from None
+    if not hasattr(module, name):
+        raise InputError(field, f"{path} defines no {name!r}")
+    obj = getattr(module, name)
+    if not isinstance(obj, Model) and callable(obj):
+        try:
+            obj = obj()
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise InputError(field, f"{name}() raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, Model):
+        raise InputError(field, f"{name} in {path} is a {type(obj).__name__}, not a dpposterior.Model")
+    return obj
+
+
+def parse_observed(text, field: str = "--observed") -> list[float]:
+    if text is None:
+        raise InputError(field, "give the released values, comma-separated (e.g. --observed 1137.5)")
+    values = []
+    for part in str(text).split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise InputError(field, f"{part.strip()!r} is not a number") from None
+        if not math.isfinite(v):
+            raise InputError(field, f"{part.strip()!r} is not a finite number")
+        values.append(v)
+    return values
+
+
+def infer_model_command(model_spec, observed, release, out, analysis=None, method=None, draws=None, warmup=None,
+                        chains=None, seed=None, quiet=False, **engine_options) -> None:
+    from .errors import check_output_path
+    from .inference import infer
+    from .reporting import print_posterior_summary
+
+    if model_spec is None:
+        raise InputError("--observed", "is for a user model: give --model FILE.py:NAME too")
+    if release is not None:
+        raise InputError("release", "give either a release file or --model, not both")
+    if analysis is not None:
+        raise InputError("--analysis", "not used with --model (the model carries its priors)")
+    check_output_path(out, "--out")
+    model = load_model(model_spec)
+    values = parse_observed(observed)
+    kwargs = {k: v for k, v in (("draws", draws), ("warmup", warmup), ("chains", chains), ("seed", seed))
+              if v is not None}
+    kwargs.update({k: v for k, v in engine_options.items() if v is not None})
+    post = infer(model, observed=values, method=method or "auto", quiet=quiet, **kwargs)
+    post.to_netcdf(out)
+    print_posterior_summary(post)
+    print(f"wrote {out}")
+
+
+def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None, out=None, plot=None,
+                            quiet=False) -> dict:
+    from .diagnostics.calibration import _print_table, plot_rank_ecdf, to_json
+    from .diagnostics.model_calibration import calibrate_model
+    from .errors import check_output_path
+
+    for path, name in ((out, "--out"), (plot, "--plot")):
+        if path is not None:
+            check_output_path(Path(path), name)
+    model = load_model(model_spec)
+    result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True)
+    ranks = result.pop("_ranks")
+    if out is not None:
+        Path(out).write_text(to_json(result))
+    if plot is not None:
+        plot_rank_ecdf({m: u[:, 0] for m, u in ranks.items()}, plot,
+                       title=f"{result['model']}, n={result['n']}, eps={result['epsilon']:g}, "
+                             f"{result['coordinates'][0]}")
+    if not quiet or out is None:
+        _print_table(result)
+    for path in (out, plot):
+        if path is not None:
+            print(f"wrote {path}")
+    return result
+
+
+def prior_posterior_file(model_spec, out_dir, draws: int = 4000) -> Path:
+    """The model's prior as a posterior-shaped netCDF (for ``report --model``: prior beside posterior)."""
+    from .posterior import Posterior
+
+    model = load_model(model_spec)
+    values = model.sample_prior(draws, np.random.default_rng(0))
+    variables, dims, coords = model.posterior_variables(values)
+    post = Posterior(family=model.name, method="prior", posterior={k: v[None] for k, v in variables.items()},
+                     dims=dims, coords=coords, attrs={"model": model.name})
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "prior.nc"
+    post.to_netcdf(path)
+    return path
