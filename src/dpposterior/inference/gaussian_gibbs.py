@@ -673,16 +673,14 @@ def _k_log_joint_target(mu, sigma2, ybar, log_l1, par, flat, constrained):
 
 
 @_jit
-def _k_sweep(st, par, flat, constrained, paper_sigma2, rng):
-    """:func:`gibbs_sweep` for one chain: S^2, 1/omega^2, mu, sigma^2, Ybar."""
+def _k_draw_s2(rng, sigma2, ybar, par, constrained):
+    """:func:`draw_s2` for one chain: TGM (App. B, Algorithm 1), (0, cap] when constrained (eq. 57)."""
     n = par[_N]
-    sigma2_max = (n - 1.0) / (2.0 * par[_LAM2])
-    # S^2 | . : TGM (App. B), truncated to (0, cap] when constrained (eq. 57)
     alpha = (n - 1.0) / 2.0
-    beta = alpha / st[_SIG2]
+    beta = alpha / sigma2
     lam = par[_LAM2]
     tau = par[_S2STAR]
-    cap = n / (n - 1.0) * st[_YBAR] * (1.0 - st[_YBAR]) if constrained else np.inf
+    cap = n / (n - 1.0) * ybar * (1.0 - ybar) if constrained else np.inf
     cap = max(cap, 2 * _EPS_S2)
     lw1, lw2 = _k_tgm_log_weights(alpha, beta, lam, tau, cap)
     p1 = math.exp(lw1 - nb_logaddexp(lw1, lw2))
@@ -691,7 +689,25 @@ def _k_sweep(st, par, flat, constrained, paper_sigma2, rng):
         s2 = nb_truncgamma(rng, alpha, beta - lam, 0.0, min(tau_pos, cap))
     else:
         s2 = nb_truncgamma(rng, alpha, beta + lam, tau_pos, cap)
-    st[_S2] = max(s2, _EPS_S2)
+    return max(s2, _EPS_S2)
+
+
+@_jit
+def _k_draw_s2_many(rng, sigma2, ybar, par, constrained, m):
+    """``m`` independent draws of :func:`_k_draw_s2` (tests)."""
+    out = np.empty(m)
+    for i in range(m):
+        out[i] = _k_draw_s2(rng, sigma2, ybar, par, constrained)
+    return out
+
+
+@_jit
+def _k_sweep(st, par, flat, constrained, paper_sigma2, rng):
+    """:func:`gibbs_sweep` for one chain: S^2, 1/omega^2, mu, sigma^2, Ybar."""
+    n = par[_N]
+    sigma2_max = (n - 1.0) / (2.0 * par[_LAM2])
+    # S^2 | . : TGM (App. B), truncated to (0, cap] when constrained (eq. 57)
+    st[_S2] = _k_draw_s2(rng, st[_SIG2], st[_YBAR], par, constrained)
     # 1/omega^2 | . ~ InvGauss(1/(b1 |ystar - Ybar|), 1/b1^2) (eq. 51), cancellation-free
     b1 = par[_B1]
     st[_IOM] = 1.0 / nb_inverse_gaussian_recip(rng, b1 * abs(par[_YSTAR] - st[_YBAR]), b1)

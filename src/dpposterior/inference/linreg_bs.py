@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import InputError, RefusedError
 from .linreg_common import (chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
                             sym, tri_solve, tri_solve_t, check_dims)
+from .truncated import inverse_gaussian_recip
 
 DEFAULT_MAX_REJECTIONS = 200
 
@@ -261,8 +262,10 @@ def run_bs(layout, obs, n, noise, prior, draws, warmup, rng, theta0, sigma2_0, s
             W = W_new
         if laplace_b is not None:
             r = np.abs(obs - layout.from_matrix(W)[..., O])
-            r = np.maximum(r, 1e-12 * lb)
-            omega = 1.0 / rng.wald(1.0 / (lb * r), 1.0 / lb ** 2)
+            # omega = 1/w, w ~ InvGauss(1/(lb r), 1/lb^2), by the cancellation-free
+            # Michael-Schucany-Haas form (as gibbs_ss._sigma2): 1/rng.wald(...) lost precision
+            # as lb/r grew (relative error ~1e-16 (lb/r)^2) and needed r floored away from 0
+            omega = inverse_gaussian_recip(lb * r, np.broadcast_to(lb, r.shape), rng)
         Wsum = W.sum(1)                                             # (B, p, p)
         # 3. Sigma_x (and mu) | S
         if layout.intercept:

@@ -354,3 +354,30 @@ def inverse_gaussian_recip(a, b, rng: np.random.Generator):
     with np.errstate(divide="ignore", invalid="ignore"):
         second = np.where(d > 0.0, (a / d) * a, a)
     return np.maximum(np.where(first, d, second), 2.2250738585072014e-308)
+
+
+@_jit
+def nb_truncnorm_many(rng, mean, sd, lo, hi, m):
+    """``m`` draws of :func:`nb_truncnorm` (tests)."""
+    out = np.empty(m)
+    for i in range(m):
+        out[i] = nb_truncnorm(rng, mean, sd, lo, hi)
+    return out
+
+
+@_jit
+def nb_truncgamma_many(rng, shape, rate, lo, hi, m):
+    """``m`` draws of :func:`nb_truncgamma` (tests)."""
+    out = np.empty(m)
+    for i in range(m):
+        out[i] = nb_truncgamma(rng, shape, rate, lo, hi)
+    return out
+
+
+@_jit
+def nb_inverse_gaussian_recip_many(rng, a, b, m):
+    """``m`` draws of :func:`nb_inverse_gaussian_recip` (tests)."""
+    out = np.empty(m)
+    for i in range(m):
+        out[i] = nb_inverse_gaussian_recip(rng, a, b)
+    return out
