@@ -54,16 +54,16 @@ def exact():
 def test_contract_da_mcmc_matches_brute_force(exact):
     import arviz as az
 
-    post = dpposterior.infer(contract_model(), observed=[OBSERVED], method="da-mcmc", draws=1500, chains=2,
-                             warmup=500, seed=1)
+    post = dpposterior.infer(contract_model(), observed=[OBSERVED], method="da-mcmc", draws=1000, chains=2,
+                             warmup=300, seed=1)
     lam = post.to_arviz().posterior["lam"]
-    assert lam.dims == ("chain", "draw") and lam.shape == (2, 1500)
+    assert lam.dims == ("chain", "draw") and lam.shape == (2, 1000)
     mcse = float(az.mcse(post.to_arviz(), var_names=["lam"])["lam"])
     mean, sd = exact
     assert abs(float(lam.mean()) - mean) < 4 * mcse, (float(lam.mean()), mean, mcse)
     assert abs(float(lam.std()) / sd - 1) < 0.1
     acc = post.to_arviz().sample_stats["record_acceptance"]
-    assert acc.shape == (2, 1500) and 0.5 < float(acc.mean()) <= 1.0
+    assert acc.shape == (2, 1000) and 0.5 < float(acc.mean()) <= 1.0
 
 
 def test_contract_smc_abc_matches_brute_force(exact):
