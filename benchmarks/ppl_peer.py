@@ -359,6 +359,32 @@ def iters_per_second(chains: int = 1, draws: int = 200_000, reps: int = 3) -> di
     return out
 
 
+def summarise(records, cases) -> dict:
+    """Median over repetitions per (case, engine, call); ratio of dpposterior to the best NumPyro variant."""
+    summary = {}
+    for case in cases:
+        for engine in ENGINES[case]:
+            rs = [r for r in records if r["case"] == case and r["engine"] == engine and "error" not in r]
+            if not rs:
+                continue
+            summary.setdefault(case, {})[engine] = {
+                call: {"median_min_ess_per_s": float(np.median([r[call]["min_ess_per_s"] for r in rs])),
+                       "median_seconds": float(np.median([r[call]["seconds"] for r in rs])),
+                       "max_abs_mean_error_in_sd": float(max(r[call]["agreement"]["max_abs_mean_error_in_sd"]
+                                                              for r in rs)),
+                       "reps": len(rs)}
+                for call in ("first", "second")}
+        if case in summary:
+            peers = {e: v for e, v in summary[case].items() if e.startswith("numpyro")}
+            for engine in ("dpposterior", "dpposterior-2threads"):
+                if engine in summary[case] and peers:
+                    for call in ("first", "second"):
+                        best = max(v[call]["median_min_ess_per_s"] for v in peers.values())
+                        summary[case][engine][call]["ratio_to_best_numpyro"] = (
+                            summary[case][engine][call]["median_min_ess_per_s"] / best)
+    return summary
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", nargs=3, metavar=("CASE", "ENGINE", "REP"))
@@ -370,6 +396,7 @@ def main(argv=None):
     ap.add_argument("--iters-per-second", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--out-name", default=None)
+    ap.add_argument("--numpyro-from", default=None, help="take NumPyro's records from this earlier result file")
     args = ap.parse_args(argv)
     if args.worker:
         case, engine, rep = args.worker
@@ -407,27 +434,13 @@ def main(argv=None):
                 records.append(rec)
                 partial = out_dir / ((args.out_name or "ppl_peer.json") + ".partial")
                 partial.write_text(json.dumps({"reference": refs, "records": records}, indent=1) + "\n")
-    summary = {}
-    for case in args.cases:
-        for engine in ENGINES[case]:
-            rs = [r for r in records if r["case"] == case and r["engine"] == engine and "error" not in r]
-            if not rs:
-                continue
-            summary.setdefault(case, {})[engine] = {
-                call: {"median_min_ess_per_s": float(np.median([r[call]["min_ess_per_s"] for r in rs])),
-                       "median_seconds": float(np.median([r[call]["seconds"] for r in rs])),
-                       "max_abs_mean_error_in_sd": float(max(r[call]["agreement"]["max_abs_mean_error_in_sd"]
-                                                              for r in rs))}
-                for call in ("first", "second")}
-        if case in summary:
-            peers = {e: v for e, v in summary[case].items() if e.startswith("numpyro")}
-            for engine in ("dpposterior", "dpposterior-2threads"):
-                if engine in summary[case] and peers:
-                    for call in ("first", "second"):
-                        best = max(v[call]["median_min_ess_per_s"] for v in peers.values())
-                        summary[case][engine][call]["ratio_to_best_numpyro"] = (
-                            summary[case][engine][call]["median_min_ess_per_s"] / best)
+    if args.numpyro_from:
+        # NumPyro's records from an earlier run (its numbers do not depend on dpposterior's code)
+        prev = json.loads(Path(args.numpyro_from).read_text())
+        records += [r for r in prev["records"] if r["engine"].startswith("numpyro") and r["case"] in args.cases]
+    summary = summarise(records, args.cases)
     result = {"chains": CHAINS, "warmup": WARMUP, "draws": DRAWS, "reps": args.reps, "cold_cache": args.cold_cache,
+              "numpyro_from": args.numpyro_from,
               "reference": refs, "summary": summary, "records": records,
               "machine": {"cpus": os.cpu_count(), "uname": " ".join(os.uname())}}
     name = args.out_name or ("ppl_peer_cold.json" if args.cold_cache else "ppl_peer.json")
