@@ -218,8 +218,25 @@ def loglinear(release, prior):
                          unit, observed, "class_prob", "feature_prob", dims, coords)
 
 
+def naive_bayes(release, prior):
+    from .naive_bayes import parse_prior
+
+    prior = parse_prior(prior, release)
+    I, levels, n = release.classes, list(release.levels), release.n
+    rec = release.statistics.tables
+    alpha_feat = [[prior.feature_alpha[k, i, :jk] for i in range(I)] for k, jk in enumerate(levels)]
+    unit = 1.0 if release.scale == "counts" else 1.0 / n
+    observed = np.concatenate([np.asarray(v, float).ravel() for v in rec.value])
+    dims = {"class_prob": ["class"], "feature_prob": ["feature", "class", "level"]}
+    # every cell gets Laplace(sensitivity / epsilon) on the release's scale (per table for counts)
+    return _tables_model("naive-bayes", n, I, levels, np.asarray(prior.class_alpha, float), alpha_feat,
+                         Laplace(rec.epsilon, rec.sensitivity), unit, observed, "class_prob", "feature_prob", dims,
+                         release.coords())
+
+
 #: family -> da_model hook
-DA_MODELS = {"linreg-ju": linreg_ju, "binomial": binomial, "multinomial": multinomial, "loglinear": loglinear}
+DA_MODELS = {"linreg-ju": linreg_ju, "binomial": binomial, "multinomial": multinomial, "loglinear": loglinear,
+             "naive-bayes": naive_bayes}
 
 
 def da_model(release, prior):
