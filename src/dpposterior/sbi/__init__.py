@@ -1,6 +1,7 @@
 """Simulation-based inference from DP releases (Xiong, Ju & Zhang): the model interface.
 
-See :mod:`dpposterior.sbi.model` for a runnable user-defined example; the engines
+A user model is a :class:`dpposterior.Model` (docs/models.md); this package holds its internal
+SBI view (:class:`SimulatorModel`) and the priors of the simulator families.  The engines
 are :func:`dpposterior.inference.smc_abc.run_smc_abc`,
 :func:`dpposterior.inference.sppe.run_sppe` and :func:`dpposterior.inference.sple.run_sple`.
 """

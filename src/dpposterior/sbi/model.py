@@ -13,22 +13,13 @@ evaluated: SMC-ABC (App. C), SPPE (Algorithm 1) and SPLE (Algorithm 2) only call
 Parameters live in an unconstrained space R^d (the flows need it); ``outputs``
 maps draws to the named posterior variables the family promises.
 
-A user-defined model::
-
-    import numpy as np
-    from dpposterior.mechanisms import Laplace
-    from dpposterior.sbi import GaussianPrior, SimulatorModel
-    from dpposterior.inference.smc_abc import run_smc_abc
-
-    def simulate(theta, rng):               # x_1..x_50 ~ N(theta, 1); s(x) = mean
-        x = rng.normal(theta[:, :1], 1.0, size=(len(theta), 50))
-        return x.mean(axis=1, keepdims=True)
-
-    model = SimulatorModel(prior=GaussianPrior([0.0], [[1.0]]), simulate=simulate,
-                           mechanism=Laplace(epsilon=1.0, sensitivity=0.1),
-                           observed=[0.4], parameter_names=["mu"])
-    result = run_smc_abc(model, simulations=20_000, seed=1)
-    print(result.theta.mean(axis=0))
+:class:`SimulatorModel` is the engines' internal view, not a second public model class.  A
+user describes a model once as :class:`dpposterior.Model` (``dpposterior/model.py``: priors,
+records, per-record statistic, mechanism, n) and ``dpposterior.infer(model, observed=...)``
+builds this view with :meth:`dpposterior.Model.simulator_model` (constrained parameters mapped
+to R^d with the Jacobian in the prior) for ``smc-abc``, ``sppe`` and ``sple`` -- see
+docs/models.md.  The built-in simulator families construct it directly (their ``sbi_model``
+hooks).
 """
 
 from __future__ import annotations
