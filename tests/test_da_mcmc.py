@@ -168,3 +168,21 @@ def test_cli_infer_da_mcmc_on_a_family_release(tmp_path):
     assert idata.posterior["beta"].dims == ("chain", "draw", "coef")
     assert idata.posterior["beta"].sizes["coef"] == 3
     assert "record_acceptance" in idata.sample_stats
+
+
+@pytest.mark.slow
+def test_naive_bayes_da_mcmc_matches_exact_enumeration():
+    """naive-bayes (Xiong et al. App. E.3 release): DA-MCMC vs the exact posterior by enumeration."""
+    import arviz as az
+
+    rel = ROOT / "examples" / "releases" / "naive-bayes-xiong-eps10.json"
+    da = dpposterior.infer(rel, method="da-mcmc", draws=2000, chains=2, warmup=300, seed=1)
+    ex = dpposterior.infer(rel, method="exact-enumeration", draws=5000, chains=2, seed=1)
+    for var in ("class_prob", "feature_prob"):
+        a, b = da.draws(var), ex.draws(var)
+        keep = np.isfinite(b[0])
+        a, b = a[:, keep], b[:, keep]
+        ess = az.ess(da.to_arviz(), var_names=[var])[var].values
+        assert np.nanmin(ess) > 800
+        assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 0.1 * b.std(axis=0))
+        assert np.all(np.abs(a.std(axis=0) / b.std(axis=0) - 1) < 0.1)
