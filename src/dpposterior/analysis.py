@@ -29,11 +29,14 @@ TOP_KEYS = {"method", "constrained", "prior", "sampling"}
 
 def load_analysis(path, family=None) -> dict:
     """Read and validate an analysis TOML file; returns keyword arguments for ``infer``."""
+    from .errors import check_input_file
+
     path = Path(path)
-    if not path.exists():
-        raise InputError("analysis", f"file not found: {path}")
+    check_input_file(path, "analysis")
     try:
         data = tomllib.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError("analysis", f"{path} is not a text (UTF-8) file") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("analysis", f"invalid TOML ({exc})") from None
     return parse_analysis(data, family)

@@ -26,6 +26,16 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Valid Bayesian inference from differentially private releases.")
 
 
+#: every family name, for help texts (kept in sync with the registry: families.FAMILY_MODULES)
+def _family_names() -> str:
+    from .families import FAMILY_MODULES
+
+    return ", ".join(FAMILY_MODULES)
+
+
+_FAMILY_LIST = _family_names()
+
+
 def _split(value: Optional[str]) -> Optional[list[str]]:
     if value is None:
         return None
@@ -46,7 +56,7 @@ def _impl(module: str, func: str):
 @app.command("release")
 def release_cmd(
     data: Path = typer.Argument(..., help="CSV of confidential records (with a header row)."),
-    family: str = typer.Option(..., "--family", help="Data model: gaussian, binomial, multinomial, ..."),
+    family: str = typer.Option(..., "--family", help=f"Data model: {_FAMILY_LIST}."),
     epsilon: float = typer.Option(..., "--epsilon", help="Total privacy budget (per table for naive-bayes counts)."),
     out: Path = typer.Option(..., "--out", help="Release file to write (JSON)."),
     column: Optional[str] = typer.Option(None, "--column", help="The data column (univariate families)."),
@@ -67,6 +77,9 @@ def release_cmd(
     population: Optional[str] = typer.Option(None, "--population", help="sir: the public population size K."),
     times: Optional[str] = typer.Option(None, "--times", help="sir: comma-separated time grid, one per data row."),
     trials: Optional[str] = typer.Option(None, "--trials", help="sir: binomial trials N (default 1000)."),
+    design: Optional[Path] = typer.Option(None, "--design",
+                                          help="linreg-ju: public design JSON (x_mean, x_cov, noise_variance, "
+                                               "clamp); default Xiong et al.'s."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
     from .curator import CurateOptions, build_release
@@ -77,7 +90,7 @@ def release_cmd(
         family=family, epsilon=epsilon, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
         epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
-        intercept=intercept, seed=seed, population=population, trials=trials, times=times,
+        intercept=intercept, seed=seed, population=population, trials=trials, times=times, design=design,
     )
     release = build_release(data, options)
     release.save(out)
@@ -110,7 +123,10 @@ def infer_cmd(
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
-    no_naive: bool = typer.Option(False, "--no-naive", help="Do not print the noise-ignoring posterior."),
+    naive: Optional[bool] = typer.Option(
+        None, "--naive/--no-naive",
+        help="Also compute and print the noise-ignoring posterior for comparison (default: on where it is "
+             "cheap; off for simulation-based families, where it trains a flow)."),
 ):
     """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
     if model is not None or observed is not None:  # a user model (issue 13): model_commands.py
@@ -120,13 +136,16 @@ def infer_cmd(
     if release is None:
         raise InputError("release", "give a release file, or --model FILE.py:NAME with --observed")
     from .analysis import load_analysis
-    from .errors import check_output_path
+    from .errors import check_output_path, check_seed
+    from .execution import check_scheduler
     from .families import get_family
     from .inference import infer
     from .release import load_release
     from .reporting import print_posterior_summary
 
     check_output_path(out, "--out")  # before any work: never lose a computed posterior
+    check_seed(seed, "--seed")
+    check_scheduler(scheduler, reachable=True)  # an unreachable cluster is refused even if unused
     rel = load_release(release)
     family = get_family(rel.family, field="release.family")
     kwargs = load_analysis(analysis, family) if analysis is not None else {}
@@ -144,13 +163,21 @@ def infer_cmd(
 
     with use_workers(workers):
         post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
-    post.to_netcdf(out)
-    naive = None
-    if not no_naive and family.naive_method and family.naive_method != post.method:
+    if naive is None:
+        naive = family.naive_by_default
+    naive_post = None
+    if naive and family.naive_method and family.naive_method != post.method:
         naive_kwargs = {k: v for k, v in kwargs.items() if k in ("prior", "seed", "draws", "chains", "constrained")}
-        naive = infer(rel, method=family.naive_method, **naive_kwargs)
-    print_posterior_summary(post, naive=naive)
-    typer.echo(f"wrote {out}")
+        if not quiet:
+            typer.echo(f"computing the naive (noise-ignoring) posterior for comparison, method "
+                       f"{family.naive_method} (--no-naive skips it)", err=True)
+        naive_post = infer(rel, method=family.naive_method, quiet=quiet, **naive_kwargs)
+    post.to_netcdf(out)
+    print_posterior_summary(post, naive=naive_post)
+    for message in post.warnings:
+        typer.echo(f"warning: {message}", err=True)
+    typer.echo(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)"
+                                 if post.warnings else ""))
 
 
 @app.command("audit")
@@ -183,7 +210,8 @@ def demo_cmd(out: Path = typer.Option(Path("dpposterior-demo"), "--out", help="O
 
 @app.command("calibrate")
 def calibrate_cmd(
-    family: Optional[str] = typer.Option(None, "--family", help="Data model to simulate (or --model)."),
+    family: Optional[str] = typer.Option(None, "--family", help=f"Data model to simulate: {_FAMILY_LIST} "
+                                                                 "(or --model)."),
     n: Optional[int] = typer.Option(None, "--n", help="Records per simulated dataset (a --model has its own)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Privacy budget of each simulated release "
                                             "(a --model has its own mechanism)."),
@@ -192,14 +220,15 @@ def calibrate_cmd(
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
     methods: str = typer.Option("auto,naive", "--methods", help="Comma-separated methods."),
     prior: Optional[str] = typer.Option(None, "--prior", help="Prior: a TOML file or inline 'kind=beta,alpha=1,beta=1'."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the whole study (trial t uses its own child seed)."),
     draws: Optional[int] = typer.Option(None, "--draws", help="Posterior draws per trial."),
     out: Optional[Path] = typer.Option(None, "--out", help="Result JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Rank ECDF plot (PNG)."),
     scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     unit_size: Optional[int] = typer.Option(None, "--unit-size", help="Trials per work unit (default: sized from trials and workers; results do not depend on it)."),
-    quiet: bool = typer.Option(False, "--quiet"),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress output (the result table is still printed "
+                                                       "when there is no --out)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
@@ -227,7 +256,8 @@ def report_cmd(
     """Write PNG figures and a self-contained report.html."""
     if model is not None:  # a user model (issue 13): its prior beside the posterior
         compare = [*(compare or []), _impl("model_commands", "prior_posterior_file")(model, out)]
-    _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+    html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+    typer.echo(f"wrote {html}")
 
 
 @app.command("reproduce")
@@ -235,10 +265,10 @@ def reproduce_cmd(
     name: Optional[str] = typer.Argument(None, help="Gallery entry (see --list)."),
     full: bool = typer.Option(False, "--full", help="The paper's full scale."),
     list_: bool = typer.Option(False, "--list", help="List the entries with expected run times."),
-    out: Path = typer.Option(Path("dpposterior-gallery"), "--out"),
-    scheduler: str = typer.Option("processes", "--scheduler"),
+    out: Path = typer.Option(Path("dpposterior-gallery"), "--out", help="Output folder."),
+    scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
-    quiet: bool = typer.Option(False, "--quiet"),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ):
     """Rerun one headline result of a paper; writes its figure and a side-by-side table."""
     from .execution import use_workers

@@ -37,15 +37,17 @@ class CurateOptions:
     population: Any = None   # sir: the public population K (--population)
     trials: Any = None       # sir: binomial trials N (--trials)
     times: Any = None        # sir: the time grid (--times, comma-separated or a list)
+    design: Any = None       # linreg-ju: the public design, a JSON file (--design)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def read_csv(path):
     import pandas as pd
 
+    from .errors import check_input_file
+
     path = Path(path)
-    if not path.exists():
-        raise InputError("data", f"file not found: {path}")
+    check_input_file(path, "data")
     try:
         return pd.read_csv(path)
     except Exception as exc:  # pandas raises many parser error types
@@ -57,8 +59,15 @@ def build_release(data_path, options: CurateOptions):
     from .families import get_family
     from .release import load_release
 
+    from .errors import check_seed
+    from .release import check_epsilon_range
+
     if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
         raise InputError("epsilon", f"must be a finite number > 0 (got {options.epsilon})")
+    check_epsilon_range(options.epsilon, "epsilon")
+    check_seed(options.seed, "seed")
+    if options.delta is not None and not (isinstance(options.delta, (int, float)) and 0 < options.delta < 1):
+        raise InputError("delta", f"must be a number in (0, 1) (got {options.delta})")
     family = get_family(options.family)
     if family.curate is None:
         raise InputError("family", f"the curator cannot build {options.family!r} releases")
@@ -74,7 +83,7 @@ def build_release(data_path, options: CurateOptions):
 _OPTION_DEFAULTS = {"column": None, "columns": None, "features": None, "response": None, "bounds": None,
                     "x_norm": None, "y_abs": None, "epsilon_split": None, "delta": None, "mechanism": None,
                     "scale": None, "parties": 1, "intercept": False, "population": None, "trials": None,
-                    "times": None}
+                    "times": None, "design": None}
 
 
 def reject_unused(options: CurateOptions, used: set[str], family: str) -> None:

@@ -47,10 +47,18 @@ def from_pydantic(exc, prefix: str) -> InputError:
 
 
 def check_output_path(path, field: str = "out") -> None:
-    """Refuse an output file whose folder does not exist (or is not a folder), before any work."""
+    """Refuse an output file that cannot be written, before any work (never lose a computed result).
+
+    The folder must exist and be a folder, the path must not be a folder, and the file must be
+    creatable there: a trial create-and-remove catches read-only places such as ``/proc`` that
+    permission bits do not show.
+    """
+    import os
     from pathlib import Path
 
     p = Path(path)
+    if not str(path).strip():
+        raise InputError(field, "is empty")
     parent = p.parent if str(p.parent) else Path(".")
     if p.exists() and p.is_dir():
         raise InputError(field, f"{p} is a folder, not a file")
@@ -58,3 +66,43 @@ def check_output_path(path, field: str = "out") -> None:
         raise InputError(field, f"folder {parent} does not exist")
     if not parent.is_dir():
         raise InputError(field, f"{parent} is not a folder")
+    if p.exists():
+        if not p.is_file():
+            raise InputError(field, f"{p} is not a regular file")
+        if not os.access(p, os.W_OK):
+            raise InputError(field, f"{p} is not writable")
+        return
+    probe = parent / f".{p.name}.dpposterior-write-test"
+    try:
+        with open(probe, "x"):
+            pass
+    except OSError as exc:
+        raise InputError(field, f"cannot write in folder {parent} ({exc.strerror or exc})") from None
+    try:
+        probe.unlink()
+    except OSError:  # pragma: no cover - created but not removable: leave it
+        pass
+
+
+def check_input_file(path, field: str) -> None:
+    """Refuse an input path that is missing, a folder or unreadable, with one line naming the field."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(field, f"file not found: {p}")
+    if p.is_dir():
+        raise InputError(field, f"{p} is a folder, not a file")
+    if not os.access(p, os.R_OK):
+        raise InputError(field, f"{p} is not readable")
+
+
+def check_seed(seed, field: str = "seed") -> None:
+    """A seed must be an integer in [0, 2^63) (numpy's SeedSequence refuses negatives)."""
+    import numpy as np
+
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
+        raise InputError(field, f"must be an integer between 0 and 2^63 - 1 (got {seed!r})")

@@ -30,13 +30,26 @@ SCHEDULERS = ("serial", "processes", "local")
 CONNECT_TIMEOUT = 10
 
 
-def check_scheduler(scheduler: str) -> str:
-    """``scheduler`` unchanged if valid, else a one-line :class:`InputError` naming the field."""
+def check_scheduler(scheduler: str, reachable: bool = False) -> str:
+    """``scheduler`` unchanged if valid, else a one-line :class:`InputError` naming the field.
+
+    ``reachable=True`` (the CLI) also opens a TCP connection to a ``tcp://`` scheduler, so that a
+    wrong address is refused before any work even when the engine would never use it.
+    """
     if isinstance(scheduler, str) and scheduler in SCHEDULERS:
         return scheduler
     if isinstance(scheduler, str) and scheduler.startswith("tcp://"):
         host, _, port = scheduler[len("tcp://"):].rpartition(":")
         if host and port.isdigit() and 0 < int(port) < 65536:
+            if reachable:
+                import socket
+
+                try:
+                    with socket.create_connection((host.strip("[]"), int(port)), timeout=5.0):
+                        pass
+                except OSError as exc:
+                    raise InputError("scheduler", f"no Dask scheduler answers at {scheduler} "
+                                     f"({exc.strerror or exc})") from None
             return scheduler
         raise InputError("scheduler", f"a Dask scheduler address must look like tcp://HOST:PORT (got {scheduler!r})")
     raise InputError("scheduler", f"must be serial, processes, local or tcp://HOST:PORT (got {scheduler!r})")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 
 @dataclass
@@ -28,6 +29,9 @@ class Posterior:
     attrs: dict[str, Any] = field(default_factory=dict)
     #: engine-specific extras kept in Python only (e.g. a trained flow)
     extras: dict[str, Any] = field(default_factory=dict)
+    #: reasons not to trust this posterior as it is (dpposterior.checks): printed by the CLI, and
+    #: written to the netCDF attribute ``warnings`` ("none" when empty)
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         for name, arr in self.posterior.items():
@@ -57,6 +61,7 @@ class Posterior:
         attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
         for key, value in self.attrs.items():
             attrs[key] = _attr_value(value)
+        attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
         groups = {"posterior": self.posterior}
         if self.posterior_predictive:
             groups["posterior_predictive"] = self.posterior_predictive
@@ -76,15 +81,29 @@ class Posterior:
         os.replace(tmp, path)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
-        """ArviZ summary table with ``hdi_prob`` HPD intervals."""
+        """ArviZ summary table with ``hdi_prob`` HPD intervals (prints whole, never cut by pandas)."""
         import arviz as az
 
         idata = self.to_arviz()
         kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
-        return az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind)
+        return SummaryFrame(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
 
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)
+
+
+class SummaryFrame(pd.DataFrame):
+    """ArviZ's summary DataFrame, printed whole: ``print(post.summary())`` never cuts rows or columns."""
+
+    @property
+    def _constructor(self):
+        return SummaryFrame
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+    def __str__(self) -> str:
+        return self.to_string()
 
 
 def _attr_value(value):

@@ -36,6 +36,25 @@ NOISE_RTOL = 1e-9
 INCONSISTENCY_SCALES = 50.0
 
 
+def require_within_reach(field: str, values, lo, hi, scale: float, what: str) -> None:
+    """The shared rule for released values: refuse any further than INCONSISTENCY_SCALES noise scales
+    outside [lo, hi], the range the statistic of bounded data can take (``lo``/``hi`` broadcast).
+
+    Under the release's own model such a value has probability below exp(-50) (Laplace; far less for
+    Gaussian noise): it did not come from this mechanism on data within these bounds, and analysing
+    it would give a confident posterior at the edge of the parameter space.
+    """
+    v = np.asarray(values, float)
+    lo_b, hi_b = np.broadcast_to(np.asarray(lo, float), v.shape), np.broadcast_to(np.asarray(hi, float), v.shape)
+    slack = INCONSISTENCY_SCALES * float(scale)
+    bad = (v < lo_b - slack) | (v > hi_b + slack)
+    if bad.any():
+        k = int(np.flatnonzero(bad.ravel())[0])
+        raise InputError(field, f"{v.ravel()[k]:g} is more than {INCONSISTENCY_SCALES:g} noise scales ({scale:g}) "
+                         f"outside [{lo_b.ravel()[k]:g}, {hi_b.ravel()[k]:g}], the range of {what}: the release is "
+                         "inconsistent with its bounds")
+
+
 def require_noise_at_least(field: str, stated: float, required: float, what: str = "sensitivity",
                            release: "ReleaseBase | None" = None) -> None:
     """Refuse a stated sensitivity (or sigma) below the replace-one value for the release's bounds.
@@ -49,6 +68,36 @@ def require_noise_at_least(field: str, stated: float, required: float, what: str
         raise InputError(field, f"{stated:g} is smaller than the replace-one {what} {required:g} for these "
                          "bounds, so the release is not (epsilon, delta)-DP as stated (set \"not_dp\" with a "
                          "reason to analyse it anyway)")
+
+#: the range of a statistic's epsilon in which its noise scale (sensitivity/epsilon, from a million
+#: sensitivities down to a billionth of one) keeps released values and the engines' arithmetic finite and
+#: resolved in double precision.  Outside it the curator once wrote values ~3e300 (epsilon = 1e-300) and
+#: the gaussian sampler returned NaN (epsilon = 1e308): refused, not analysed (issue 17)
+EPSILON_MIN = 1e-6
+EPSILON_MAX = 1e9
+
+
+def check_epsilon_range(epsilon: float, field: str | None = None) -> None:
+    """Refuse an epsilon outside [EPSILON_MIN, EPSILON_MAX] (``field`` given: an InputError, else ValueError)."""
+    if EPSILON_MIN <= epsilon <= EPSILON_MAX:
+        return
+    reason = (f"{epsilon:g} is outside [{EPSILON_MIN:g}, {EPSILON_MAX:g}], the range in which the noise scale "
+              "(sensitivity/epsilon) keeps released values and the posterior arithmetic finite")
+    if field is None:
+        raise ValueError(reason)
+    raise InputError(field, reason)
+
+
+def default_delta(n: int) -> float:
+    """The curators' default delta: min(1e-6, 1/n^2).
+
+    delta is the probability that the epsilon guarantee fails; at delta = 1/n a mechanism may publish
+    one whole record and still be "(epsilon, delta)-DP" (Dwork & Roth 2014, Sec. 2.3), so delta must be
+    well below 1/n.  1/n^2 is the usual "much smaller than 1/n"; the cap 1e-6 keeps it small for small
+    data sets too.  ``dpposterior release`` prints the delta it used.
+    """
+    return float(min(1e-6, 1.0 / float(n) ** 2))
+
 
 #: a finite float (JSON NaN / Infinity are refused); ints are accepted, strings are not
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -99,6 +148,12 @@ class StatisticRecord(BaseModel):
     @classmethod
     def _finite(cls, v):
         return _check_finite_nested(v)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon_range(cls, v):
+        check_epsilon_range(v)
+        return v
 
     def array(self) -> np.ndarray:
         return np.asarray(self.value, dtype=float)
@@ -220,16 +275,23 @@ def load_release(source) -> ReleaseBase:
     raw_bytes: bytes
     if isinstance(source, dict):
         data = source
-        raw_bytes = json.dumps(source, sort_keys=True).encode()
-    else:
+        try:
+            raw_bytes = json.dumps(source, sort_keys=True).encode()
+        except (TypeError, ValueError) as exc:
+            raise InputError("release", f"is not plain JSON data ({exc})") from None
+    elif isinstance(source, (str, os.PathLike)):
+        from .errors import check_input_file
+
         path = Path(source)
-        if not path.exists():
-            raise InputError("release", f"file not found: {path}")
+        check_input_file(path, "release")
         raw_bytes = path.read_bytes()
         try:
             data = json.loads(raw_bytes)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError("release", f"not valid JSON ({exc})") from None
+    else:
+        raise InputError("release", "must be a path to a release file, a dict or a loaded release "
+                         f"(got {type(source).__name__})")
     if not isinstance(data, dict):
         raise InputError("release", "must be a JSON object")
     fmt = data.get("format")

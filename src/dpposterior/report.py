@@ -46,6 +46,8 @@ from .errors import InputError
 IID_METHODS = {"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
                "smc-abc", "adassp", "ops"}
 MAX_DENSITY_PANELS = 16
+#: a comparison density whose 99.8% range is below this fraction of the plotted range is drawn as a line
+SPIKE_FRACTION = 0.02
 MAX_PAIR_COMPONENTS = 4
 #: draws per posterior shown in scatter plots (thinned evenly; densities use every draw)
 MAX_SCATTER = 3000
@@ -128,6 +130,12 @@ def load_posterior(path: Path, field_name: str = "posterior"):
                                      f"({type(exc).__name__})") from None
     if "posterior" not in idata.groups() or not idata.posterior.data_vars:
         raise InputError(field_name, f"{path} has no posterior group")
+    for name, var in idata.posterior.data_vars.items():
+        values = np.asarray(var.values)
+        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)):
+            bad = int((~np.isfinite(values)).sum())
+            raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
+                             "infinite); a report of them would be meaningless")
     return idata
 
 
@@ -252,10 +260,13 @@ def _posterior_sections(path: Path, compare: list[Path]):
     sections: list[Any] = []
     meta = [("file", str(path)), ("family", family), ("method", main.method),
             ("chains x draws", f"{main_idata.posterior.sizes['chain']} x {main_idata.posterior.sizes['draw']}")]
-    for key in ("constrained", "seed", "release_epsilon", "release_delta", "release_sha256", "dpposterior_version"):
+    for key, words in RUN_ATTRIBUTES:
         if key in main_attrs:
-            meta.append((key, str(main_attrs[key])))
+            meta.append((words, _attr_words(key, main_attrs[key])))
     sections.append(("table", "Run", ["", ""], meta))
+    flagged = str(main_attrs.get("warnings", "none"))
+    if flagged not in ("none", ""):
+        sections.extend(("note", f"Warning: {w}") for w in flagged.split(" | "))
     sections.extend(("note", n) for n in notes)
     sections.append(("table", f"Posterior means and {HDI_PROB:.0%} HPD intervals", *_hpd_table(main, others)))
     sections.append(_density_figure(main, others))
@@ -283,6 +294,30 @@ def _posterior_sections(path: Path, compare: list[Path]):
         if pp is not None:
             sections.append(pp)
     return f"dpposterior report: {family} posterior ({main.label})", sections
+
+
+#: run attributes shown in the report's "Run" table: (netCDF attribute, words)
+RUN_ATTRIBUTES = [("prior", "prior"), ("constrained", "constrained to the release's bounds"), ("seed", "seed"),
+                  ("options_warmup", "warm-up iterations per chain"), ("release_epsilon", "release: total epsilon"),
+                  ("release_delta", "release: total delta"), ("release_sha256", "release file sha256"),
+                  ("dpposterior_version", "dpposterior version")]
+
+
+def _attr_words(key: str, value) -> str:
+    """A netCDF attribute as words (booleans are stored as 0/1 in netCDF)."""
+    if key == "constrained":
+        try:
+            return "yes" if int(value) else "no"
+        except (TypeError, ValueError):
+            return str(value)
+    if key == "release_delta":
+        try:
+            return "0 (pure epsilon-DP)" if float(value) == 0 else f"{float(value):g}"
+        except (TypeError, ValueError):
+            return str(value)
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):g}"
+    return str(value)
 
 
 def _first_vars(idata, k: int) -> list[str]:
@@ -330,15 +365,31 @@ def _density_figure(main: Loaded, others: list[Loaded]) -> Figure:
     ncols = min(3, len(labels))
     nrows = math.ceil(len(labels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    spikes = False
     for ax, label in zip(axes.flat, labels):
+        main_draws = main.components[label].reshape(-1)
+        lo, hi = np.quantile(main_draws, [0.001, 0.999])
+        pad = 0.15 * (hi - lo) if hi > lo else max(abs(lo), 1.0) * 0.05
+        view = (lo - pad, hi + pad)
         for k, post in enumerate([main, *others]):
             if label not in post.components:
                 continue
-            az.plot_kde(post.components[label].reshape(-1), ax=ax,
-                        plot_kwargs={"color": COLORS[k % len(COLORS)], "linewidth": 2 if k == 0 else 1.4,
-                                     "linestyle": "-" if k == 0 else "--"},
-                        label=post.label if ax is axes.flat[0] else None)
+            x = post.components[label].reshape(-1)
+            style = {"color": COLORS[k % len(COLORS)], "linewidth": 2 if k == 0 else 1.4,
+                     "linestyle": "-" if k == 0 else "--"}
+            name = post.label if ax is axes.flat[0] else None
+            width = np.ptp(np.quantile(x, [0.001, 0.999]))
+            if k > 0 and width < SPIKE_FRACTION * (view[1] - view[0]):
+                # a comparison far narrower than the noise-aware density would flatten it to nothing
+                # on a shared density axis: draw it as a vertical line at its mean instead
+                ax.axvline(float(np.mean(x)), label=name, **style)
+                spikes = True
+                continue
+            az.plot_kde(x, ax=ax, plot_kwargs=style, label=name)
+        ax.set_xlim(*view)
         ax.set_title(label)
+        ax.set_xlabel(label)
+        ax.set_ylabel("density")
         ax.set_yticks([])
         if ax.get_legend() is not None:  # one shared legend below the panels instead
             ax.get_legend().remove()
@@ -348,7 +399,11 @@ def _density_figure(main: Loaded, others: list[Loaded]) -> Figure:
     if names:
         fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), frameon=False)
     fig.tight_layout(rect=(0, 0.07 if names else 0, 1, 1))
-    caption = "Marginal posterior densities (kernel density estimates)."
+    caption = ("Marginal posterior densities (kernel density estimates); x axis: the parameter's value, "
+               "scaled to the noise-aware posterior (0.1%-99.9% quantiles).")
+    if spikes:
+        caption += (" A vertical line marks a comparison posterior (e.g. the naive one) so much narrower "
+                    "that its density would flatten the noise-aware one: the line is at its mean.")
     if len(main.components) > len(labels):
         caption += f" First {len(labels)} of {len(main.components)} components."
     return Figure("marginals", "Marginal densities", _png(fig), caption)
@@ -666,7 +721,7 @@ color:#222;padding:0 1em}
 h1{font-size:1.5em;border-bottom:2px solid #1f77b4;padding-bottom:.3em}
 h2{font-size:1.15em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;white-space:nowrap}
 th{background:#f0f4f8}
 td:first-child,th:first-child{text-align:left}
 img{max-width:100%;border:1px solid #eee}

@@ -21,8 +21,32 @@ def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     return table
 
 
+def run_header(post) -> list[str]:
+    """What was done, in words: family, method, prior, constrained or not, draws, the release's privacy."""
+    a = post.attrs
+    lines = [f"family {post.family}, method {post.method}"]
+    if "prior" in a:
+        lines.append(f"prior: {a['prior']}")
+    constrained = a.get("constrained")
+    if constrained is not None:
+        lines.append("constrained to what the release's bounds allow" if bool(constrained)
+                     else "unconstrained (parameters not restricted to the release's bounds; "
+                          "constrained = true in an analysis file restricts them)")
+    warm = a.get("options_warmup")
+    lines.append(f"{post.ndraws} draws x {post.nchains} chains"
+                 + (f" after {warm} warm-up iterations" if warm not in (None, 0) and post.method not in
+                    ("sppe", "sple", "smc-abc", "naive", "exact-enumeration", "grid", "vb") else ""))
+    eps, delta = a.get("release_epsilon"), a.get("release_delta")
+    if eps is not None:
+        lines.append(f"release: total epsilon {float(eps):g}" + (f", delta {float(delta):g}" if delta else "")
+                     + ", neighbouring replace-one")
+    return lines
+
+
 def print_posterior_summary(post, naive=None, console: Console | None = None) -> None:
     console = console or Console(highlight=False, soft_wrap=True)
+    for line in run_header(post):
+        console.print(escape(line))
     console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)"))
     if naive is not None:
         console.print(summary_table(naive, f"naive posterior ignoring the privacy noise (method {naive.method})"))

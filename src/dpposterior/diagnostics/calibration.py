@@ -428,14 +428,16 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
                       plot=None, scheduler="processes", quiet=False, resume=False, workers=None,
                       unit_size=None) -> dict:
     """``dpposterior calibrate``: run, print a table, write ``--out`` JSON and ``--plot`` PNG."""
+    from ..errors import check_output_path, check_seed
+
     checkpoint = None
+    check_seed(seed, "seed")
     if out is not None:
         out = Path(out)
-        if not out.parent.exists():
-            raise InputError("out", f"folder {out.parent} does not exist")
+        check_output_path(out, "out")
         checkpoint = out.with_name(out.name + ".ckpt.json")
-    if plot is not None and not Path(plot).parent.exists():
-        raise InputError("plot", f"folder {Path(plot).parent} does not exist")
+    if plot is not None:
+        check_output_path(plot, "plot")
     if resume and out is None:
         raise InputError("resume", "needs --out (the checkpoint is written beside it)")
     if unit_size is not None:
@@ -452,11 +454,12 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
         plot_rank_ecdf({m: u[:, 0] for m, u in ranks.items()}, plot,
                        title=f"{result['family']}, n={result['n']}, eps={result['epsilon']:g}, "
                              f"{result['coordinates'][0]}")
-    if not quiet:
+    if not quiet or (out is None and plot is None):
+        # --quiet silences progress; with nowhere else to go, the result is still printed
         _print_table(result)
-        for path in (out, plot):
-            if path is not None:
-                print(f"wrote {path}")
+    for path in (out, plot):
+        if path is not None:
+            print(f"wrote {path}")
     return result
 
 

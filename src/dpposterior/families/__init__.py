@@ -62,6 +62,9 @@ class Family:
     analysis_keys: frozenset[str] = field(default_factory=frozenset)
     #: method shown beside the main summary by ``dpposterior infer`` (noise-ignoring)
     naive_method: str | None = "naive"
+    #: whether ``dpposterior infer`` computes the naive posterior unless told ``--no-naive``: off where it
+    #: is expensive (the SBI families' naive NPE trains a flow; ``--naive`` turns it on)
+    naive_by_default: bool = True
     description: str = ""
     simulate: Callable[..., "SimulatedRelease"] | None = None
     hooks: dict[str, Callable] = field(default_factory=dict)

@@ -344,10 +344,17 @@ def _numeric(col, name: str) -> np.ndarray:
     values = pd.to_numeric(col, errors="coerce")
     if values.isna().any():
         raise InputError("column", f"column {name!r} must be numeric")
-    return values.to_numpy(dtype=float)
+    out = values.to_numpy(dtype=float)
+    if not np.all(np.isfinite(out)):
+        row = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise InputError("column", f"column {name!r} row {row + 1} is {out[row]:g}: values must be finite")
+    return out
 
 
 def curate_binomial(frame, options) -> dict:
+    from ..curator import reject_unused
+
+    reject_unused(options, {"column"}, "binomial")
     col = _column(frame, options)
     if col.dtype == bool:
         x = col.to_numpy(dtype=float)
@@ -363,6 +370,9 @@ def curate_binomial(frame, options) -> dict:
 
 
 def curate_multinomial(frame, options) -> dict:
+    from ..curator import reject_unused
+
+    reject_unused(options, {"column"}, "multinomial")
     col = _column(frame, options).astype(str)
     categories = options.extra.get("categories") if options.extra else None
     note = None
@@ -388,6 +398,9 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
+    from ..curator import reject_unused
+
+    reject_unused(options, {"column", "bounds"}, family)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:

@@ -40,6 +40,10 @@ from . import Family, SimulatedRelease
 SENSITIVITY_RTOL = 1e-9
 #: the widest clamping interval: (b - a)^2 must be finite in double precision
 MAX_WIDTH = 1e150
+#: the smallest noise scale of the released mean, as a fraction of the bounds' width (n * epsilon <= 1e9):
+#: measured, the Gibbs sampler's truncated-normal pieces overflow beyond it (at n = 43: n * epsilon = 1.3e9
+#: gave the right posterior, 4.3e9 an sd twice too large with overflow warnings; issue 17)
+MIN_RELATIVE_NOISE = 1e-9
 
 
 class GaussianStatistics(BaseModel):
@@ -102,6 +106,12 @@ class GaussianRelease(ReleaseBase):
             b = rec.sensitivity / rec.epsilon
             a_, b_ = feasible[name]
             v = float(rec.value)
+            if name == "mean" and b < MIN_RELATIVE_NOISE * width:
+                raise InputError("release.statistics.mean.epsilon",
+                                 f"{rec.epsilon:g} makes the noise scale {b:g} smaller than {MIN_RELATIVE_NOISE:g} of "
+                                 f"the bounds' width (n * epsilon > {1 / MIN_RELATIVE_NOISE:g}): the samplers' "
+                                 "truncated-normal arithmetic overflows there; for a noise-free mean use a "
+                                 "smaller epsilon")
             if v < a_ - INCONSISTENCY_SCALES * b or v > b_ + INCONSISTENCY_SCALES * b:
                 raise InputError(f"release.statistics.{name}.value",
                                  f"{v:g} is more than {INCONSISTENCY_SCALES:g} noise scales ({b:g}) outside "
@@ -231,6 +241,9 @@ def curate(frame, options) -> dict:
     from ..curator import require_column
     from ..mechanisms import draw_noise
 
+    from ..curator import reject_unused
+
+    reject_unused(options, {"column", "bounds", "epsilon_split", "mechanism"}, "gaussian")
     column = require_column(frame, options.column, "column")
     if options.bounds is None:
         raise InputError("bounds", "is required for the gaussian family (--bounds LO HI)")
@@ -250,6 +263,10 @@ def curate(frame, options) -> dict:
         raise InputError("column", f"column {options.column!r} is not numeric") from None
     if np.isnan(values).any():
         raise InputError("column", f"column {options.column!r} has {int(np.isnan(values).sum())} missing values")
+    if not np.all(np.isfinite(values)):
+        row = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise InputError("column", f"column {options.column!r} row {row + 1} is {values[row]:g}: values must be "
+                         "finite (clamping an infinite record would hide a data error)")
     n = values.size
     if n < 2:
         raise InputError("column", f"needs at least 2 records (got {n})")

@@ -301,6 +301,7 @@ class LinearRegressionRelease(ReleaseBase):
     def model_validate(cls, obj, *args, **kwargs):
         release = super().model_validate(obj, *args, **kwargs)
         _validate_release(release)
+        _check_reach(release)
         return release
 
     # -- derived quantities
@@ -427,6 +428,34 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
     if rel.n is not None and rel.n != total:
         raise _bad(f"n: {rel.n} does not equal the sum of the parties' n ({total}, "
                          f"{len(rel.parties)} parties)")
+
+
+def _check_reach(rel) -> None:
+    """Released x'x, x'y, y'y within reach of bounded rows (the shared rule, release.require_within_reach).
+
+    A party of n_j rows with ||[1,] x|| <= X_eff and |y| <= y_abs has |(x'x)_kl| <= n_j X_eff^2 (diagonal
+    >= 0), |(x'y)_k| <= n_j X_eff y_abs and 0 <= y'y <= n_j y_abs^2.
+    """
+    from ..release import require_within_reach
+
+    data = rel.regression_data()
+    xe, ya = data.x_eff, data.y_abs
+    for j in range(data.J):
+        nj = float(data.n[j])
+        if data.mechanism == "laplace":
+            scales = data.laplace_scale[j]
+        else:
+            scales = (data.sigma_s[j], data.sigma_z[j], data.sigma_u[j] if data.sigma_u is not None else 0.0)
+        where = f"release.parties.{j}.statistics"
+        lo = np.full((data.d, data.d), -nj * xe * xe)
+        np.fill_diagonal(lo, 0.0)
+        require_within_reach(f"{where}.xtx.value", data.xtx[j], lo, nj * xe * xe, float(scales[0]),
+                             f"x'x of {nj:g} rows with norm <= {xe:g}")
+        require_within_reach(f"{where}.xty.value", data.xty[j], -nj * xe * ya, nj * xe * ya, float(scales[1]),
+                             f"x'y of {nj:g} rows (|y| <= {ya:g})")
+        if data.yty is not None:
+            require_within_reach(f"{where}.yty.value", data.yty[j], 0.0, nj * ya * ya, float(scales[2]),
+                                 f"y'y of {nj:g} rows (|y| <= {ya:g})")
 
 
 def _is_rect(value) -> bool:
@@ -587,6 +616,19 @@ def _matrix(value, size, field):
     return 0.5 * (arr + arr.T)
 
 
+def prior_moments(prior: LinRegPrior) -> dict[str, tuple[float, float]]:
+    """Prior mean and sd of the scalar sigma2 ~ IG(a, b), for the prior-dominance check (dpposterior.checks).
+
+    A release without y'y informs sigma2 only through the noisy x'y (barely): its posterior is then its
+    prior, which the check flags instead of presenting the prior's interval as an estimate (issue 17).
+    """
+    a, b = float(prior.a), float(prior.b)
+    if not a > 2:
+        return {}
+    mean = b / (a - 1.0)
+    return {"sigma2": (mean, mean / math.sqrt(a - 2.0))}
+
+
 def parse_prior(prior, release=None) -> LinRegPrior:
     """Prior from None (the paper's defaults), a ``[prior]`` dict, or a :class:`LinRegPrior`."""
     if release is not None:
@@ -675,6 +717,12 @@ def curate(frame, options) -> dict:
     mechanism = options.mechanism or "gaussian"
     if mechanism not in ("gaussian", "laplace"):
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
+    from ..curator import reject_unused
+
+    # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
+    reject_unused(options, {"features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "mechanism",
+                            "parties", "intercept"} | ({"delta"} if mechanism == "gaussian" else set()),
+                  "linear-regression" + (" (laplace)" if mechanism == "laplace" else ""))
     split = options.epsilon_split or ("xtx,xty,yty" if mechanism == "laplace" else "xtx,xty")
     split = split.replace(" ", "")
     if split not in SPLITS:
@@ -711,9 +759,11 @@ def curate(frame, options) -> dict:
         raise InputError("parties", f"must be an integer >= 1 (got {J!r})")
     if J > n:
         raise InputError("parties", f"{J} parties for {n} rows: every party needs at least one row")
+    from ..release import default_delta
+
     delta = options.delta
     if delta is None:
-        delta = 1.0 / n if n >= 2 else 0.5
+        delta = default_delta(n)
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise InputError("delta", f"must lie in (0, 1) (got {delta})")
     if options.intercept:
@@ -982,5 +1032,6 @@ FAMILY = Family(
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
+           "prior_moments": prior_moments,
            "calibration_batch": calibration_batch},
 )

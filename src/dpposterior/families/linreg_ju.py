@@ -22,13 +22,14 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Annotated
 
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import Laplace
-from ..release import FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least
+from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least,
+                       require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
 from . import SimulatedRelease
 
@@ -85,6 +86,11 @@ class LinregJuRelease(ReleaseBase):
         require_noise_at_least("release.statistics.sufficient.sensitivity",
                                release.statistics.sufficient.sensitivity, sensitivity(release.n), "sensitivity",
                                release)
+        # the 9 statistics average products of x~, y~ in [-1, 1]: squares in [0, 1], the rest in [-1, 1]
+        rec = release.statistics.sufficient
+        lo = np.array([-1.0, -1.0, -1.0, 0.0, -1.0, -1.0, 0.0, -1.0, 0.0])
+        require_within_reach("release.statistics.sufficient.value", rec.array(), lo, 1.0,
+                             rec.sensitivity / rec.epsilon, "averages of clamped, rescaled records")
         return release
 
 
@@ -185,9 +191,11 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
 
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
-    from ..curator import require_column
+    from ..curator import reject_unused, require_column
     from ..mechanisms import draw_noise
 
+    reject_unused(options, {"features", "response", "design"}, "linreg-ju")
+    design = load_design(options.design)
     features = list(options.features or [])
     if len(features) != 2:
         raise InputError("features", "linreg-ju needs exactly 2 feature columns")
@@ -196,10 +204,54 @@ def curate(frame, options):
     if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(y))):
         raise InputError("data", "feature and response columns must be finite numbers")
     n = len(y)
-    s = confidential_statistics(x0, y)
+    warn_design_mismatch(x0, y, design, given=options.design is not None)
+    s = confidential_statistics(x0, y, design.clamp)
     mech = Laplace(float(options.epsilon), sensitivity(n))
     noisy, sampler = draw_noise("laplace", s, mech.scale, options.seed)
-    return make_release(noisy, options.epsilon, n, sampler=sampler)
+    return make_release(noisy, options.epsilon, n, design=design, sampler=sampler)
+
+
+def load_design(path) -> Design:
+    """The public design (``--design FILE.json``: x_mean, x_cov, noise_variance, clamp), else the paper's."""
+    if path is None:
+        return Design()
+    import json
+    from pathlib import Path
+
+    from ..errors import check_input_file, from_pydantic
+
+    check_input_file(path, "design")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError("design", f"not valid JSON ({exc})") from None
+    try:
+        return Design.model_validate(data)
+    except ValidationError as exc:
+        raise from_pydantic(exc, "design") from None
+
+
+def warn_design_mismatch(x0, y, design: Design, given: bool) -> None:
+    """Tell the curator (on stderr; never in the release) when the data do not look like the design.
+
+    The linreg-ju model *assumes* x ~ N(x_mean, x_cov) and a known noise variance (Xiong et al. Sec. 4.2);
+    the release carries them as public design values and every engine simulates from them.  Written
+    blindly (the paper's values) for data of another design, the posterior would be silently wrong.
+    """
+    import sys
+
+    n = len(y)
+    mean = x0.mean(axis=0)
+    se = np.sqrt(np.diag(np.asarray(design.x_cov)) / n)
+    cov = np.cov(x0, rowvar=False)
+    far_mean = np.any(np.abs(mean - np.asarray(design.x_mean)) > 4 * se + 0.05)
+    far_cov = np.any(np.abs(np.diag(cov) / np.diag(np.asarray(design.x_cov)) - 1.0) > 0.5)
+    if far_mean or far_cov:
+        source = "the --design file" if given else "Xiong et al.'s design (the default; --design FILE.json sets yours)"
+        print(f"warning: the data's x mean {np.round(mean, 3).tolist()} and variances "
+              f"{np.round(np.diag(cov), 3).tolist()} differ from {source}: x_mean {design.x_mean}, x_cov "
+              f"{design.x_cov}; the linreg-ju model assumes that design, so the posterior would be wrong",
+              file=sys.stderr)
 
 
 def simulate(prior, n, epsilon, rng) -> SimulatedRelease:

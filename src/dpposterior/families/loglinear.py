@@ -40,7 +40,7 @@ from typing_extensions import Annotated
 from ..errors import InputError
 from ..inference.sbi_common import sbi_family
 from ..mechanisms import Laplace
-from ..release import ReleaseBase, StatisticRecord, require_noise_at_least
+from ..release import ReleaseBase, StatisticRecord, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel
 from . import SimulatedRelease
 
@@ -70,6 +70,10 @@ class LoglinearRelease(ReleaseBase):
         required = proportion_sensitivity(release.n, K) if rec.scale == "proportions" else count_sensitivity(K)
         require_noise_at_least("release.statistics.tables.sensitivity", rec.sensitivity, required,
                                f"sensitivity ({rec.scale})", release)
+        # every cell counts records (or their proportion): in [0, n] (or [0, 1]) before the noise
+        top = float(release.n) if rec.scale == "counts" else 1.0
+        require_within_reach("release.statistics.tables.value", release.flat_value(), 0.0, top,
+                             rec.sensitivity / rec.epsilon, f"a table cell of {release.n} records ({rec.scale})")
         return release
 
     @model_validator(mode="after")

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
-from ..release import FORMAT, ReleaseBase, StatisticRecord
+from ..release import FORMAT, ReleaseBase, StatisticRecord, require_within_reach
 from . import Family, SimulatedRelease
 
 SCALES = ("counts", "proportions")
@@ -148,13 +148,20 @@ class NaiveBayesRelease(ReleaseBase):
     @classmethod
     def model_validate(cls, obj, *args, **kwargs):
         try:
-            return super().model_validate(obj, *args, **kwargs)
+            release = super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
             err = exc.errors()[0]
             cause = (err.get("ctx") or {}).get("error")
             if isinstance(cause, _FieldError):
                 raise InputError(f"release.{cause.field}", cause.reason) from None
             raise
+        # every cell counts records (or their proportion): in [0, n] (or [0, 1]) before the noise
+        rec = release.statistics.tables
+        top = float(release.n) if rec.scale == "counts" else 1.0
+        cells = np.concatenate([np.asarray(t, float).ravel() for t in rec.value])
+        require_within_reach("release.statistics.tables.value", cells, 0.0, top, rec.sensitivity / rec.epsilon,
+                             f"a table cell of {release.n} records ({rec.scale})")
+        return release
 
     # -- derived quantities -------------------------------------------------------
     @property
@@ -322,9 +329,10 @@ def curate(frame, options) -> dict:
     The level sets are taken from the data and treated as public (a codebook); a curator
     whose level sets are themselves confidential must recode the columns first.
     """
-    from ..curator import class_feature_tables
+    from ..curator import class_feature_tables, reject_unused
     from ..mechanisms.noise import draw_noise
 
+    reject_unused(options, {"columns", "scale", "mechanism"}, "naive-bayes")
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")

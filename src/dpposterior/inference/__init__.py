@@ -17,6 +17,11 @@ import numpy as np
 from ..errors import InputError
 
 
+#: the most draws (all chains together) one inference may ask for: 2e7 draws of a 10-dimensional
+#: posterior are 1.6 GB of float64, beyond that requests (e.g. --draws 100000000000) exhaust memory
+MAX_TOTAL_DRAWS = 20_000_000
+
+
 @dataclass
 class InferenceOptions:
     method: str = "auto"
@@ -45,6 +50,11 @@ class InferenceOptions:
             raise InputError("seed", f"must be a non-negative integer (got {self.seed!r})")
         if not isinstance(self.constrained, bool):
             raise InputError("constrained", "must be true or false")
+        if self.draws * self.chains > MAX_TOTAL_DRAWS:
+            raise InputError("draws", f"{self.draws} draws x {self.chains} chains is more than {MAX_TOTAL_DRAWS:g} "
+                             "draws in all: the posterior would not fit in memory")
+        if self.warmup > MAX_TOTAL_DRAWS:
+            raise InputError("warmup", f"must be at most {MAX_TOTAL_DRAWS:g} (got {self.warmup})")
         return self
 
 
@@ -95,6 +105,11 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     # execution.current_executor(); it starts only if they use it
     with use_executor(scheduler):
         post = engine(release, prior_obj, options)
+    from ..checks import check_posterior
+
+    # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
+    check_posterior(post, family, prior_obj)
+    post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
     post.attrs.setdefault("seed", seed)
     post.attrs.setdefault("constrained", options.constrained)

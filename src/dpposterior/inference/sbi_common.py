@@ -55,6 +55,7 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         curate=curate,
         analysis_keys=sbi_analysis_keys(),
         naive_method="naive",
+        naive_by_default=False,  # the naive NPE trains a flow: opt-in with --naive (issue 17)
         description=description,
         simulate=simulate,
         hooks={"sbi_model": sbi_model},

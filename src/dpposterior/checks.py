@@ -1,0 +1,141 @@
+"""Checks after computing: a posterior is either trustworthy, flagged, or refused (issue 17).
+
+``dpposterior.infer`` calls :func:`check_posterior` on every engine's result before it is
+returned (and so before the CLI writes anything):
+
+* **non-finite draws are refused** -- a NaN or infinite draw means the engine's arithmetic
+  failed on this release; the command fails with the variable and the count, and writes
+  nothing (exit 2);
+* **MCMC diagnostics become warnings** -- split R-hat above :data:`RHAT_MAX` (1.01) or bulk ESS
+  below :data:`ESS_MIN` (400, or 100 per chain with fewer chains) for any scalar component,
+  following Vehtari, Gelman, Simpson, Carpenter & Bürkner (2021, Bayesian Analysis 16(2),
+  Sec. 4: "R-hat < 1.01 and ESS > 400");
+* **SMC-ABC that never left the prior** -- a final tolerance of infinity means only the first
+  generation ran (every prior draw accepted): the "posterior" is the prior;
+* **a parameter the release does not inform** -- where the family can state its prior moments
+  (``Family.hooks["prior_moments"]``), a posterior whose mean is within 0.1 prior sd of the
+  prior mean and whose sd is within 10% of the prior sd is flagged (e.g. the regression
+  noise variance sigma2 of a release without y'y: only its prior speaks).
+
+Warnings go to ``Posterior.warnings``; the CLI prints each as ``warning: ...`` and the
+netCDF file carries them in the ``warnings`` attribute (``"none"`` when there are none).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import RefusedError
+
+#: split R-hat threshold (Vehtari et al. 2021)
+RHAT_MAX = 1.01
+#: bulk ESS threshold for the whole posterior (Vehtari et al. 2021: 400, i.e. 100 per chain for 4 chains)
+ESS_MIN = 400
+#: at most this many scalar components are diagnosed (large posteriors: the first ones of each variable)
+MAX_COMPONENTS = 64
+#: engines whose draws are independent (no R-hat/ESS check); SBI engines sample a trained flow
+IID_METHODS = frozenset({"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
+                         "sple", "smc-abc", "adassp", "ops"})
+#: prior-dominance thresholds: |posterior mean - prior mean| < 0.1 prior sd and sd ratio within 10%
+PRIOR_MEAN_TOL = 0.1
+PRIOR_SD_TOL = 0.1
+
+
+def check_finite(post) -> None:
+    """Refuse a posterior with any NaN or infinite draw, naming the variable."""
+    for name, arr in post.posterior.items():
+        arr = np.asarray(arr)
+        if arr.dtype.kind not in "fc":
+            continue
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise RefusedError(f"posterior.{name}",
+                               f"{int(bad.sum())} of {arr.size} draws are not finite (NaN or infinite): the "
+                               f"{post.method} engine failed on this release; nothing was written")
+
+
+def _scalar_components(post):
+    count = 0
+    for name, arr in post.posterior.items():
+        arr = np.asarray(arr, float)
+        flat = arr.reshape(arr.shape[0], arr.shape[1], -1)
+        for k in range(flat.shape[2]):
+            if count >= MAX_COMPONENTS:
+                return
+            label = name if flat.shape[2] == 1 else f"{name}[{k}]"
+            count += 1
+            yield label, flat[:, :, k]
+
+
+def mcmc_warnings(post) -> list[str]:
+    """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains)."""
+    import arviz as az
+
+    if post.method in IID_METHODS or post.attrs.get("iid_draws"):
+        return []
+    chains, draws = post.nchains, post.ndraws
+    if draws < 4:
+        return [f"only {draws} draws per chain: convergence cannot be checked"]
+    need = min(ESS_MIN, 100 * chains)
+    worst_rhat, worst_ess = (None, 0.0), (None, math.inf)
+    for label, x in _scalar_components(post):
+        if np.ptp(x) == 0:  # a constant component (e.g. a fixed coordinate) has no R-hat or ESS
+            continue
+        ess = float(az.ess(x, method="bulk"))
+        if ess < worst_ess[1]:
+            worst_ess = (label, ess)
+        if chains > 1:
+            rhat = float(az.rhat(x, method="rank"))
+            if rhat > worst_rhat[1]:
+                worst_rhat = (label, rhat)
+    out = []
+    if worst_rhat[0] is not None and worst_rhat[1] > RHAT_MAX:
+        out.append(f"R-hat {worst_rhat[1]:.3f} > {RHAT_MAX} for {worst_rhat[0]}: the chains disagree; run more "
+                   "warm-up and draws (--warmup, --draws) before trusting this posterior")
+    if worst_ess[0] is not None and worst_ess[1] < need:
+        out.append(f"bulk ESS {worst_ess[1]:.0f} < {need} for {worst_ess[0]}: too few effective draws for "
+                   "reliable intervals; raise --draws")
+    return out
+
+
+def smc_abc_warnings(post) -> list[str]:
+    if post.method != "smc-abc":
+        return []
+    tol = post.attrs.get("final_tolerance")
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        return []
+    if not math.isfinite(tol):
+        return ["SMC-ABC ran only its first generation (tolerance infinite, every prior draw accepted): this "
+                "posterior IS the prior; raise --simulations well above the number of particles"]
+    return []
+
+
+def prior_warnings(post, family, prior_obj) -> list[str]:
+    """Flag scalar variables whose posterior is indistinguishable from their prior."""
+    hook = family.hooks.get("prior_moments") if family is not None else None
+    if hook is None or prior_obj is None:
+        return []
+    out = []
+    for name, (m0, s0) in (hook(prior_obj) or {}).items():
+        if name not in post.posterior or not (math.isfinite(m0) and math.isfinite(s0) and s0 > 0):
+            continue
+        x = np.asarray(post.posterior[name], float)
+        if x.ndim != 2:
+            continue
+        m, s = float(x.mean()), float(x.std())
+        if abs(m - m0) < PRIOR_MEAN_TOL * s0 and abs(s / s0 - 1.0) < PRIOR_SD_TOL:
+            out.append(f"{name}: the posterior is its prior (mean {m:.4g} vs prior {m0:.4g}, sd {s:.4g} vs prior "
+                       f"{s0:.4g}): the release does not inform it, so it reflects only the prior")
+    return out
+
+
+def check_posterior(post, family=None, prior_obj=None) -> None:
+    """Refuse non-finite draws; append reliability warnings to ``post.warnings``."""
+    check_finite(post)
+    for w in mcmc_warnings(post) + smc_abc_warnings(post) + prior_warnings(post, family, prior_obj):
+        if w not in post.warnings:
+            post.warnings.append(w)
