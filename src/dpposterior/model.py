@@ -168,7 +168,8 @@ class Model:
     simulate: Callable | None = None
     #: optional ``noncentred(records, theta, theta_new) -> records``: the same records under
     #: theta_new with their underlying noise held fixed (e.g. y + X (beta_new - beta) in a
-    #: regression), with a Jacobian that does not depend on theta.  da-mcmc then interweaves a
+    #: regression, mu' + sigma'/sigma (y - mu) for normal records), where the noise's distribution
+    #: does not depend on theta (x = g(theta, e), e ~ p(e)).  da-mcmc then interweaves a
     #: non-centred theta step (Papaspiliopoulos, Roberts & Skold 2007; Yu & Meng 2011), which
     #: mixes where the plain Gibbs step crawls (large noise: theta | x much tighter than theta | s_dp)
     noncentred: Callable | None = None

@@ -16,6 +16,11 @@ The engine is :func:`dpposterior.inference.da_mcmc.da_mcmc`; families register i
 * ``binomial`` (Bernstein & Sheldon 2018, Sec. 3.2): x_i ~ Bernoulli(p), t(x_i) = x_i,
   p | x ~ Beta(alpha + sum x, beta + n - sum x).
 * ``multinomial``: x_i categorical, t(x_i) = one-hot, p | x ~ Dirichlet(alpha + counts).
+* ``gaussian`` (Kazan & Reiter Sec. 2-4, the unconstrained analysis model): y_i ~ N(mu, sigma^2),
+  t(y) = (y, y^2), released (sample mean, sample variance) -- a non-linear map of the sums, each
+  with its own Laplace scale; (mu, sigma^2) | y is normal-inverse-gamma (or, under the flat
+  prior, sigma^2 | y ~ IG((n-3)/2, SS/2), mu | sigma^2, y ~ N(ybar, sigma^2/n)); non-centred
+  step y = mu + sigma e.
 * ``naive-bayes`` / ``loglinear`` (Karwa, Kifer & Slavkovic Sec. 4; Xiong et al. App. E.3): a
   record is (y, x_1..x_K); t(x_i) = the indicators of its K cells (y, x_k) in the two-way tables
   (on the release's scale); p | x ~ Dirichlet(alpha + class counts) and p^k_i. | x ~
@@ -234,9 +239,90 @@ def naive_bayes(release, prior):
                          release.coords())
 
 
+# --------------------------------------------------------------------------- gaussian
+class _GaussianJointPrior:
+    """(mu, sigma^2) jointly: normal-inverse-gamma (Kazan & Reiter eq. 2), or flat (improper).
+
+    The flat prior cannot be sampled; its ``rvs`` gives starting points near the released values
+    (used only to start the chains and to check the model), and ``logpdf`` is 0 on sigma^2 > 0.
+    """
+
+    def __init__(self, prior, start_mean, start_var):
+        self.prior = prior
+        self.start_mean, self.start_var = float(start_mean), max(float(start_var), 1e-12)
+
+    def rvs(self, size=None, random_state=None):
+        rng = np.random.default_rng(random_state)
+        size = 1 if size is None else int(np.prod(size))
+        p = self.prior
+        if p.kind == "flat":
+            s2 = self.start_var * rng.gamma(20.0, 1 / 20.0, size)
+            return np.column_stack([self.start_mean + np.sqrt(s2 / 10) * rng.standard_normal(size), s2])
+        s2 = 1.0 / rng.gamma(p.nu0 / 2.0, 2.0 / (p.nu0 * p.sigma0_sq), size)
+        return np.column_stack([rng.normal(p.mu0, np.sqrt(s2 / p.kappa0)), s2])
+
+    def logpdf(self, v):
+        v = np.atleast_2d(np.asarray(v, float))
+        mu, s2 = v[:, 0], v[:, 1]
+        p = self.prior
+        with np.errstate(all="ignore"):
+            if p.kind == "flat":
+                out = np.zeros(len(v))
+            else:
+                out = (stats.invgamma.logpdf(s2, p.nu0 / 2.0, scale=p.nu0 * p.sigma0_sq / 2.0)
+                       + stats.norm.logpdf(mu, p.mu0, np.sqrt(np.abs(s2) / p.kappa0)))
+        return np.where(s2 > 0, out, -np.inf)
+
+
+def gaussian(release, prior):
+    """Records y_i ~ N(mu, sigma^2) (the unconstrained analysis model of Kazan & Reiter); t(y) =
+    (y, y^2); the release is the sample mean and variance (a non-linear map of the sums, see
+    ``da_mcmc.MEAN_VARIANCE``) with their own Laplace scales."""
+    from ..inference.da_mcmc import MEAN_VARIANCE
+    from .gaussian import parse_prior
+
+    prior = parse_prior(prior, release)
+    n = release.n
+    sm, sv = release.statistics.mean, release.statistics.variance
+    joint = _GaussianJointPrior(prior, sm.value, sv.value)
+
+    def records(theta, size, rng):
+        mu, s2 = theta["theta"]
+        return rng.normal(mu, np.sqrt(s2), size)
+
+    def complete_posterior(y, rng):
+        ybar, ss = y.mean(), ((y - y.mean()) ** 2).sum()
+        if prior.kind == "flat":
+            # p(mu, s2 | y) propto s2^(-n/2) exp(-(ss + n (ybar - mu)^2) / (2 s2)): s2 ~ IG((n-3)/2, ss/2)
+            s2 = 0.5 * ss / rng.gamma((n - 3) / 2.0)
+            return {"theta": np.array([rng.normal(ybar, np.sqrt(s2 / n)), s2])}
+        kn = prior.kappa0 + n
+        mun = (prior.kappa0 * prior.mu0 + n * ybar) / kn
+        rate = 0.5 * (prior.nu0 * prior.sigma0_sq + ss + prior.kappa0 * n * (ybar - prior.mu0) ** 2 / kn)
+        s2 = rate / rng.gamma((prior.nu0 + n) / 2.0)
+        return {"theta": np.array([rng.normal(mun, np.sqrt(s2 / kn)), s2])}
+
+    def noncentred(y, theta, theta_new):
+        # y = mu + sigma e with e held fixed
+        (mu, s2), (mu2, s22) = theta["theta"], theta_new["theta"]
+        return mu2 + np.sqrt(s22 / s2) * (y - mu)
+
+    class _GaussianModel(Model):
+        def posterior_variables(self, values):
+            v = np.asarray(values["theta"])
+            return {"mu": v[..., 0], "sigma2": v[..., 1]}, {}, {}
+
+    model = _GaussianModel(params={"theta": joint}, records=records, statistic=lambda y: np.column_stack([y, y * y]),
+                           mechanism=Laplace(sm.epsilon, sm.sensitivity), n=n, complete_posterior=complete_posterior,
+                           noncentred=noncentred, name="gaussian")
+    model.release_transform = MEAN_VARIANCE
+    model.noise_scales = np.array([sm.sensitivity / sm.epsilon, sv.sensitivity / sv.epsilon])
+    return model, np.array([float(sm.value), float(sv.value)])
+
+
 #: family -> da_model hook
 DA_MODELS = {"linreg-ju": linreg_ju, "binomial": binomial, "multinomial": multinomial, "loglinear": loglinear,
-             "naive-bayes": naive_bayes}
+             "naive-bayes": naive_bayes, "gaussian": gaussian}
 
 
 def da_model(release, prior):

@@ -411,3 +411,7 @@ FAMILY = Family(
     simulate=simulate,
     hooks={"calibration_batch": calibration_batch},
 )
+
+# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
+FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
+FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}

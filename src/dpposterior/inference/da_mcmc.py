@@ -49,8 +49,29 @@ LAPLACE, GAUSSIAN = 0, 1
 TARGET_ACCEPT = 0.3
 
 
+#: how the released statistic is computed from the running sums T: the sums themselves, or
+#: (T_0 / n, (T_1 - T_0^2 / n) / (n - 1)) -- the sample mean and variance from sum y and sum y^2
+SUMS, MEAN_VARIANCE = 0, 1
+
+
 @numba.njit(cache=True)
-def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc):
+def log_eta(observed, total, kind, inv_scale, transform, nrel):
+    """log eta(s_dp | g(T)) up to a constant, for one vector of sums ``total`` (r,)."""
+    out = 0.0
+    if transform == MEAN_VARIANCE:
+        m = total[0] / nrel
+        v = (total[1] - total[0] * total[0] / nrel) / (nrel - 1.0)
+        d0 = (observed[0] - m) * inv_scale[0]
+        d1 = (observed[1] - v) * inv_scale[1]
+        return -(abs(d0) + abs(d1)) if kind == 0 else -0.5 * (d0 * d0 + d1 * d1)
+    for k in range(total.shape[0]):
+        d = (observed[k] - total[k]) * inv_scale[k]
+        out += -abs(d) if kind == 0 else -0.5 * d * d
+    return out
+
+
+@numba.njit(cache=True)
+def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transform=SUMS, nrel=1.0):
     """``m / n`` passes over the records of every chain (Ju et al. record-wise independent MH).
 
     t (C, n, r): current contributions t(x_i), updated in place; tp (C, m, r): proposals
@@ -58,29 +79,33 @@ def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc):
     draw of f(. | theta)); total (C, r): running sums T, updated in place; u (C, m) uniforms;
     observed (r,); kind LAPLACE or GAUSSIAN with 1 / noise scale per coordinate ``inv_scale``
     (r,); last (C, n) int64, written: the index of the last accepted proposal of each record,
-    -1 if none; nacc (C,) int64, written: accepted proposals per chain.  Returns their total.
+    -1 if none; nacc (C,) int64, written: accepted proposals per chain; ``transform`` SUMS or
+    MEAN_VARIANCE (with ``nrel`` records) maps T to the released statistic.  Returns the total
+    number of accepted proposals.
     """
     C, n, r = t.shape
     m = tp.shape[1]
+    cand = np.empty(r)
     count = 0
     for c in range(C):
-        # log eta(s_dp | T) up to a constant
-        cur = 0.0
-        for k in range(r):
-            d = (observed[k] - total[c, k]) * inv_scale[k]
-            cur += -abs(d) if kind == 0 else -0.5 * d * d
+        cur = log_eta(observed, total[c], kind, inv_scale, transform, nrel)
         for i in range(n):
             last[c, i] = -1
         nacc[c] = 0
         for j in range(m):
             i = j % n
-            new = 0.0
             for k in range(r):
-                d = (observed[k] - (total[c, k] - t[c, i, k] + tp[c, j, k])) * inv_scale[k]
-                new += -abs(d) if kind == 0 else -0.5 * d * d
+                cand[k] = total[c, k] - t[c, i, k] + tp[c, j, k]
+            if transform == SUMS:  # the common case, inline (the hot loop of every user model)
+                new = 0.0
+                for k in range(r):
+                    d = (observed[k] - cand[k]) * inv_scale[k]
+                    new += -abs(d) if kind == 0 else -0.5 * d * d
+            else:
+                new = log_eta(observed, cand, kind, inv_scale, transform, nrel)
             if new >= cur or u[c, j] < np.exp(new - cur):
                 for k in range(r):
-                    total[c, k] += tp[c, j, k] - t[c, i, k]
+                    total[c, k] = cand[k]
                     t[c, i, k] = tp[c, j, k]
                 cur = new
                 last[c, i] = j
@@ -109,10 +134,10 @@ class DAResult:
     attrs: dict = field(default_factory=dict)
 
 
-def _log_eta(total, observed, kind, inv_scale) -> np.ndarray:
-    """log eta(s_dp | T) up to a constant, rows of total (C, r)."""
-    d = (observed - total) * inv_scale
-    return -np.abs(d).sum(axis=1) if kind == LAPLACE else -0.5 * (d * d).sum(axis=1)
+def _log_eta(total, observed, kind, inv_scale, transform=SUMS, nrel=1.0) -> np.ndarray:
+    """log eta(s_dp | g(T)) up to a constant, rows of total (C, r)."""
+    total = np.atleast_2d(total)
+    return np.array([log_eta(observed, row, kind, inv_scale, transform, float(nrel)) for row in total])
 
 
 def _records_and_stats(model, thetas, n, r, rng):
@@ -137,6 +162,11 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     obs = model.check(observed, likelihood=True)
     r, n = obs.size, model.n
     kind, inv_scale = mechanism_kernel(model.mechanism, r)
+    # a family may release a non-linear function of the sums with per-coordinate noise scales
+    # (gaussian: sample mean and variance); a user model releases the sums through its mechanism
+    transform = int(getattr(model, "release_transform", SUMS))
+    if getattr(model, "noise_scales", None) is not None:
+        inv_scale = 1.0 / np.asarray(model.noise_scales, float)
     rng = np.random.default_rng(np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence)
                                 else seed)
     values = model.sample_prior(chains, rng) if init is None else {k: np.asarray(v, float) for k, v in init.items()}
@@ -207,7 +237,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
         if model.noncentred is not None:
             zc = model.to_unconstrained({k: np.stack([np.asarray(th[k], float) for th in thetas])
                                          for k in model.names})
-            lp_cur = model.log_prior_unconstrained(zc) + _log_eta(t.sum(axis=1), obs, kind, inv_scale)
+            lp_cur = model.log_prior_unconstrained(zc) + _log_eta(t.sum(axis=1), obs, kind, inv_scale, transform, n)
             nc_acc = np.zeros(chains)
             for _ in range(theta_steps):
                 prop = zc + np.exp(nc_log_scale)[:, None] * rng.standard_normal((chains, d)) * z_sd
@@ -220,7 +250,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
                         th_new = model.theta_dict(pvals, c)
                         moved[c] = np.asarray(model.noncentred(recs[c], thetas[c], th_new))
                         tc = model.contributions(moved[c], r)
-                        new[c] = lp_prior[c] + _log_eta(tc.sum(axis=0)[None], obs, kind, inv_scale)[0]
+                        new[c] = lp_prior[c] + _log_eta(tc.sum(axis=0)[None], obs, kind, inv_scale, transform, n)[0]
                         moved[c] = (moved[c], tc, th_new)
                 a = np.log(rng.random(chains)) < new - lp_cur
                 for c in np.flatnonzero(a):
@@ -238,7 +268,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
         total = t.sum(axis=1)
         u = rng.random((chains, n * record_sweeps))
         t0 = time.perf_counter()
-        record_sweep(t, tp, total, u, obs, kind, inv_scale, last, nacc)
+        record_sweep(t, tp, total, u, obs, kind, inv_scale, last, nacc, transform, float(n))
         sweep_seconds += time.perf_counter() - t0
         updates += chains * n * record_sweeps
         for c in range(chains):
@@ -288,6 +318,9 @@ def da_mcmc(release, prior, options) -> Posterior:
     """Engine ``da-mcmc`` of the built-in families (record models in :mod:`dpposterior.families.da_models`)."""
     from ..families.da_models import da_model
 
+    if options.constrained:
+        raise InputError("constrained", "da-mcmc samples the unconstrained analysis model; use the family's "
+                         "default method for constrained = true")
     model, observed = da_model(release, prior)
     kw = run_options(options)
     res = run_da_mcmc(model, observed, draws=options.draws, warmup=options.warmup, chains=options.chains,
