@@ -24,8 +24,9 @@ Cases
   (zhat ~ N(S~ m, S~ C S~ + sigma^2 S~ + sigma_z^2 I)), integrated on a 4,000-point grid.
 
 Each (case, engine) runs in a fresh process with XLA / OpenMP / BLAS / numba held to one
-thread; the process times its first call (NumPyro: tracing + compilation; dpposterior: loading
-the numba cache) and a second call with another seed.  min-ESS is ArviZ's bulk ESS, minimum
+thread; the process imports its libraries (``setup_seconds``: jax + numpyro, or dpposterior's
+modules + ArviZ), then times its first call (NumPyro: tracing + compilation; dpposterior:
+loading the numba cache, or compiling with ``--cold-cache``) and a second call with another seed.  min-ESS is ArviZ's bulk ESS, minimum
 over the parameters (mu, sigma^2 / theta / theta_1..d, sigma^2).  Both engines run 4 chains of
 1,000 warm-up + 5,000 draws (dpposterior's defaults; NumPyro's chains sequential).  Agreement:
 the largest |posterior mean - reference mean| / reference sd over the parameters, and the
@@ -303,6 +304,13 @@ def worker(case: str, engine: str, rep: int) -> dict:
     if case == "linreg":
         _LINREG_REL.append(linreg_release())
     if engine.startswith("dpposterior"):
+        # library imports, as NumPyro's side imports jax and numpyro before its timed calls: the
+        # package, the engine modules and ArviZ (infer's convergence checks import it; its import
+        # also compiles ArviZ's own numba ufuncs, uncached).  Reported as setup_seconds.
+        import arviz  # noqa: F401
+
+        import dpposterior.inference  # noqa: F401
+        from dpposterior.inference import gaussian_gibbs, gibbs_ss, linreg_fixeds  # noqa: F401
         run = lambda seed: _dpposterior_run(case, seed)  # noqa: E731
     else:
         run = _numpyro_runner(case, engine.split("-", 1)[1])
@@ -385,6 +393,26 @@ def summarise(records, cases) -> dict:
     return summary
 
 
+def markdown(result: dict) -> str:
+    """Median min-ESS/s (first / second call), seconds, agreement, and the ratio to the best NumPyro."""
+    lines = ["| case | engine | min-ESS/s first call | min-ESS/s second call | s first / second | "
+             "max mean error (ref. sd) | × best NumPyro first / second | reps |", "|---|---|---|---|---|---|---|---|"]
+    for case, engines in result["summary"].items():
+        for engine, v in engines.items():
+            f, s = v["first"], v["second"]
+            ratio = (f"{f['ratio_to_best_numpyro']:.0f} / {s['ratio_to_best_numpyro']:.0f}"
+                     if "ratio_to_best_numpyro" in f else "")
+            err = max(f["max_abs_mean_error_in_sd"], s["max_abs_mean_error_in_sd"])
+            lines.append(f"| {case} | {engine} | {f['median_min_ess_per_s']:,.0f} | {s['median_min_ess_per_s']:,.0f} | "
+                         f"{f['median_seconds']:.2f} / {s['median_seconds']:.2f} | {err:.3f} | {ratio} | "
+                         f"{f.get('reps', '')} |")
+    loads = [r["load1"] for r in result["records"] if "load1" in r]
+    if loads:
+        lines.append("")
+        lines.append(f"1-minute load average during the runs: {min(loads):.1f}–{max(loads):.1f} (2 cores).")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", nargs=3, metavar=("CASE", "ENGINE", "REP"))
@@ -397,7 +425,11 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--out-name", default=None)
     ap.add_argument("--numpyro-from", default=None, help="take NumPyro's records from this earlier result file")
+    ap.add_argument("--table", default=None, metavar="RESULT_JSON", help="print a result file as markdown tables")
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown(json.loads(Path(args.table).read_text())))
+        return
     if args.worker:
         case, engine, rep = args.worker
         print(json.dumps(worker(case, engine, int(rep))))
