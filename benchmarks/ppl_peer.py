@@ -424,7 +424,9 @@ def main(argv=None):
     ap.add_argument("--iters-per-second", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--out-name", default=None)
-    ap.add_argument("--numpyro-from", default=None, help="take NumPyro's records from this earlier result file")
+    ap.add_argument("--numpyro-from", nargs="+", default=None,
+                    help="take NumPyro's records from these earlier result files (or their .partial)")
+    ap.add_argument("--rep-offset", type=int, default=0, help="number the repetitions from here (seeds differ)")
     ap.add_argument("--table", default=None, metavar="RESULT_JSON", help="print a result file as markdown tables")
     args = ap.parse_args(argv)
     if args.table:
@@ -444,7 +446,7 @@ def main(argv=None):
         return
     refs = {case: reference(case) for case in args.cases}
     records = []
-    for rep in range(args.reps):
+    for rep in range(args.rep_offset, args.rep_offset + args.reps):
         for case in args.cases:
             engines = [e for e in ENGINES[case] if (args.engines is None or e in args.engines)
                        and f"{case}:{e}" not in args.skip]
@@ -468,8 +470,14 @@ def main(argv=None):
                 partial.write_text(json.dumps({"reference": refs, "records": records}, indent=1) + "\n")
     if args.numpyro_from:
         # NumPyro's records from an earlier run (its numbers do not depend on dpposterior's code)
-        prev = json.loads(Path(args.numpyro_from).read_text())
-        records += [r for r in prev["records"] if r["engine"].startswith("numpyro") and r["case"] in args.cases]
+        for fname in args.numpyro_from:
+            prev = json.loads(Path(fname).read_text())
+            for r in prev["records"]:
+                if r["engine"].startswith("numpyro") and r["case"] in args.cases:
+                    if "error" not in r:
+                        for call in ("first", "second"):
+                            r[call]["agreement"] = _agreement(r[call], refs[r["case"]])
+                    records.append(r)
     summary = summarise(records, args.cases)
     result = {"chains": CHAINS, "warmup": WARMUP, "draws": DRAWS, "reps": args.reps, "cold_cache": args.cold_cache,
               "numpyro_from": args.numpyro_from,
