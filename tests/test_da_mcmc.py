@@ -186,3 +186,22 @@ def test_naive_bayes_da_mcmc_matches_exact_enumeration():
         assert np.nanmin(ess) > 800
         assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 0.1 * b.std(axis=0))
         assert np.all(np.abs(a.std(axis=0) / b.std(axis=0) - 1) < 0.1)
+
+
+@pytest.mark.slow
+def test_gaussian_da_mcmc_matches_grid_oracle():
+    """gaussian (Kazan & Reiter Example 1 release, NIG prior): DA-MCMC vs the brute-force grid.
+
+    The posterior of sigma^2 is heavy-tailed (sd twice its mean), so the comparison is on the
+    mean of mu and the median of sigma^2 within 4 Monte Carlo standard errors (ArviZ mcse)."""
+    import arviz as az
+
+    rel = ROOT / "src" / "dpposterior" / "data" / "blood_lead_release.json"
+    prior = {"kind": "normal-inverse-gamma", "mu0": 10, "sigma0_sq": 20, "kappa0": 1, "nu0": 2}
+    da = dpposterior.infer(rel, prior=prior, method="da-mcmc", draws=6000, chains=2, warmup=1000, seed=3)
+    grid = dpposterior.infer(rel, prior=prior, method="grid", chains=2, seed=3)
+    idata = da.to_arviz()
+    mcse_mu = float(az.mcse(idata, var_names=["mu"])["mu"])
+    mcse_med = float(az.mcse(idata, var_names=["sigma2"], method="median")["sigma2"])
+    assert abs(da.draws("mu").mean() - grid.draws("mu").mean()) < 4 * mcse_mu + 0.1
+    assert abs(np.median(da.draws("sigma2")) - np.median(grid.draws("sigma2"))) < 4 * mcse_med + 1.0
