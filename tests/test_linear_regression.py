@@ -177,7 +177,8 @@ def test_curator_round_trip(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     rel = load_release(out)
     assert [p.n for p in rel.parties] == [101, 100, 100]          # rows split in order
-    assert rel.total_privacy_cost() == (1.0, 1.0 / 301)            # delta default 1/n, parallel composition
+    # delta default min(1e-6, 1/n^2) = 1e-6 here (issue 17; it was 1/n), parallel composition
+    assert rel.total_privacy_cost() == (1.0, 1e-6)
     frame = pd.read_csv(data)
     X = frame[["x1", "x2"]].to_numpy()
     rows = np.arange(101)
@@ -263,11 +264,12 @@ def test_separate_composition_halves_and_min_variance(tmp_path):
 
     halves = rel("halves")
     assert halves.parties[0].composition == "separate"
-    assert halves.total_privacy_cost() == pytest.approx((1.0, 1.0 / 300))     # basic composition of the halves
+    # basic composition of the halves; delta default min(1e-6, 1/n^2) = 1e-6 (issue 17; it was 1/n)
+    assert halves.total_privacy_cost() == pytest.approx((1.0, 1e-6))
     dat = halves.regression_data()
     # replace-one: xtx alone sqrt(2) X^2 (d >= 2), xty alone 2 X Y
-    assert math.isclose(dat.sigma_s[0], analytic_sigma(0.5, 0.5 / 300, math.sqrt(2) * 16.0))
-    assert math.isclose(dat.sigma_z[0], analytic_sigma(0.5, 0.5 / 300, 2 * 2.0))
+    assert math.isclose(dat.sigma_s[0], analytic_sigma(0.5, 0.5e-6, math.sqrt(2) * 16.0))
+    assert math.isclose(dat.sigma_z[0], analytic_sigma(0.5, 0.5e-6, 2 * 2.0))
     joint = rel("xtx,xty").regression_data()
     best = rel("min-variance").regression_data()
     # the authors' rule: the halves when sigma_s'^2 + sigma_z'^2 <= sigma_joint^2, else the joint release

@@ -10,6 +10,8 @@ returned (and so before the CLI writes anything):
   below :data:`ESS_MIN` (400, or 100 per chain with fewer chains) for any scalar component,
   following Vehtari, Gelman, Simpson, Carpenter & Bürkner (2021, Bayesian Analysis 16(2),
   Sec. 4: "R-hat < 1.01 and ESS > 400");
+* **a flow that did not train** (SPPE, SPLE) -- a round with no finite validation loss, or one
+  that stopped in its first epoch;
 * **SMC-ABC that never left the prior** -- a final tolerance of infinity means only the first
   generation ran (every prior draw accepted): the "posterior" is the prior;
 * **a parameter the release does not inform** -- where the family can state its prior moments
@@ -38,18 +40,30 @@ MAX_COMPONENTS = 64
 #: engines whose draws are independent (no R-hat/ESS check); SBI engines sample a trained flow
 IID_METHODS = frozenset({"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
                          "sple", "smc-abc", "adassp", "ops"})
+#: a flow round that stopped before this many epochs did not train (early stopping waits 20 epochs)
+MIN_EPOCHS = 2
 #: prior-dominance thresholds: |posterior mean - prior mean| < 0.1 prior sd and sd ratio within 10%
 PRIOR_MEAN_TOL = 0.1
 PRIOR_SD_TOL = 0.1
 
 
 def check_finite(post) -> None:
-    """Refuse a posterior with any NaN or infinite draw, naming the variable."""
+    """Refuse a posterior with any NaN or infinite draw, naming the variable.
+
+    Structural padding is not a failure: a ragged variable (naive Bayes ``feature_prob`` with features
+    of different level counts) is padded with NaN in the same cells of every draw.  Only NaN whose
+    pattern is identical across all chains and draws, covering part of the event shape, counts as
+    padding; an infinite value, NaN in some draws only, or an all-NaN variable is refused.
+    """
     for name, arr in post.posterior.items():
         arr = np.asarray(arr)
         if arr.dtype.kind not in "fc":
             continue
         bad = ~np.isfinite(arr)
+        if bad.any() and arr.ndim > 2 and not np.isinf(arr).any():
+            pattern = bad.reshape(-1, *arr.shape[2:])
+            if np.all(pattern == pattern[0]) and not pattern[0].all():
+                continue  # the same cells in every draw: padding of a ragged variable
         if bad.any():
             raise RefusedError(f"posterior.{name}",
                                f"{int(bad.sum())} of {arr.size} draws are not finite (NaN or infinite): the "
@@ -81,8 +95,8 @@ def mcmc_warnings(post) -> list[str]:
     need = min(ESS_MIN, 100 * chains)
     worst_rhat, worst_ess = (None, 0.0), (None, math.inf)
     for label, x in _scalar_components(post):
-        if np.ptp(x) == 0:  # a constant component (e.g. a fixed coordinate) has no R-hat or ESS
-            continue
+        if not np.all(np.isfinite(x)) or np.ptp(x) == 0:
+            continue  # padding of a ragged variable, or a constant component: no R-hat or ESS
         ess = float(az.ess(x, method="bulk"))
         if ess < worst_ess[1]:
             worst_ess = (label, ess)
@@ -114,6 +128,26 @@ def smc_abc_warnings(post) -> list[str]:
     return []
 
 
+def flow_warnings(post) -> list[str]:
+    """SPPE / SPLE: a round whose flow did not train (no finite validation loss, or stopped in its
+    first epochs) leaves a posterior that is the untrained flow's, not the data's."""
+    rounds = post.extras.get("rounds") if isinstance(post.extras, dict) else None
+    if post.method not in ("sppe", "sple", "naive") or not isinstance(rounds, list):
+        return []
+    out = []
+    for info in rounds:
+        if not isinstance(info, dict):
+            continue
+        val, epochs = info.get("val_loss"), info.get("epochs")
+        if val is not None and not math.isfinite(float(val)):
+            out.append(f"round {info.get('round', '?')}: the flow did not train (validation loss {val}); "
+                       "this posterior is not the data's -- raise --simulations or change the seed")
+        elif epochs is not None and int(epochs) < MIN_EPOCHS:
+            out.append(f"round {info.get('round', '?')}: the flow trained for only {int(epochs)} epoch(s); "
+                       "too few simulations to fit it -- raise --simulations")
+    return out
+
+
 def prior_warnings(post, family, prior_obj) -> list[str]:
     """Flag scalar variables whose posterior is indistinguishable from their prior."""
     hook = family.hooks.get("prior_moments") if family is not None else None
@@ -136,6 +170,7 @@ def prior_warnings(post, family, prior_obj) -> list[str]:
 def check_posterior(post, family=None, prior_obj=None) -> None:
     """Refuse non-finite draws; append reliability warnings to ``post.warnings``."""
     check_finite(post)
-    for w in mcmc_warnings(post) + smc_abc_warnings(post) + prior_warnings(post, family, prior_obj):
+    for w in (mcmc_warnings(post) + smc_abc_warnings(post) + flow_warnings(post)
+              + prior_warnings(post, family, prior_obj)):
         if w not in post.warnings:
             post.warnings.append(w)
