@@ -604,3 +604,52 @@ def test_every_cli_option_has_help():
     missing = [f"{name} {param.opts[0]}" for name, sub in command.commands.items() for param in sub.params
                if getattr(param, "help", None) in (None, "") and param.param_type_name == "option"]
     assert not missing, missing
+
+
+# ------------------------------------------------------------------------------ property-based extremes
+
+def _extreme_floats():
+    from hypothesis import strategies as st
+
+    return st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64),
+                     st.sampled_from([0.0, -0.0, 5e-324, 1e-300, 1e-7, 1e-6, 1e9, 1.5e9, 1e300, -1e300]))
+
+
+def _infer_refused_or_finite(release: dict, **kwargs) -> None:
+    import dpposterior
+
+    try:
+        post = dpposterior.infer(release, draws=20, warmup=10, chains=2, seed=0, **kwargs)
+    except InputError:
+        return
+    for name, arr in post.posterior.items():
+        assert np.all(np.isfinite(arr)), (name, release)
+
+
+def test_property_binomial_extremes_refused_or_finite():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(epsilon=_extreme_floats(), value=_extreme_floats(), n=st.integers(min_value=-3, max_value=2 ** 60))
+    def check(epsilon, value, n):
+        _infer_refused_or_finite({"format": "dpposterior-release/1", "family": "binomial", "n": n,
+                                  "statistics": {"successes": {"value": value, "mechanism": "laplace",
+                                                               "epsilon": epsilon}}})
+    check()
+
+
+def test_property_gaussian_extremes_refused_or_finite():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(eps_mean=_extreme_floats(), eps_var=_extreme_floats(), mean=_extreme_floats(), var=_extreme_floats(),
+           lo=_extreme_floats(), width=_extreme_floats(), n=st.integers(min_value=-3, max_value=2 ** 60))
+    def check(eps_mean, eps_var, mean, var, lo, width, n):
+        _infer_refused_or_finite({"format": "dpposterior-release/1", "family": "gaussian", "n": n,
+                                  "bounds": [lo, lo + width],
+                                  "statistics": {"mean": {"value": mean, "mechanism": "laplace", "epsilon": eps_mean},
+                                                 "variance": {"value": var, "mechanism": "laplace",
+                                                              "epsilon": eps_var}}})
+    check()
