@@ -96,7 +96,9 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
     post = infer(model, observed=values, method=method or "auto", quiet=quiet, **kwargs)
     post.to_netcdf(out)
     print_posterior_summary(post)
-    print(f"wrote {out}")
+    for message in post.warnings:
+        print(f"warning: {message}", file=sys.stderr)
+    print(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)" if post.warnings else ""))
 
 
 def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None, out=None, plot=None,

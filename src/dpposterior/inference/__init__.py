@@ -147,6 +147,10 @@ def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed,
     check_scheduler(scheduler)
     with use_executor(scheduler):
         post = infer_model(model, observed, options)
+    from ..checks import check_posterior
+
+    # as for the families: refuse non-finite draws, flag unreliable ones (R-hat, ESS, ABC, flows)
+    check_posterior(post)
     post.attrs.setdefault("seed", seed)
     for name in ("draws", "warmup", "chains"):
         post.attrs.setdefault(f"options_{name}", getattr(options, name))
