@@ -43,7 +43,10 @@ CURATE = {
 FAMILIES = [*CURATE, "sir"]
 #: families whose default engine is cheap enough to run inside the fuzz suite
 FAST_INFER = {"gaussian": [], "binomial": [], "multinomial": [], "exponential": [], "poisson": [],
-              "naive-bayes": ["--method", "vb"], "linear-regression": ["--method", "mcmc-normalx"]}
+              "naive-bayes": ["--method", "vb"], "linear-regression": ["--method", "mcmc-normalx"],
+              "linreg-ju": ["--method", "smc-abc", "--simulations", "600"],
+              "loglinear": ["--method", "smc-abc", "--simulations", "600"],
+              "sir": ["--method", "smc-abc", "--simulations", "600"]}
 
 
 def _run(argv, capsys):
@@ -76,9 +79,21 @@ def _answered_finite(argv, out, capsys):
 
     idata = az.from_netcdf(out)
     for name, var in idata.posterior.data_vars.items():
-        assert np.all(np.isfinite(var.values)), f"{name} has non-finite draws and exit code 0"
+        assert _finite_or_padding(var.values), f"{name} has non-finite draws and exit code 0"
     assert "warnings" in idata.posterior.attrs
     return idata
+
+
+def _finite_or_padding(values) -> bool:
+    """All finite, except NaN padding of a ragged variable (naive Bayes feature_prob): the same cells
+    NaN in every draw, never all of them, never infinite."""
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return True
+    if np.isinf(values).any() or values.ndim <= 2:
+        return False
+    pattern = bad.reshape(-1, *values.shape[2:])
+    return bool(np.all(pattern == pattern[0]) and not pattern[0].all())
 
 
 @pytest.fixture(scope="module")
@@ -623,7 +638,7 @@ def _infer_refused_or_finite(release: dict, **kwargs) -> None:
     except InputError:
         return
     for name, arr in post.posterior.items():
-        assert np.all(np.isfinite(arr)), (name, release)
+        assert _finite_or_padding(np.asarray(arr)), (name, release)
 
 
 def test_property_binomial_extremes_refused_or_finite():
