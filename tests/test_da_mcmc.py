@@ -104,17 +104,17 @@ def randomized_rank(truth, draws, rng):
 
 
 def test_sbc_user_model_da_mcmc_passes_and_naive_fails():
-    """200 (lam, records, release) from the model; ranks of lam among 40 thinned DA-MCMC draws."""
+    """160 (lam, records, release) from the model; ranks of lam among 40 thinned DA-MCMC draws."""
     from dpposterior.inference.da_mcmc import run_da_mcmc
 
     model = poisson_model()
     rng = np.random.default_rng(2024)
     da, naive = [], []
-    for trial in range(200):
+    for trial in range(160):
         lam = rng.gamma(2.0, 2.0)
         s = np.clip(rng.poisson(lam, size=model.n), 0, 10).sum()
         sdp = s + rng.laplace(0.0, model.mechanism.scale)
-        res = run_da_mcmc(model, [sdp], draws=40, warmup=100, chains=1, thin=5, seed=trial)
+        res = run_da_mcmc(model, [sdp], draws=40, warmup=60, chains=1, thin=5, seed=trial)
         da.append(randomized_rank(lam, res.values["lam"].ravel(), rng))
         # naive: the release taken as the exact (unclamped) sum, conjugate update
         nd = rng.gamma(2.0 + max(sdp, 0.0), 1.0 / (0.5 + model.n), size=40)
@@ -123,7 +123,7 @@ def test_sbc_user_model_da_mcmc_passes_and_naive_fails():
     assert ks_pvalue(da) > 0.01, ks_pvalue(da)
     assert ks_pvalue(naive) < 1e-4, ks_pvalue(naive)
     cover = np.mean(np.abs(np.array(da) - 0.5) <= 0.45)
-    assert 0.84 < cover < 0.97          # nominal 0.90, 200 trials: sd 0.021
+    assert 0.83 < cover < 0.97          # nominal 0.90, 160 trials: sd 0.024
 
 
 def test_sbc_binomial_family_da_mcmc_passes_and_naive_fails():
@@ -134,9 +134,9 @@ def test_sbc_binomial_family_da_mcmc_passes_and_naive_fails():
     prior = family.parse_prior({"kind": "beta", "alpha": 2.0, "beta": 2.0}, None)
     rng = np.random.default_rng(7)
     ranks = {"da-mcmc": [], "naive": []}
-    for trial in range(150):
-        sim = family.simulate(prior, 30, 0.3, rng)
-        for method, kw in (("da-mcmc", dict(warmup=100, thin=5)), ("naive", {})):
+    for trial in range(120):
+        sim = family.simulate(prior, 30, 0.2, rng)
+        for method, kw in (("da-mcmc", dict(warmup=60, thin=5)), ("naive", {})):
             post = dpposterior.infer(sim.release, prior={"kind": "beta", "alpha": 2.0, "beta": 2.0}, method=method,
                                      draws=40, chains=1, seed=trial, **kw)
             ranks[method].append(randomized_rank(sim.theta["p"], post.draws("p").ravel(), rng))
