@@ -7,7 +7,7 @@ benchmarks/linreg_ju_reference.py (``benchmarks/results/isref_<problem>.npz``):
 
 * ``sbi``         sbi 0.27 ``NPE_C`` with its defaults (MAF, 5 transforms, 50 hidden, batch 200);
 * ``sbi-nsf``     the same with our flow size (NSF, 8 transforms, 50 hidden, 10 bins);
-* ``sppe``        dpposterior SPPE (truncated proposals, M = 8 RQMC replicates);
+* ``sppe``        dpposterior SPPE with truncated (TSNPE) proposals, M = 8 RQMC replicates;
 * ``sppe-atomic`` SPPE with the paper's atomic (APT) rounds;
 * ``sple``        dpposterior SPLE;   ``smc-abc``  SMC-ABC with the same total simulations.
 
@@ -116,6 +116,8 @@ def run_dpp(name, opts, model, args, seed, ref, report):
     runner = run_sppe if name in ("sppe", "sppe-atomic") else run_sple
     if name == "sppe-atomic":
         kw["proposal"] = "atomic"
+    elif name == "sppe":
+        kw.setdefault("proposal", "truncated")  # "sppe" in the results files means TSNPE proposals
     runner(model, args.simulations, max(report), args.rqmc_points, True, DRAWS, seed, config=cfg,
            round_callback=callback, **kw)
     return rows
@@ -194,7 +196,15 @@ def main():
     ap.add_argument("--rqmc-points", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--summarise", default=None, help="comma list of result JSONs: print their pooled table only")
     args = ap.parse_args()
+    if args.summarise:
+        runs = []
+        for path in args.summarise.split(","):
+            data = json.loads(Path(path).read_text())
+            runs += data["runs"]
+        summarise({"problem": data["problem"], "runs": runs})
+        return
     os.environ["DPPOSTERIOR_TORCH_THREADS"] = str(args.threads)
     import torch
 
@@ -208,6 +218,8 @@ def main():
     for seed in [int(s) for s in args.seeds.split(",")]:
         for spec in args.methods.split(","):
             name, opts = parse_spec(spec)
+            if any(run["method"] == spec and run["seed"] == seed for run in out["runs"]):
+                continue  # resumed: this (method, seed) is already in the results file
             uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
             torch.set_num_threads(args.threads)
             if name in ("sbi", "sbi-nsf"):
@@ -226,16 +238,21 @@ def summarise(out):
     from collections import defaultdict
 
     groups = defaultdict(list)
+    seen = set()
     for run in out["runs"]:
+        if (run["method"], run["seed"]) in seen:  # a resumed or repeated run: keep the first
+            continue
+        seen.add((run["method"], run["seed"]))
         for row in run["rows"]:
             groups[(run["method"], row["round"])].append(row)
     print(f"\n{out['problem']}: mean over seeds (n)")
-    print("| method | rounds | seeds | C2ST | max abs dmean/sd | sd err | wall s | CPU s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| method | rounds | seeds | C2ST | max abs dmean/sd | sd err | wall s | CPU s | per seed: C2ST / dmean |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (method, r), rows in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         m = {k: np.mean([row[k] for row in rows]) for k in ("c2st", "mean_err", "sd_err", "wall_s", "cpu_s")}
+        per = ", ".join(f"{row['c2st']:.2f} / {row['mean_err']:.2f}" for row in rows)
         print(f"| {method} | {r} | {len(rows)} | {m['c2st']:.3f} | {m['mean_err']:.3f} | {m['sd_err']:.3f} | "
-              f"{m['wall_s']:.1f} | {m['cpu_s']:.1f} |")
+              f"{m['wall_s']:.0f} | {m['cpu_s']:.0f} | {per} |")
 
 
 if __name__ == "__main__":

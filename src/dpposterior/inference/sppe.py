@@ -7,11 +7,16 @@ independently scrambled Sobol' set u_i1..u_iM (nested RQMC, eq. 11).  All rounds
 simulations are kept (the filtration D_r).
 
 Loss.  Round 1 (proposal = prior): l_PPE (eq. 6), -1/(NM) sum_ij log q(theta_i | s_ij).
-Later rounds: the APT / SNPE-C atomic loss (eq. 8, Greenberg et al. 2019, and App. D):
+Later rounds, ``proposal="atomic"`` (default; the paper's Algorithm 1): theta from
+q(theta | s_dp^o) and the APT / SNPE-C atomic loss (eq. 8, Greenberg et al. 2019, and App. D):
 q~(theta_i | s_ij) = [q(theta_i|s_ij)/pi(theta_i)] / sum_{k in atoms_i} q(theta_k|s_ij)/pi(theta_k),
 the atoms being theta_i and ``num_atoms - 1`` other parameters of the mini-batch.
 Options ``rqmc=False`` (i.i.d. uniforms) and ``rqmc_points=1`` give the MC and
 "noise drawn once inside the simulator" variants of the Figure 7 ablation.
+``proposal="truncated"`` (issue 19; TSNPE, Deistler et al. 2022; not the default, see
+docs/benchmarks.md): theta from the prior truncated to the 1 - 1e-4 highest-probability region of
+q(theta | s_dp^o), and l_PPE on all rounds' simulations (valid because every proposal is the prior
+restricted to a region holding the posterior; no atoms, about 10x cheaper per step).
 ``combined_loss=True`` (off by default; not in the paper) adds, in the atomic rounds,
 the plain l_PPE term on the round-1 simulations, which were drawn from the prior
 (sbi's ``use_combined_loss``): the atomic loss only fixes ratios of q between
@@ -141,16 +146,16 @@ def truncated_prior_sample(model, log_q, n: int, rng: np.random.Generator, thres
 def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
              draws: int = 5000, seed: int = 0, num_atoms: int = 10, config: FlowConfig | None = None,
              quiet: bool = True, round_callback=None, description: str = "SPPE",
-             combined_loss: bool = False, proposal: str = "truncated", truncation_quantile: float = 1e-4,
+             combined_loss: bool = False, proposal: str = "atomic", truncation_quantile: float = 1e-4,
              device: str = "cpu") -> SBIResult:
     """Algorithm 1.  ``round_callback(r, sample_fn, info)`` is called after each round.
 
-    ``proposal``: "truncated" (default, TSNPE, Deistler et al. 2022): rounds r >= 2 propose
+    ``proposal``: "truncated" (TSNPE, Deistler et al. 2022): rounds r >= 2 propose
     from the prior truncated to the highest-probability region of the current q (the set
     log q(theta | s_dp^o) >= the ``truncation_quantile`` quantile of log q over q's own draws),
     so every simulation is a prior draw restricted to a region holding the posterior and
     the plain l_PPE (eq. 6) on all rounds' simulations stays a valid loss; no atoms, no
-    drifting tails.  "atomic": the paper's Algorithm 1, proposals from q and the APT loss (eq. 8).
+    drifting tails.  "atomic" (default): the paper's Algorithm 1, proposals from q and the APT loss (eq. 8).
     ``device``: "cpu", "cuda" or "auto"; the flow is trained and sampled there.
     """
     if proposal not in ("truncated", "atomic"):
@@ -251,7 +256,7 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 
 def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10),
-    truncated (TSNPE) proposals unless ``proposal="atomic"``."""
+    atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE)."""
     family, model = common.model_for(release, prior)
     extra = options.extra
     common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
@@ -262,7 +267,7 @@ def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     rqmc = common.bool_option(extra, "rqmc", True)
     num_atoms = common.int_option(extra, "num_atoms", 10, minimum=2)
     combined = common.bool_option(extra, "combined_loss", False)
-    proposal = common.choice_option(extra, "proposal", "truncated", ("truncated", "atomic"))
+    proposal = common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated"))
     device = common.device_option(extra)
     config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs),
                         batch_size=common.int_option(extra, "batch_size", FlowConfig.batch_size, minimum=2))
