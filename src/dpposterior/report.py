@@ -40,11 +40,10 @@ from typing import Any
 
 import numpy as np
 
+# engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
+from .checks import IID_METHODS
 from .errors import InputError
 
-#: engines that draw iid samples (no trace/rank diagnostics needed)
-IID_METHODS = {"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
-               "smc-abc", "adassp", "ops"}
 MAX_DENSITY_PANELS = 16
 #: a comparison density whose 99.8% range is below this fraction of the plotted range is drawn as a line
 SPIKE_FRACTION = 0.02
@@ -464,15 +463,6 @@ def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
 def gaussian_feasible_sigma2_max(mu, bounds) -> np.ndarray:
     """Kazan & Reiter Theorem 2 on the data scale: sigma^2 <= (mu - a)(b - mu) for data in [a, b]
     (and mu must lie in [a, b]); NaN outside [a, b]."""
-    from importlib import import_module
-
-    try:  # prefer the Gaussian family's own implementation when it provides one
-        fam = import_module("dpposterior.families.gaussian")
-        fn = getattr(fam, "feasible_sigma2_max", None)
-        if callable(fn):
-            return np.asarray(fn(mu, bounds), dtype=float)
-    except ImportError:
-        pass
     a, b = float(bounds[0]), float(bounds[1])
     mu = np.asarray(mu, dtype=float)
     return np.where((mu >= a) & (mu <= b), (mu - a) * (b - mu), np.nan)
