@@ -132,7 +132,8 @@ def infer_cmd(
     if model is not None or observed is not None:  # a user model (issue 13): model_commands.py
         return _impl("model_commands", "infer_model_command")(
             model, observed, release, out, analysis=analysis, method=method, draws=draws, warmup=warmup,
-            chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points)
+            chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points,
+            device=device)
     if release is None:
         raise InputError("release", "give a release file, or --model FILE.py:NAME with --observed")
     from .analysis import load_analysis

@@ -58,24 +58,32 @@ def _sbi(method: str, model, observed, options) -> Posterior:
     else:
         from ..sbi.flows import FlowConfig
 
-        keys = {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs"}
-        common.check_unused(extra, keys | ({"num_atoms"} if method == "sppe" else set()), method)
+        # the same options and defaults as the families' sppe / sple engines
+        keys = {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "device"}
+        if method == "sppe":
+            keys |= {"num_atoms", "combined_loss", "proposal", "batch_size"}
+        common.check_unused(extra, keys, method)
         simulations = common.int_option(extra, "simulations", 1000, minimum=20)
         rounds = common.int_option(extra, "rounds", 10)
         m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
         rqmc = common.bool_option(extra, "rqmc", True)
-        config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
+        device = common.device_option(extra)
         if method == "sppe":
             from .sppe import run_sppe
 
+            config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs),
+                                batch_size=common.int_option(extra, "batch_size", FlowConfig.batch_size, minimum=2))
             res = run_sppe(view, simulations, rounds, rqmc_points=m, rqmc=rqmc, draws=total, seed=options.seed,
                            num_atoms=common.int_option(extra, "num_atoms", 10, minimum=2), config=config,
-                           quiet=options.quiet)
+                           quiet=options.quiet, combined_loss=common.bool_option(extra, "combined_loss", False),
+                           proposal=common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated")),
+                           device=device)
         else:
             from .sple import run_sple
 
+            config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
             res = run_sple(view, simulations, rounds, rqmc_points=m, rqmc=rqmc, draws=total, seed=options.seed,
-                           config=config, quiet=options.quiet)
+                           config=config, quiet=options.quiet, device=device)
         theta = res.theta
         attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
                  "total_simulations": simulations * rounds}
