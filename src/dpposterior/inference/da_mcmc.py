@@ -11,6 +11,12 @@ by Gibbs over (theta, x_1..x_n):
    The proposal covariance and scale adapt during warm-up only (Haario et al. 2001 with a
    Robbins-Monro scale toward acceptance 0.3), then stay fixed, so the kept draws come from
    a time-homogeneous kernel.
+1b. (models with ``noncentred``) theta | e, s_dp with the records' underlying noise e held fixed
+   (x = g(theta, e), e ~ p(e) free of theta): ``theta_steps`` random-walk Metropolis steps on
+   log pi(theta) + log eta(s_dp | T(g(theta, e))).  Interweaving this non-centred update with
+   the centred one of step 1 (Papaspiliopoulos, Roberts & Skold 2007; Yu & Meng 2011) keeps the
+   chain moving when the noise is large and theta | x is much tighter than theta | s_dp, where
+   plain data augmentation crawls (linreg-ju eps = 0.1: worst ESS 72 -> 4,864 per 20,000 draws).
 2. x_i | theta, x_{-i}, s_dp, for i = 1..n in turn: an independent Metropolis-Hastings step
    (Ju et al. Sec. 3, "record-wise update") with proposal x_i* ~ f(. | theta).  The f terms
    cancel, leaving the acceptance ratio
@@ -24,7 +30,10 @@ by Gibbs over (theta, x_1..x_n):
 The proposals for a sweep do not depend on the current records, so all n of them are drawn in
 one vectorised ``records(theta, n, rng)`` call; the sequential accept/reject sweep over records
 and chains is one numba kernel (:func:`record_sweep`, ``cache=True``) for the additive
-mechanisms (Laplace and Gaussian noise, independent per coordinate).  The record acceptance
+mechanisms (Laplace and Gaussian noise, independent per coordinate, one scale per coordinate;
+the released statistic is the sums T, or -- gaussian family -- the sample mean and variance
+computed from T = (sum y, sum y^2)).  ``record_sweeps`` passes share one draw of proposals.
+The record acceptance
 rate of each iteration goes to ``sample_stats["record_acceptance"]``.
 
 Engines: :func:`run_da_mcmc` on a :class:`dpposterior.Model` and an observed release;
