@@ -1,6 +1,6 @@
 """``dpposterior.Model``: bring your own model of the confidential records.
 
-The private-data posterior of Ju, Awan, Gong & Rao (NeurIPS 2022, eq. 1) and Xiong, Ju &
+The private-data posterior of Ju, Awan, Gong & Rao (NeurIPS 2022) and Xiong, Ju &
 Zhang (TMLR, eqs. 2-3) needs four ingredients, and a :class:`Model` is exactly those:
 
 * a prior pi(theta)                      -- ``params``: name -> prior (scipy frozen distribution,
