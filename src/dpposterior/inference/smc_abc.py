@@ -150,10 +150,8 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
                         simulations=used, generations=gens)
 
 
-def smc_abc(release, prior, options):
-    """Engine ``smc-abc``: ``simulations`` = total budget (default 50,000), ``particles`` = N (1,000)."""
-    family, model = common.model_for(release, prior)
-    extra = options.extra
+def smc_abc_options(extra: dict) -> tuple[int, int, str, float]:
+    """(simulations, particles, tolerance, quantile) from engine options, validated (families and Models)."""
     common.check_unused(extra, {"simulations", "particles", "tolerance", "quantile"}, "smc-abc")
     simulations = common.int_option(extra, "simulations", 50_000)
     particles = common.int_option(extra, "particles", 1000, minimum=10)
@@ -161,6 +159,13 @@ def smc_abc(release, prior, options):
     if tolerance not in ("adaptive", "fixed"):
         raise InputError("tolerance", f"must be 'adaptive' or 'fixed' (got {tolerance!r})")
     quantile = common.float_option(extra, "quantile", 0.5, 0.0, 1.0)
+    return simulations, particles, tolerance, quantile
+
+
+def smc_abc(release, prior, options):
+    """Engine ``smc-abc``: ``simulations`` = total budget (default 50,000), ``particles`` = N (1,000)."""
+    family, model = common.model_for(release, prior)
+    simulations, particles, tolerance, quantile = smc_abc_options(options.extra)
     with common.round_progress(1, "SMC-ABC", options.quiet) as advance:
         res = run_smc_abc(model, simulations, particles, tolerance, quantile, options.seed)
         advance(info=f"{res.simulations} sims, {len(res.generations)} generations, tol {res.tolerance:.3g}")

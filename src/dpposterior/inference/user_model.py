@@ -40,15 +40,9 @@ def _sbi(method: str, model, observed, options) -> Posterior:
     extra = options.extra
     total = options.draws * options.chains
     if method == "smc-abc":
-        from .smc_abc import run_smc_abc
+        from .smc_abc import run_smc_abc, smc_abc_options
 
-        common.check_unused(extra, {"simulations", "particles", "tolerance", "quantile"}, "smc-abc")
-        simulations = common.int_option(extra, "simulations", 50_000)
-        particles = common.int_option(extra, "particles", 1000, minimum=10)
-        tolerance = extra.get("tolerance", "adaptive")
-        if tolerance not in ("adaptive", "fixed"):
-            raise InputError("tolerance", f"must be 'adaptive' or 'fixed' (got {tolerance!r})")
-        quantile = common.float_option(extra, "quantile", 0.5, 0.0, 1.0)
+        simulations, particles, tolerance, quantile = smc_abc_options(extra)
         res = run_smc_abc(view, simulations, particles, tolerance, quantile, options.seed)
         rng = np.random.default_rng(np.random.SeedSequence(options.seed).spawn(2)[1])
         theta = res.resample(total, rng)
