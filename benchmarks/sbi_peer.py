@@ -154,11 +154,17 @@ def run_sbi(name, opts, model, args, seed, ref, report):
         x = model.privatize(model.statistics(th, rng), rng)  # the Laplace noise inside the simulator
         return torch.as_tensor(x, dtype=torch.float32)
 
+    import tempfile
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    # sbi's default summary writer would create ./sbi-logs in the working tree
+    common = {"summary_writer": SummaryWriter(tempfile.mkdtemp(prefix="sbi-logs-")), "show_progress_bars": False}
     if name == "sbi-nsf":
         de = posterior_nn("nsf", hidden_features=50, num_transforms=8, num_bins=10)
-        inference = NPE_C(prior=prior, density_estimator=de)
+        inference = NPE_C(prior=prior, density_estimator=de, **common)
     else:
-        inference = NPE_C(prior=prior)
+        inference = NPE_C(prior=prior, **common)
     x_o = torch.as_tensor(model.observed, dtype=torch.float32)
     proposal = prior
     rows = []
