@@ -534,6 +534,21 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
     return new, scale
 
 
+def warmup_windows(warmup: int) -> list[int]:
+    """Warm-up windows of doubling length from 25 (a short tail merged into the last); the proposal is
+    adapted at the end of each.  Shared by the compiled and the numpy paths so both adapt identically."""
+    windows = []
+    remaining, size = warmup, 25
+    while remaining > 0:
+        size = min(size, remaining)
+        if remaining - size < size:  # merge a short tail into the last window
+            size = remaining
+        windows.append(size)
+        remaining -= size
+        size *= 2
+    return windows
+
+
 def run_chains_numpy(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
                joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1):
     """Reference (numpy, vectorised over chains) version of :func:`run_chains`; same algorithm.
@@ -546,15 +561,7 @@ def run_chains_numpy(prob: Problem, chains: int, draws: int, warmup: int, rng: n
     proposal = initial_proposal(prob, chains) if joint_update else None
     scale = np.ones(groups.max() + 1)
     # warm-up windows of growing length; adapt the proposal at the end of each window
-    windows = []
-    remaining, size = warmup, 25
-    while remaining > 0:
-        size = min(size, remaining)
-        if remaining - size < size:  # merge a short tail into the last window
-            size = remaining
-        windows.append(size)
-        remaining -= size
-        size *= 2
+    windows = warmup_windows(warmup)
     for w in windows:
         keep = max(w // 2, 1)
         hist_mu = np.empty((keep, chains))
@@ -908,15 +915,7 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
     chain_rngs = rng.spawn(chains)
     if workers is None:
         workers = default_workers(chains, warmup + draws * thin)
-    windows = []
-    remaining, size = warmup, 25
-    while remaining > 0:
-        size = min(size, remaining)
-        if remaining - size < size:  # merge a short tail into the last window
-            size = remaining
-        windows.append(size)
-        remaining -= size
-        size *= 2
+    windows = warmup_windows(warmup)
     for w in windows:
         keep = max(w // 2, 1)
         prop = _prop_matrix(proposal)
