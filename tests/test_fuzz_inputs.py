@@ -668,3 +668,14 @@ def test_property_gaussian_extremes_refused_or_finite():
                                                  "variance": {"value": var, "mechanism": "laplace",
                                                               "epsilon": eps_var}}})
     check()
+
+
+@pytest.mark.parametrize("extra,field", [(["--scheduler", "processes"], "scheduler"), (["--workers", "2"], "workers"),
+                                         (["--unit-size", "5"], "unit-size"), (["--resume"], "resume"),
+                                         (["--prior", "kind=flat"], "prior")])
+def test_calibrate_model_refuses_options_it_would_ignore(extra, field, capsys, tmp_path):
+    model = Path(__file__).resolve().parents[1] / "examples" / "models" / "poisson_counts.py"
+    names = [line.split("=")[0].strip() for line in model.read_text().splitlines()
+             if "dpposterior.Model(" in line and "=" in line.split("dpposterior.Model(")[0]]
+    argv = ["calibrate", "--model", f"{model}:{names[0]}", "--trials", "3", "--out", tmp_path / "c.json", *extra]
+    _refused(argv, capsys, field, tmp_path / "c.json")

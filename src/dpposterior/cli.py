@@ -225,7 +225,8 @@ def calibrate_cmd(
     draws: Optional[int] = typer.Option(None, "--draws", help="Posterior draws per trial."),
     out: Optional[Path] = typer.Option(None, "--out", help="Result JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Rank ECDF plot (PNG)."),
-    scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="serial, processes, local or "
+                                            "tcp://HOST:PORT (default: processes; a --model runs serially)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
     unit_size: Optional[int] = typer.Option(None, "--unit-size", help="Trials per work unit (default: sized from trials and workers; results do not depend on it)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output (the result table is still printed "
@@ -236,14 +237,24 @@ def calibrate_cmd(
     if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
         if family is not None or n is not None or epsilon is not None:
             raise InputError("--model", "replaces --family, --n and --epsilon (the model has its own)")
+        # a Model's callables cannot be sent to worker processes: its trials run serially, so the
+        # options that steer workers or the family's prior would be silently ignored -- refuse them
+        for name, value in (("--prior", prior), ("--workers", workers), ("--unit-size", unit_size),
+                            ("--resume", resume or None)):
+            if value is not None:
+                raise InputError(name, "not an option of calibrate --model (a Model's trials run serially with "
+                                 "its own prior)")
+        if scheduler not in (None, "serial"):
+            raise InputError("--scheduler", f"{scheduler!r}: calibrate --model runs serially (a Model's callables "
+                             "cannot be sent to workers)")
         _impl("model_commands", "calibrate_model_command")(
             model, trials, methods=["auto"] if methods == "auto,naive" else _split(methods), seed=seed, draws=draws,
             out=out, plot=plot, quiet=quiet)
         return
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
-        draws=draws, out=out, plot=plot, scheduler=scheduler, quiet=quiet, resume=resume, workers=workers,
-        unit_size=unit_size)
+        draws=draws, out=out, plot=plot, scheduler=scheduler or "processes", quiet=quiet, resume=resume,
+        workers=workers, unit_size=unit_size)
 
 
 @app.command("report")
