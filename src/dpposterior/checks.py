@@ -47,6 +47,10 @@ PRIOR_MEAN_TOL = 0.1
 PRIOR_SD_TOL = 0.1
 
 
+class NonFiniteDraws(RefusedError):
+    """An engine returned NaN or infinite draws (a study records the trial as failed; a command refuses)."""
+
+
 def check_finite(post) -> None:
     """Refuse a posterior with any NaN or infinite draw, naming the variable.
 
@@ -65,7 +69,7 @@ def check_finite(post) -> None:
             if np.all(pattern == pattern[0]) and not pattern[0].all():
                 continue  # the same cells in every draw: padding of a ragged variable
         if bad.any():
-            raise RefusedError(f"posterior.{name}",
+            raise NonFiniteDraws(f"posterior.{name}",
                                f"{int(bad.sum())} of {arr.size} draws are not finite (NaN or infinite): the "
                                f"{post.method} engine failed on this release; nothing was written")
 
@@ -87,7 +91,7 @@ def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains)."""
     import arviz as az
 
-    if post.method in IID_METHODS or post.attrs.get("iid_draws"):
+    if post.method in IID_METHODS:
         return []
     chains, draws = post.nchains, post.ndraws
     if draws < 4:

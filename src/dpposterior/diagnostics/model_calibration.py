@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import NonFiniteDraws
 from ..errors import InputError
 from .calibration import _one_line, randomized_ranks, summarise_ranks
 
@@ -74,9 +75,9 @@ def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int 
                 post = infer(model, observed=sdp, method=m, draws=draws, chains=1,
                              seed=int(mseq.generate_state(1)[0]), **kw)
                 d = np.concatenate([post.draws(k).reshape(post.draws(k).shape[0], -1) for k in model.names], axis=1)
-                if not np.all(np.isfinite(d)):
-                    raise FloatingPointError("non-finite posterior draws")
                 ranks[m].append(randomized_ranks(truth[None], d[None], rank_rng)[0])
+            except NonFiniteDraws as exc:  # infer refused this trial's draws: a failed trial, as below
+                failures.append({"trial": t, "method": m, "error": _one_line(exc)})
             except InputError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing trial is recorded, not fatal
