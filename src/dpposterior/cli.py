@@ -34,6 +34,7 @@ def _family_names() -> str:
 
 
 _FAMILY_LIST = _family_names()
+_WORKERS_HELP = "Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."
 
 
 def _split(value: Optional[str]) -> Optional[list[str]]:
@@ -121,7 +122,7 @@ def infer_cmd(
     rqmc_points: Optional[int] = typer.Option(None, "--rqmc-points", help="SBI: RQMC replicates per simulation."),
     device: Optional[str] = typer.Option(None, "--device", help="SBI flows (sppe, sple): cpu, cuda or auto (CUDA when present)."),
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help=_WORKERS_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
     naive: Optional[bool] = typer.Option(
         None, "--naive/--no-naive",
@@ -142,7 +143,7 @@ def infer_cmd(
     from .families import get_family
     from .inference import infer
     from .release import load_release
-    from .reporting import print_posterior_summary
+    from .reporting import print_result
 
     check_output_path(out, "--out")  # before any work: never lose a computed posterior
     check_seed(seed, "--seed")
@@ -174,11 +175,7 @@ def infer_cmd(
                        f"{family.naive_method} (--no-naive skips it)", err=True)
         naive_post = infer(rel, method=family.naive_method, quiet=quiet, **naive_kwargs)
     post.to_netcdf(out)
-    print_posterior_summary(post, naive=naive_post)
-    for message in post.warnings:
-        typer.echo(f"warning: {message}", err=True)
-    typer.echo(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)"
-                                 if post.warnings else ""))
+    print_result(post, out, naive=naive_post)
 
 
 @app.command("audit")
@@ -227,7 +224,7 @@ def calibrate_cmd(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Rank ECDF plot (PNG)."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="serial, processes, local or "
                                             "tcp://HOST:PORT (default: processes; a --model runs serially)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help=_WORKERS_HELP),
     unit_size: Optional[int] = typer.Option(None, "--unit-size", help="Trials per work unit (default: sized from trials and workers; results do not depend on it)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output (the result table is still printed "
                                                        "when there is no --out)."),
@@ -279,7 +276,7 @@ def reproduce_cmd(
     list_: bool = typer.Option(False, "--list", help="List the entries with expected run times."),
     out: Path = typer.Option(Path("dpposterior-gallery"), "--out", help="Output folder."),
     scheduler: str = typer.Option("processes", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: one per CPU; for tcp://, the cluster size used to size work units)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help=_WORKERS_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ):
     """Rerun one headline result of a paper; writes its figure and a side-by-side table."""

@@ -79,7 +79,7 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
                         chains=None, seed=None, quiet=False, **engine_options) -> None:
     from .errors import check_output_path
     from .inference import infer
-    from .reporting import print_posterior_summary
+    from .reporting import print_result
 
     if model_spec is None:
         raise InputError("--observed", "is for a user model: give --model FILE.py:NAME too")
@@ -95,15 +95,12 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
     kwargs.update({k: v for k, v in engine_options.items() if v is not None})
     post = infer(model, observed=values, method=method or "auto", quiet=quiet, **kwargs)
     post.to_netcdf(out)
-    print_posterior_summary(post)
-    for message in post.warnings:
-        print(f"warning: {message}", file=sys.stderr)
-    print(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)" if post.warnings else ""))
+    print_result(post, out)
 
 
 def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None, out=None, plot=None,
                             quiet=False) -> dict:
-    from .diagnostics.calibration import _print_table, plot_rank_ecdf, to_json
+    from .diagnostics.calibration import emit_study
     from .diagnostics.model_calibration import calibrate_model
     from .errors import check_output_path
 
@@ -112,18 +109,7 @@ def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None
             check_output_path(Path(path), name)
     model = load_model(model_spec)
     result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True)
-    ranks = result.pop("_ranks")
-    if out is not None:
-        Path(out).write_text(to_json(result))
-    if plot is not None:
-        plot_rank_ecdf({m: u[:, 0] for m, u in ranks.items()}, plot,
-                       title=f"{result['model']}, n={result['n']}, eps={result['epsilon']:g}, "
-                             f"{result['coordinates'][0]}")
-    if not quiet or out is None:
-        _print_table(result)
-    for path in (out, plot):
-        if path is not None:
-            print(f"wrote {path}")
+    emit_study(result, result.pop("_ranks"), out, plot, quiet)
     return result
 
 

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .checks import IID_METHODS
+
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     df = post.summary(hdi_prob=hdi_prob)
@@ -34,8 +36,8 @@ def run_header(post) -> list[str]:
                           "constrained = true in an analysis file restricts them)")
     warm = a.get("options_warmup")
     lines.append(f"{post.ndraws} draws x {post.nchains} chains"
-                 + (f" after {warm} warm-up iterations" if warm not in (None, 0) and post.method not in
-                    ("sppe", "sple", "smc-abc", "naive", "exact-enumeration", "grid", "vb") else ""))
+                 + (f" after {warm} warm-up iterations" if warm not in (None, 0) and post.method not in IID_METHODS
+                    else ""))
     eps, delta = a.get("release_epsilon"), a.get("release_delta")
     if eps is not None:
         lines.append(f"release: total epsilon {float(eps):g}" + (f", delta {float(delta):g}" if delta else "")
@@ -50,3 +52,15 @@ def print_posterior_summary(post, naive=None, console: Console | None = None) ->
     console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)"))
     if naive is not None:
         console.print(summary_table(naive, f"naive posterior ignoring the privacy noise (method {naive.method})"))
+
+
+def print_result(post, out, naive=None) -> None:
+    """The end of ``dpposterior infer`` (a family release or ``--model``): the summary, each warning
+    as ``warning: ...`` on stderr, and where the posterior was written (flagged when it has warnings)."""
+    import sys
+
+    print_posterior_summary(post, naive=naive)
+    for message in post.warnings:
+        print(f"warning: {message}", file=sys.stderr)
+    print(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)"
+                            if post.warnings else ""))
