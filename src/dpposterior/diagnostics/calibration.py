@@ -114,7 +114,6 @@ def _check_int(value, field: str, minimum: int = 1) -> int:
 
 
 def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk):
-    from ..execution import check_scheduler  # noqa: F401  (validated by the caller)
     from ..families import get_family
 
     family = get_family(family_name, field="family")
@@ -445,7 +444,14 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
     result = calibrate(family, n, epsilon, trials, methods, prior, seed, draws, scheduler=scheduler, quiet=quiet,
                        resume=resume, checkpoint=checkpoint, chunk=unit_size, workers=workers,
                        return_ranks=plot is not None)
-    ranks = result.pop("_ranks", None)
+    emit_study(result, result.pop("_ranks", None), out, plot, quiet)
+    return result
+
+
+def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
+    """A calibration study's outputs (family or user Model): ``out`` JSON (atomic), ``plot`` rank
+    ECDFs of each method's first coordinate, the table (``quiet`` silences it only when the result
+    goes to a file), and where each file went."""
     if out is not None:
         from ..checkpoint import atomic_write_json
 
@@ -460,7 +466,6 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
     for path in (out, plot):
         if path is not None:
             print(f"wrote {path}")
-    return result
 
 
 def _print_table(result: dict) -> None:
@@ -482,5 +487,3 @@ def _print_table(result: dict) -> None:
     sys.stdout.flush()
 
 
-def to_json(result: dict) -> str:
-    return json.dumps(result, indent=2)
