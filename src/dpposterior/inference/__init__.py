@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, check_seed
 
 
 #: the most draws (all chains together) one inference may ask for: 2e7 draws of a 10-dimensional
@@ -45,9 +45,7 @@ class InferenceOptions:
                 raise InputError(name, f"must be an integer >= 1 (got {value!r})")
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) or self.warmup < 0:
             raise InputError("warmup", f"must be an integer >= 0 (got {self.warmup!r})")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
-                                      or self.seed < 0):
-            raise InputError("seed", f"must be a non-negative integer (got {self.seed!r})")
+        check_seed(self.seed, "seed")
         if not isinstance(self.constrained, bool):
             raise InputError("constrained", "must be true or false")
         if self.draws * self.chains > MAX_TOTAL_DRAWS:
@@ -88,30 +86,11 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     if unknown:
         key = sorted(unknown)[0]
         raise InputError(key, f"unknown option for family {family.name!r}")
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-    options = InferenceOptions(method=resolved, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
-    if constrained is not None:
-        options.constrained = constrained
-    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
-        if value is not None:
-            setattr(options, name, value)
-    options.validate()
+    options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
     prior_obj = family.parse_prior(prior, release)
-    from ..execution import check_scheduler, use_executor
-
-    check_scheduler(scheduler)
-    # engines that map work (SBI simulation batches) find this executor with
-    # execution.current_executor(); it starts only if they use it
-    with use_executor(scheduler):
-        post = engine(release, prior_obj, options)
-    from ..checks import check_posterior
-
-    # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
-    check_posterior(post, family, prior_obj)
+    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
-    post.attrs.setdefault("seed", seed)
     post.attrs.setdefault("constrained", options.constrained)
     eps, delta = release.total_privacy_cost()
     post.attrs.setdefault("release_epsilon", eps)
@@ -124,6 +103,35 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
             post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))
         except TypeError:  # not plain data: the report then takes the naive posterior from --compare
             pass
+    return post
+
+
+def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, constrained=None) -> InferenceOptions:
+    """Validated engine options (a fresh entropy seed when none is given), for releases and Models."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    if constrained is not None:
+        options.constrained = constrained
+    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
+        if value is not None:
+            setattr(options, name, value)
+    return options.validate()
+
+
+def _run(compute, options, family=None, prior_obj=None):
+    """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
+    from ..checks import check_posterior
+    from ..execution import check_scheduler, use_executor
+
+    check_scheduler(options.scheduler)
+    # engines that map work (SBI simulation batches) find this executor with
+    # execution.current_executor(); it starts only if they use it
+    with use_executor(options.scheduler):
+        post = compute()
+    # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
+    check_posterior(post, family, prior_obj)
+    post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
         post.attrs.setdefault(f"options_{name}", getattr(options, name))
     return post
@@ -131,30 +139,12 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
 
 def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed, quiet, scheduler, extra):
     """``infer`` on a user model: the priors live in ``model.params``, so ``prior`` must be None."""
-    from ..execution import check_scheduler, use_executor
     from .user_model import infer_model, resolve_method
 
     if prior is not None:
         raise InputError("prior", "a dpposterior.Model carries its priors in params; leave prior unset")
-    resolved = resolve_method(model, method)
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-    options = InferenceOptions(method=resolved, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
-    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
-        if value is not None:
-            setattr(options, name, value)
-    options.validate()
-    check_scheduler(scheduler)
-    with use_executor(scheduler):
-        post = infer_model(model, observed, options)
-    from ..checks import check_posterior
-
-    # as for the families: refuse non-finite draws, flag unreliable ones (R-hat, ESS, ABC, flows)
-    check_posterior(post)
-    post.attrs.setdefault("seed", seed)
-    for name in ("draws", "warmup", "chains"):
-        post.attrs.setdefault(f"options_{name}", getattr(options, name))
-    return post
+    options = _options(resolve_method(model, method), seed, extra, quiet, scheduler, draws, warmup, chains)
+    return _run(lambda: infer_model(model, observed, options), options)
 
 
 def describe_prior(prior, prior_obj) -> str:
