@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError, RefusedError
-from ..release import FORMAT, INCONSISTENCY_SCALES, FiniteFloat, ReleaseBase, StatisticRecord
+from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, require_within_reach
 from . import Family, SimulatedRelease
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -112,11 +112,8 @@ class GaussianRelease(ReleaseBase):
                                  f"the bounds' width (n * epsilon > {1 / MIN_RELATIVE_NOISE:g}): the samplers' "
                                  "truncated-normal arithmetic overflows there; for a noise-free mean use a "
                                  "smaller epsilon")
-            if v < a_ - INCONSISTENCY_SCALES * b or v > b_ + INCONSISTENCY_SCALES * b:
-                raise InputError(f"release.statistics.{name}.value",
-                                 f"{v:g} is more than {INCONSISTENCY_SCALES:g} noise scales ({b:g}) outside "
-                                 f"[{a_:g}, {b_:g}], the range of the {name} of {n} records clamped to "
-                                 f"[{lo:g}, {hi:g}]: the release is inconsistent with its bounds")
+            require_within_reach(f"release.statistics.{name}.value", v, a_, b_, b,
+                                 f"the {name} of {n} records clamped to [{lo:g}, {hi:g}]")
         return self
 
     # convenient accessors -------------------------------------------------------------
