@@ -165,6 +165,11 @@ def smc_abc_options(extra: dict) -> tuple[int, int, str, float]:
 def smc_abc(release, prior, options):
     """Engine ``smc-abc``: ``simulations`` = total budget (default 50,000), ``particles`` = N (1,000)."""
     family, model = common.model_for(release, prior)
+    return smc_abc_on_model(family.name, model, options)
+
+
+def smc_abc_on_model(name: str, model, options):
+    """SMC-ABC on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     simulations, particles, tolerance, quantile = smc_abc_options(options.extra)
     with common.round_progress(1, "SMC-ABC", options.quiet) as advance:
         res = run_smc_abc(model, simulations, particles, tolerance, quantile, options.seed)
@@ -173,5 +178,5 @@ def smc_abc(release, prior, options):
     draws = res.resample(options.draws * options.chains, rng)
     attrs = {"simulations": res.simulations, "particles": particles, "generations": len(res.generations),
              "final_tolerance": res.tolerance, "tolerance_schedule": tolerance}
-    return common.to_posterior(family.name, "smc-abc", model, draws, options.chains, attrs,
+    return common.to_posterior(name, "smc-abc", model, draws, options.chains, attrs,
                                {"population": res.theta, "weights": res.weights, "generations": res.generations})

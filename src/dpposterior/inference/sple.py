@@ -103,6 +103,11 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 def sple(release, prior, options):
     """Engine ``sple``: Algorithm 2 with the paper's defaults (N = 1000 per round, R = 10)."""
     family, model = common.model_for(release, prior)
+    return sple_on_model(family.name, model, options)
+
+
+def sple_on_model(name: str, model, options):
+    """SPLE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     extra = options.extra
     common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "device"}, "sple")
     simulations = common.int_option(extra, "simulations", 1000, minimum=20)
@@ -115,5 +120,5 @@ def sple(release, prior, options):
     res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, options.quiet, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)", "device": device}
-    return common.to_posterior(family.name, "sple", model, res.theta, options.chains, attrs,
+    return common.to_posterior(name, "sple", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds, "log_likelihood": res.log_likelihood})

@@ -258,6 +258,11 @@ def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10),
     atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE)."""
     family, model = common.model_for(release, prior)
+    return sppe_on_model(family.name, model, options)
+
+
+def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
+    """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     extra = options.extra
     common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
                                 "combined_loss", "proposal", "batch_size", "device"}, "sppe")
@@ -277,5 +282,5 @@ def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "combined_loss": int(combined), "proposal": proposal,
              "batch_size": config.batch_size, "device": device}
-    return common.to_posterior(family.name, "sppe", model, res.theta, options.chains, attrs,
+    return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})

@@ -14,7 +14,6 @@ built-in families (``simulations``, ``rounds``, ... for SBI; ``record_sweeps``, 
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..errors import InputError
 from ..posterior import Posterior
@@ -34,55 +33,14 @@ def resolve_method(model, method: str) -> str:
 
 
 def _sbi(method: str, model, observed, options) -> Posterior:
-    from . import sbi_common as common
-
-    view = model.simulator_model(observed)
-    extra = options.extra
-    total = options.draws * options.chains
+    """The families' own SBI engines, with their options and defaults, on the model's simulator view."""
     if method == "smc-abc":
-        from .smc_abc import run_smc_abc, smc_abc_options
-
-        simulations, particles, tolerance, quantile = smc_abc_options(extra)
-        res = run_smc_abc(view, simulations, particles, tolerance, quantile, options.seed)
-        rng = np.random.default_rng(np.random.SeedSequence(options.seed).spawn(2)[1])
-        theta = res.resample(total, rng)
-        attrs = {"simulations": res.simulations, "particles": particles, "generations": len(res.generations),
-                 "final_tolerance": res.tolerance, "tolerance_schedule": tolerance}
-        extras = {"population": res.theta, "weights": res.weights}
+        from .smc_abc import smc_abc_on_model as run
+    elif method == "sppe":
+        from .sppe import sppe_on_model as run
     else:
-        from ..sbi.flows import FlowConfig
-
-        # the same options and defaults as the families' sppe / sple engines
-        keys = {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "device"}
-        if method == "sppe":
-            keys |= {"num_atoms", "combined_loss", "proposal", "batch_size"}
-        common.check_unused(extra, keys, method)
-        simulations = common.int_option(extra, "simulations", 1000, minimum=20)
-        rounds = common.int_option(extra, "rounds", 10)
-        m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
-        rqmc = common.bool_option(extra, "rqmc", True)
-        device = common.device_option(extra)
-        if method == "sppe":
-            from .sppe import run_sppe
-
-            config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs),
-                                batch_size=common.int_option(extra, "batch_size", FlowConfig.batch_size, minimum=2))
-            res = run_sppe(view, simulations, rounds, rqmc_points=m, rqmc=rqmc, draws=total, seed=options.seed,
-                           num_atoms=common.int_option(extra, "num_atoms", 10, minimum=2), config=config,
-                           quiet=options.quiet, combined_loss=common.bool_option(extra, "combined_loss", False),
-                           proposal=common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated")),
-                           device=device)
-        else:
-            from .sple import run_sple
-
-            config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
-            res = run_sple(view, simulations, rounds, rqmc_points=m, rqmc=rqmc, draws=total, seed=options.seed,
-                           config=config, quiet=options.quiet, device=device)
-        theta = res.theta
-        attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
-                 "total_simulations": simulations * rounds}
-        extras = {"flow": res.flow, "rounds": res.rounds}
-    return common.to_posterior(model.name, method, view, theta, options.chains, attrs, extras)
+        from .sple import sple_on_model as run
+    return run(model.name, model.simulator_model(observed), options)
 
 
 def infer_model(model, observed, options) -> Posterior:
