@@ -21,7 +21,7 @@ PAPER = {  # Sec. 3.2: 95% HPD intervals, 5,000 Gibbs iterations
 
 
 def hpd(x, prob=0.95):
-    from dpposterior.inference.gaussian_study import hpd as _hpd
+    from dpposterior.diagnostics.gaussian_study import hpd as _hpd
 
     lo, hi = _hpd(np.asarray(x)[None, :], prob)
     return float(lo[0]), float(hi[0])

@@ -61,7 +61,7 @@ def ess_per_second(prob, chains, draws, warmup, joint, seed=1):
 
 
 def figure2(ns, datasets, chains, draws, warmup, out_png, seed=7):
-    from dpposterior.inference.gaussian_study import coverage_study
+    from dpposterior.diagnostics.gaussian_study import coverage_study
 
     rows = []
     for mu, sigma in ((0.1, 0.04), (0.5, 0.2)):
@@ -107,7 +107,7 @@ def figure2(ns, datasets, chains, draws, warmup, out_png, seed=7):
 def main():
     from dpposterior.families.gaussian import make_release, parse_prior
     from dpposterior.inference import gaussian_gibbs as gg
-    from dpposterior.inference.gaussian_study import coverage_study
+    from dpposterior.diagnostics.gaussian_study import coverage_study
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller everything (loaded machine)")

@@ -40,7 +40,7 @@ import torch
 from scipy import integrate, stats
 
 from dpposterior.families import get_family
-from dpposterior.inference.sple import run_sple
+from dpposterior.sbi.sple import run_sple
 from dpposterior.release import load_release
 from dpposterior.sbi.flows import FlowConfig
 from dpposterior.sbi.rqmc import inner_uniforms

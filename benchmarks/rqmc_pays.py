@@ -28,7 +28,7 @@ import numpy as np
 
 from dpposterior.diagnostics.metrics import c2st, mmd
 from dpposterior.families import get_family
-from dpposterior.inference.sppe import run_sppe
+from dpposterior.sbi.sppe import run_sppe
 from dpposterior.release import load_release
 from dpposterior.sbi.flows import FlowConfig
 from sbi_convergence import importance_reference  # same folder

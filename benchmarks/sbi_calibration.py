@@ -1,6 +1,6 @@
 """Simulation-based calibration (Talts et al. 2018) of the SBI engines vs the naive method.
 
-Amortised SBC (``dpposterior.sbi.calibration.amortized_sbc``): SPPE's round-1 flow
+Amortised SBC (``dpposterior.diagnostics.sbi_calibration.amortized_sbc``): SPPE's round-1 flow
 q(theta | s_dp) (Xiong, Ju & Zhang Algorithm 1, proposal = prior, nested RQMC loss eq. 6/11)
 is trained once and conditioned on L prior-predictive releases; the noise-ignoring NPE
 (``naive``) is trained on the confidential s and conditioned on the same releases.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpposterior.sbi.calibration import (amortized_sbc, conjugate_gaussian_model, format_table,
+from dpposterior.diagnostics.sbi_calibration import (amortized_sbc, conjugate_gaussian_model, format_table,
                                          gaussian_laplace_model, gaussian_laplace_posterior_sd, release_model,
                                          sbc_checks, smc_abc_sbc)
 from dpposterior.sbi.flows import FlowConfig

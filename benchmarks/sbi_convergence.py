@@ -25,9 +25,9 @@ import numpy as np
 
 from dpposterior.diagnostics.metrics import c2st, lmd, mmd, nlog
 from dpposterior.families import get_family
-from dpposterior.inference.smc_abc import run_smc_abc
-from dpposterior.inference.sple import run_sple
-from dpposterior.inference.sppe import run_sppe
+from dpposterior.sbi.smc_abc import run_smc_abc
+from dpposterior.sbi.sple import run_sple
+from dpposterior.sbi.sppe import run_sppe
 from dpposterior.release import load_release
 from dpposterior.sbi.flows import FlowConfig
 

@@ -93,8 +93,8 @@ def parse_spec(spec):
 
 
 def run_dpp(name, opts, model, args, seed, ref, report):
-    from dpposterior.inference.sple import run_sple
-    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.sple import run_sple
+    from dpposterior.sbi.sppe import run_sppe
     from dpposterior.sbi.flows import FlowConfig
 
     cfg_keys = set(FlowConfig.__dataclass_fields__)
@@ -124,7 +124,7 @@ def run_dpp(name, opts, model, args, seed, ref, report):
 
 
 def run_abc(model, args, seed, ref, report):
-    from dpposterior.inference.smc_abc import run_smc_abc
+    from dpposterior.sbi.smc_abc import run_smc_abc
 
     rows = []
     for r in sorted(report):

@@ -23,7 +23,7 @@ def main():
     args = ap.parse_args()
     os.environ["DPPOSTERIOR_TORCH_THREADS"] = str(args.threads)
     from dpposterior.families import get_family
-    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.sppe import run_sppe
     from dpposterior.release import load_release
 
     rel = load_release(ROOT / "examples" / "releases" / "linreg-ju-eps10.json")

@@ -21,7 +21,7 @@ from dpposterior.errors import InputError, RefusedError
 from dpposterior.families.gaussian import make_release, parse_prior
 from dpposterior.inference import gaussian_gibbs as gg
 from dpposterior.inference import gaussian_grid as gr
-from dpposterior.inference.gaussian_study import coverage_study, hpd
+from dpposterior.diagnostics.gaussian_study import coverage_study, hpd
 from dpposterior.inference.truncated import truncgamma_rvs, truncnorm_rvs
 
 PAPER_PRIOR = {"kind": "normal-inverse-gamma", "mu0": 12.5, "sigma0_sq": 3.8**2, "kappa0": 1.0, "nu0": 1.0}

@@ -99,7 +99,7 @@ def _gauss_logq(theta, ctx):
 
 
 def test_atomic_loss_hand_computed_two_atoms():
-    from dpposterior.inference.sppe import atomic_loss
+    from dpposterior.sbi.sppe import atomic_loss
 
     theta = torch.tensor([[0.0], [1.0]])
     sdp = torch.tensor([[[0.0]], [[1.0]]])
@@ -109,7 +109,7 @@ def test_atomic_loss_hand_computed_two_atoms():
 
 
 def test_atomic_loss_matches_numpy_with_prior_and_replicates():
-    from dpposterior.inference.sppe import atomic_loss
+    from dpposterior.sbi.sppe import atomic_loss
 
     theta = np.array([[0.0], [1.0], [2.5]])
     log_prior = np.array([-1.0, -2.0, -3.5])
@@ -124,7 +124,7 @@ def test_atomic_loss_matches_numpy_with_prior_and_replicates():
 
 
 def test_atom_indices_own_first_and_distinct():
-    from dpposterior.inference.sppe import atom_indices
+    from dpposterior.sbi.sppe import atom_indices
 
     idx = atom_indices(20, 5, torch.Generator().manual_seed(0))
     assert idx.shape == (20, 5)
@@ -144,7 +144,7 @@ def _conjugate_model(observed=0.7):
 
 
 def test_smc_abc_recovers_conjugate_gaussian_posterior():
-    from dpposterior.inference.smc_abc import run_smc_abc
+    from dpposterior.sbi.smc_abc import run_smc_abc
 
     res = run_smc_abc(_conjugate_model(), simulations=100_000, particles=1000, seed=3)
     noise_var = 0.04 + 0.04
@@ -163,7 +163,7 @@ def test_smc_abc_recovers_conjugate_gaussian_posterior():
 
 
 def test_smc_abc_fixed_schedule_and_budget_errors():
-    from dpposterior.inference.smc_abc import run_smc_abc
+    from dpposterior.sbi.smc_abc import run_smc_abc
 
     res = run_smc_abc(_conjugate_model(), simulations=20_000, particles=500, tolerance="fixed", seed=0)
     assert [g["tolerance"] for g in res.generations[:3]] == pytest.approx([0.35, 0.245, 0.1715])
@@ -189,7 +189,7 @@ def _quadrature_posterior(observed, conf_sd=0.5, lap_scale=0.5):
 
 
 def test_short_sppe_run_matches_quadrature_posterior():
-    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.sppe import run_sppe
     from dpposterior.sbi.flows import FlowConfig
 
     def simulate(theta, rng):
@@ -218,7 +218,7 @@ def test_short_sppe_run_matches_quadrature_posterior():
 
 
 def test_sppe_same_seed_same_draws():
-    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.sppe import run_sppe
     from dpposterior.sbi.flows import FlowConfig
 
     model = _conjugate_model()
@@ -229,7 +229,7 @@ def test_sppe_same_seed_same_draws():
 
 
 def test_sple_short_run_and_likelihood_estimator():
-    from dpposterior.inference.sple import run_sple
+    from dpposterior.sbi.sple import run_sple
     from dpposterior.sbi.flows import FlowConfig
 
     model = _conjugate_model()

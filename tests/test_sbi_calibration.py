@@ -1,6 +1,6 @@
 """Simulation-based calibration (Talts et al. 2018) of the SBI engines, and the naive method.
 
-Amortised SBC (``dpposterior.sbi.calibration``): SPPE's round-1 flow q(theta | s_dp) is trained
+Amortised SBC (``dpposterior.diagnostics.sbi_calibration``): SPPE's round-1 flow q(theta | s_dp) is trained
 once on prior simulations and conditioned on L simulated releases; the ranks of the true
 theta* must be uniform.  The same study must FAIL for the noise-ignoring NPE (``naive``),
 the flow trained on the confidential s and conditioned on the same noisy releases.
@@ -27,7 +27,7 @@ from dpposterior.cli import main
 from dpposterior.errors import InputError
 from dpposterior.mechanisms import BinomialTrajectory, Laplace
 from dpposterior.sbi import NoiseIgnored
-from dpposterior.sbi.calibration import (COVERAGE_LEVELS, amortized_sbc, conjugate_gaussian_model,
+from dpposterior.diagnostics.sbi_calibration import (COVERAGE_LEVELS, amortized_sbc, conjugate_gaussian_model,
                                          coverage_tolerance, familywise_z, gaussian_laplace_model,
                                          gaussian_laplace_posterior_sd,
                                          release_model, sbc_checks, smc_abc_sbc)
@@ -117,7 +117,7 @@ def test_tolerance_derivation_numbers():
 
 
 def test_sbc_checks_accept_uniform_ranks_and_reject_overconfident_ones():
-    from dpposterior.sbi.calibration import rank_result
+    from dpposterior.diagnostics.sbi_calibration import rank_result
 
     rng = np.random.default_rng(5)
     truth = rng.normal(size=(1000, 1))

@@ -28,7 +28,7 @@ def _model():
 
 
 def test_atom_indices_scale_linearly_and_stay_valid():
-    from dpposterior.inference.sppe import atom_indices
+    from dpposterior.sbi.sppe import atom_indices
 
     t = time.perf_counter()
     idx = atom_indices(10_000, 10, torch.Generator().manual_seed(1))
@@ -45,7 +45,7 @@ def test_atom_indices_scale_linearly_and_stay_valid():
 
 
 def test_truncated_prior_sample_respects_threshold_and_fills():
-    from dpposterior.inference.sppe import truncated_prior_sample
+    from dpposterior.sbi.sppe import truncated_prior_sample
 
     model = _model()
 
@@ -79,7 +79,7 @@ def test_resolve_device(monkeypatch):
 
 @pytest.mark.parametrize("proposal", ["truncated", "atomic"])
 def test_sppe_proposals_same_seed_same_draws(proposal):
-    from dpposterior.inference.sppe import run_sppe
+    from dpposterior.sbi.sppe import run_sppe
     from dpposterior.sbi.flows import FlowConfig
 
     config = FlowConfig(transforms=1, hidden=(8, 8), max_epochs=3, batch_size=50)

@@ -298,8 +298,8 @@ def run_kazan_example1(ctx: Context) -> Result:
 
 def _kazan_coverage_unit(unit: dict) -> list:
     """Coverage and length of the 95% HPD interval of mu (Gibbs and naive) for a chunk of datasets,
-    through the Gaussian engine's vectorised study (``inference.gaussian_study.coverage_study``)."""
-    from .inference.gaussian_study import coverage_study
+    through the Gaussian engine's vectorised study (``diagnostics.gaussian_study.coverage_study``)."""
+    from .diagnostics.gaussian_study import coverage_study
 
     res = coverage_study(unit["mu"], math.sqrt(unit["sigma2"]), unit["n"], unit["epsilon"], unit["epsilon"],
                          unit["datasets"], constrained=unit["constrained"], chains=unit["chains"],
@@ -310,7 +310,7 @@ def _kazan_coverage_unit(unit: dict) -> list:
 
 def run_kazan_coverage(ctx: Context) -> Result:
     _engine("dpposterior.families.gaussian", "the Gaussian family (issue 2)")
-    _engine("dpposterior.inference.gaussian_study", "the Gaussian coverage study (issue 2)")
+    _engine("dpposterior.diagnostics.gaussian_study", "the Gaussian coverage study (issue 2)")
     truths = [(0.1, 0.04 ** 2), (0.5, 0.2 ** 2)]
     ns = [10, 25, 50, 100, 250, 500, 1000] if ctx.full else [10, 50, 250, 1000]
     datasets = 10_000 if ctx.full else 400
@@ -806,7 +806,7 @@ def run_xiong_linreg(ctx: Context) -> Result:
 
 def run_xiong_sir(ctx: Context) -> Result:
     _engine("dpposterior.families.sir", "the SIR family (issue 6)")
-    _engine("dpposterior.inference.sppe", "the SPPE engine (issue 6)")
+    _engine("dpposterior.sbi.sppe", "the SPPE engine (issue 6)")
     path = _examples_dir() / "sir-eps10.json"
     if not path.exists():
         raise InputError("engine", f"the SIR example release {path} is not available in this version")

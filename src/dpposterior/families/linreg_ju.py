@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_family
+from ._simulator import sbi_family
 from ..mechanisms import Laplace
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least,
                        require_within_reach)

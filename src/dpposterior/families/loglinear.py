@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_family
+from ._simulator import sbi_family
 from ..mechanisms import Laplace
 from ..release import ReleaseBase, StatisticRecord, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel

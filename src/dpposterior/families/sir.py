@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
 from ..errors import InputError
-from ..inference.sbi_common import sbi_family
+from ._simulator import sbi_family
 from ..mechanisms import BinomialTrajectory
 from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord

@@ -131,7 +131,7 @@ class NoiseIgnored(Mechanism):
     release is published in: s itself for additive mechanisms (Laplace, Gaussian), the
     proportion I(t)/K for the binomial trajectory mechanism (its s are counts out of K, its
     releases proportions; the smoothing m is part of the DP mechanism and is ignored too).
-    Used by the ``naive`` SBI method (:mod:`dpposterior.inference.sbi_naive`) and by the
+    Used by the ``naive`` SBI method (:mod:`dpposterior.sbi.naive`) and by the
     calibration studies as the method that must fail.
     """
 

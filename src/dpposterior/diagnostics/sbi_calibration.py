@@ -19,7 +19,7 @@ i.i.d., so the SBC tests the calibration of *that* estimator with exactly binomi
 Monte Carlo error (see :func:`coverage_tolerance`).
 
 The method that must fail is the noise-ignoring NPE (``naive``,
-:mod:`dpposterior.inference.sbi_naive`): the same flow trained on the confidential s
+:mod:`dpposterior.sbi.naive`): the same flow trained on the confidential s
 (``model.without_noise()``) and conditioned on the same noisy s_dp*.
 
 SMC-ABC is not amortised: :func:`smc_abc_sbc` reruns it on each of L datasets
@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..diagnostics.calibration import COVERAGE_LEVELS, randomized_ranks, summarise_ranks
-from .flows import FlowConfig
+from .calibration import COVERAGE_LEVELS, randomized_ranks, summarise_ranks
+from ..sbi.flows import FlowConfig
 
 #: method names of the amortised study
 SPPE_ROUND1 = "sppe-round1"
@@ -139,8 +139,8 @@ def amortized_sbc(model, datasets: int = 1000, draws: int = 500, simulations: in
     replicates of s_dp each; naive: the noise-free s), ``datasets`` = L SBC datasets,
     ``draws`` = S posterior draws per dataset.
     """
-    from ..inference.sbi_naive import run_naive_npe
-    from ..inference.sppe import run_sppe
+    from ..sbi.naive import run_naive_npe
+    from ..sbi.sppe import run_sppe
 
     ss = np.random.SeedSequence(seed)
     data_ss, rank_ss, train_ss = ss.spawn(3)
@@ -169,7 +169,7 @@ def amortized_sbc(model, datasets: int = 1000, draws: int = 500, simulations: in
 def smc_abc_sbc(model, datasets: int = 150, draws: int = 400, simulations: int = 4000, particles: int = 200,
                 quantile: float = 0.5, seed: int = 0, naive: bool = True) -> dict[str, SBCResult]:
     """SBC of SMC-ABC (one run per dataset) and, with ``naive``, of noise-ignoring SMC-ABC."""
-    from ..inference.smc_abc import run_smc_abc
+    from ..sbi.smc_abc import run_smc_abc
 
     ss = np.random.SeedSequence(seed)
     data_ss, rank_ss, run_ss = ss.spawn(3)
@@ -221,7 +221,7 @@ def gaussian_laplace_model(conf_sd: float = 0.5, laplace_scale: float = 1.0):
     sd is sqrt(2) = 1.41, three times larger -- the noise dominates, so ignoring it must fail.
     """
     from ..mechanisms import Laplace
-    from .model import GaussianPrior, SimulatorModel
+    from ..sbi.model import GaussianPrior, SimulatorModel
 
     def simulate(theta, rng):
         return theta + rng.normal(0.0, conf_sd, size=theta.shape)
@@ -256,7 +256,7 @@ def conjugate_gaussian_model(conf_sd: float = 0.2, noise_sd: float = 0.5):
     N(s_dp / (1 + v), v / (1 + v)) with v = conf_sd^2 + noise_sd^2 (defaults: sd 0.474 vs
     0.196 for the noise-ignoring posterior)."""
     from ..mechanisms import Gaussian
-    from .model import GaussianPrior, SimulatorModel
+    from ..sbi.model import GaussianPrior, SimulatorModel
 
     def simulate(theta, rng):
         return theta + rng.normal(0.0, conf_sd, size=theta.shape)

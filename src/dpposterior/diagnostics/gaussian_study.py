@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..families.gaussian import GaussianPrior
-from .gaussian_gibbs import make_problem, run_chains
-from .gaussian_grid import naive_draws
+from ..inference.gaussian_gibbs import make_problem, run_chains
+from ..inference.gaussian_grid import naive_draws
 
 
 def simulate_releases(mu, sigma, n, eps_mean, eps_var, datasets, rng):
