@@ -282,7 +282,7 @@ def test_hpd_helper():
 
 
 # ------------------------------------------------------------------------------------
-# simulation-based calibration through the family's simulate / calibration_batch hooks
+# simulation-based calibration through the family's simulate hook and the engine's batched path
 # ------------------------------------------------------------------------------------
 def test_simulation_based_calibration_ranks_uniform_and_naive_not():
     """Cook et al.: theta ~ NIG prior, release ~ model, rank of theta among posterior draws.
@@ -291,13 +291,14 @@ def test_simulation_based_calibration_ranks_uniform_and_naive_not():
     would fail with probability 1e-3 per coordinate; fixed seed); the naive posterior is
     rejected at the same level.
     """
-    from dpposterior.families.gaussian import FAMILY, calibration_batch
+    from dpposterior.families.gaussian import FAMILY
+    from dpposterior.options import InferenceOptions
 
     prior = parse_prior({"kind": "normal-inverse-gamma", "mu0": 0.5, "sigma0_sq": 0.02, "kappa0": 2.0, "nu0": 4.0})
     rng = np.random.default_rng(21)
     sims = [FAMILY.simulate(prior, 50, 1.0, rng) for _ in range(300)]
     truth = np.array([[s.theta["mu"], s.theta["sigma2"]] for s in sims])
-    draws = calibration_batch("gibbs", sims, prior, draws=1000, seed=22)
+    draws = FAMILY.batch_path("gibbs")(sims, prior, InferenceOptions(method="gibbs", draws=1000, warmup=None, seed=22))
     assert draws.shape == (300, 1000, 2)
     ranks = (draws < truth[:, None, :]).mean(axis=1)
     for d in range(2):

@@ -287,8 +287,11 @@ def test_calibration_batch_hook_shapes():
     rng = np.random.default_rng(1)
     prior = lr.parse_prior(None)
     sims = [lr.simulate(prior, 300, 1.0, rng) for _ in range(3)]
-    hook = lr.FAMILY.hooks["calibration_batch"]
+    from dpposterior.options import InferenceOptions
+
     for method in ("auto", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
-        out = hook(method, sims, prior, draws=20, warmup=10, seed=np.random.SeedSequence(0))
+        options = InferenceOptions(method=lr.FAMILY.resolve_method(method), draws=20, warmup=10,
+                                   seed=np.random.SeedSequence(0))
+        out = lr.FAMILY.batch_path(method)(sims, prior, options)
         assert out.shape == (3, 20, 2) and np.all(np.isfinite(out))
-    assert hook("mcmc-bs", sims, prior, draws=20) is None
+    assert lr.FAMILY.batch_path("mcmc-bs") is None

@@ -7,6 +7,7 @@ probability 1e-3 per test (and never with these seeds, which are fixed), while a
 law (a shifted or rescaled distribution) gives p ~ 0 at this sample size.
 """
 
+import json
 import math
 
 import numpy as np
@@ -97,3 +98,59 @@ def test_binomial_trajectory_mass_transform_and_cost():
     wrong = BinomialTrajectory(1000, 50, 4, m=1.0).transform(u, 400.0)
     cw = np.bincount(np.rint(wrong * 50).astype(int), minlength=51)
     assert stats.chisquare(np.append(cw[keep], cw[~keep].sum()), exp).pvalue < 1e-3
+
+
+# ----------------------------------------------------------------------------- the registry (issue 15)
+def _simulated_release_dict(family_name):
+    from dpposterior.families import get_family
+
+    family = get_family(family_name)
+    sim = family.simulate(family.parse_prior(None, None), 60, 1.0, np.random.default_rng(3))
+    release = sim.release
+    return release if isinstance(release, dict) else release.to_dict()
+
+
+def _records(node):
+    """Every statistic record (a dict with a ``mechanism`` key) in a release dict."""
+    if isinstance(node, dict):
+        if "mechanism" in node and "epsilon" in node:
+            yield node
+        for value in node.values():
+            yield from _records(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _records(value)
+
+
+@pytest.mark.parametrize("family_name", ["gaussian", "binomial", "poisson", "naive-bayes", "linear-regression",
+                                         "linreg-ju", "sir", "loglinear"])
+def test_family_mechanisms_are_registered_and_others_refused(family_name):
+    from dpposterior.errors import InputError
+    from dpposterior.families import get_family
+    from dpposterior.mechanisms import MECHANISMS
+    from dpposterior.release import load_release
+
+    family = get_family(family_name)
+    assert family.mechanisms and set(family.mechanisms) <= set(MECHANISMS)
+    data = _simulated_release_dict(family_name)
+    load_release(data)  # as simulated, it loads
+    assert list(_records(data)), "no statistic record found"
+    for other in sorted(set(MECHANISMS) - set(family.mechanisms)):
+        changed = json.loads(json.dumps(data))
+        for record in _records(changed):
+            record["mechanism"] = other
+        with pytest.raises(InputError, match="mechanism"):
+            load_release(changed)
+
+
+def test_unknown_mechanism_is_one_line_error_listing_the_registry():
+    from dpposterior.errors import InputError
+    from dpposterior.mechanisms import from_record, get_mechanism
+
+    with pytest.raises(InputError, match=r"mechanism: unknown mechanism 'exponential' \(one of: laplace, gaussian"):
+        get_mechanism("exponential")
+
+    class Record:
+        mechanism, epsilon, sensitivity, sigma, delta = "laplace", 2.0, 1.0, None, None
+
+    assert from_record(Record()).noise_scale == 0.5

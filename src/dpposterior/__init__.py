@@ -4,13 +4,14 @@ The data flow is the architecture::
 
     mechanisms -> release file -> family (model + prior) -> inference engine -> Posterior (ArviZ) -> report
 
-Entry point: :func:`infer`.
+Entry point: :func:`infer` (``dpposterior.api``); the rooms and what each may import:
+docs/architecture.md.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import InputError, RefusedError  # noqa: E402
-from .inference import InferenceOptions, infer  # noqa: E402
+from .api import infer  # noqa: E402
+from .options import InferenceOptions  # noqa: E402
 from .model import Model  # noqa: E402
 from .posterior import Posterior  # noqa: E402
 from .release import load_release  # noqa: E402

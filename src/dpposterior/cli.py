@@ -141,7 +141,7 @@ def infer_cmd(
     from .errors import check_output_path, check_seed
     from .execution import check_scheduler
     from .families import get_family
-    from .inference import infer
+    from .api import infer, naive_companion
     from .release import load_release
     from .reporting import print_result
 
@@ -169,11 +169,12 @@ def infer_cmd(
         naive = family.naive_by_default
     naive_post = None
     if naive and family.naive_method and family.naive_method != post.method:
-        naive_kwargs = {k: v for k, v in kwargs.items() if k in ("prior", "seed", "draws", "chains", "constrained")}
         if not quiet:
             typer.echo(f"computing the naive (noise-ignoring) posterior for comparison, method "
                        f"{family.naive_method} (--no-naive skips it)", err=True)
-        naive_post = infer(rel, method=family.naive_method, quiet=quiet, **naive_kwargs)
+        naive_post, _ = naive_companion(rel, kwargs.get("prior"), main_method=post.method, seed=kwargs.get("seed"),
+                                        draws=kwargs.get("draws"), chains=kwargs.get("chains"),
+                                        constrained=kwargs.get("constrained"), quiet=quiet)
     post.to_netcdf(out)
     print_result(post, out, naive=naive_post)
 

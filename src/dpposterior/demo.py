@@ -30,7 +30,7 @@ def bundled_release_path() -> Path:
 def run_demo(out, draws: int = 1250, warmup: int = 400, chains: int = 16, seed: int = 1, quiet: bool = False):
     from rich.console import Console
 
-    from .inference import infer
+    from .api import infer
     from .release import load_release
     from .reporting import print_posterior_summary
 

@@ -22,8 +22,6 @@ Fig. 1a), Karwa, Kifer & Slavkovic (002, Fig. 1), Alparslan, Yildirim & Birbil
 
 from __future__ import annotations
 
-import importlib
-import json
 import math
 import sys
 import time
@@ -157,28 +155,6 @@ class Entry:
     run: Callable[[Context], Result]
 
 
-def _engine(module: str, what: str):
-    """Import an engine module lazily; a missing one is a one-line error, not a traceback."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("dpposterior"):
-            raise InputError("engine", f"{what} is not available in this version ({exc.name} is missing)") from None
-        raise
-
-
-def _infer(release, *, what: str, **kwargs):
-    """``dpposterior.infer`` with missing engine modules turned into a one-line error."""
-    from .inference import infer
-
-    try:
-        return infer(release, **kwargs)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("dpposterior"):
-            raise InputError("engine", f"{what} is not available in this version ({exc.name} is missing)") from None
-        raise
-
-
 def _run_cells(ctx: Context, fn, units: list, name: str, description: str) -> list:
     """Checkpointed, resumable map of ``fn`` over ``units`` (the checkpoint is removed on success)."""
     from .checkpoint import run_units
@@ -245,14 +221,16 @@ KAZAN_PRIOR = {"kind": "normal-inverse-gamma", "mu0": 12.5, "sigma0_sq": 3.8 ** 
 
 
 def run_kazan_example1(ctx: Context) -> Result:
-    gaussian = _engine("dpposterior.families.gaussian", "the Gaussian family (issue 2)")
+    from .api import infer
+    from .families import gaussian
+
     release = gaussian.make_release(43, (0.0, 100.0), 34.30, 47.16 ** 2, 0.25, 0.25,
                                     description="Kazan & Reiter Example 1 (blood lead, NHANES)")
     draws = 50_000 if ctx.full else 5_000
     posts = {}
     for constrained in (True, False):
         ctx.say(f"kazan-example1: Gibbs sampler, constrained={constrained}, 4 x {draws} draws")
-        posts[constrained] = _infer(release, what="the Gaussian Gibbs sampler (issue 2)", prior=KAZAN_PRIOR,
+        posts[constrained] = infer(release, prior=KAZAN_PRIOR,
                                     method="gibbs", constrained=constrained, draws=draws, warmup=1000, chains=4,
                                     seed=ctx.seed)
     rows, data = [], {}
@@ -309,8 +287,6 @@ def _kazan_coverage_unit(unit: dict) -> list:
 
 
 def run_kazan_coverage(ctx: Context) -> Result:
-    _engine("dpposterior.families.gaussian", "the Gaussian family (issue 2)")
-    _engine("dpposterior.diagnostics.gaussian_study", "the Gaussian coverage study (issue 2)")
     truths = [(0.1, 0.04 ** 2), (0.5, 0.2 ** 2)]
     ns = [10, 25, 50, 100, 250, 500, 1000] if ctx.full else [10, 50, 250, 1000]
     datasets = 10_000 if ctx.full else 400
@@ -376,8 +352,9 @@ def run_kazan_coverage(ctx: Context) -> Result:
 # =============================================================================== Bernstein & Sheldon
 
 def run_bernstein_calibration(ctx: Context) -> Result:
-    calibration = _engine("dpposterior.diagnostics.calibration", "the calibration command (issue 3)")
     from scipy import stats
+
+    from .diagnostics import calibration
 
     families = ["binomial", "multinomial", "exponential"]
     ns = [10, 100, 1000, 10000] if ctx.full else [10, 100, 1000]
@@ -387,7 +364,6 @@ def run_bernstein_calibration(ctx: Context) -> Result:
     data = []
     (ctx.out / "cells").mkdir(exist_ok=True)
     for fam in families:
-        _engine(f"dpposterior.families.{fam}", f"the {fam} family (issue 3)")
         for eps in epsilons:
             for n in ns:
                 ctx.say(f"bernstein-calibration: {fam}, n={n}, eps={eps}, {trials} trials")
@@ -438,7 +414,7 @@ def run_bernstein_calibration(ctx: Context) -> Result:
 
 def _karwa_unit(unit: dict) -> dict:
     from .families.naive_bayes import draw_parameters, draw_tables, parse_prior, release_from_tables
-    from .inference import infer
+    from .api import infer
 
     rng = np.random.default_rng(unit["seed"])
     prior = parse_prior({"kind": "dirichlet", "alpha": 1.0}, None).resolve(2, [2, 2])
@@ -459,8 +435,6 @@ def _karwa_unit(unit: dict) -> dict:
 
 
 def run_karwa_mse(ctx: Context) -> Result:
-    _engine("dpposterior.families.naive_bayes", "the naive Bayes family (issue 4)")
-    _engine("dpposterior.inference.naive_bayes_vb", "the naive Bayes VB engine (issue 4)")
     ns = [50, 100, 200, 500] if ctx.full else [50, 500]
     epsilons = [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
     datasets, noise_draws = (10, 5) if ctx.full else (4, 2)
@@ -525,7 +499,7 @@ def _alparslan_sim_unit(unit: dict) -> dict:
     from scipy import stats as sps
 
     from .families.linear_regression import make_release
-    from .inference import infer
+    from .api import infer
 
     rng = np.random.default_rng(unit["seed"])
     d, n = unit["d"], unit["n"]
@@ -554,7 +528,6 @@ def _alparslan_sim_unit(unit: dict) -> dict:
 
 
 def run_alparslan_simulated(ctx: Context) -> Result:
-    _engine("dpposterior.families.linear_regression", "the linear-regression family (issue 5)")
     ds = [2, 5] if ctx.full else [2]
     js = [1, 5, 10] if ctx.full else [1, 5]
     epsilons = [0.1, 0.2, 0.5, 1, 2, 5, 10] if ctx.full else [0.1, 1, 10]
@@ -652,7 +625,7 @@ def load_uci(name: str):
 
 def _alparslan_uci_unit(unit: dict) -> dict:
     from .families.linear_regression import make_release
-    from .inference import infer
+    from .api import infer
 
     Xtr, ytr, Xte, yte = load_uci(unit["dataset"])
     rng = np.random.default_rng(unit["seed"])
@@ -674,7 +647,6 @@ def _alparslan_uci_unit(unit: dict) -> dict:
 
 
 def run_alparslan_uci(ctx: Context) -> Result:
-    _engine("dpposterior.families.linear_regression", "the linear-regression family (issue 5)")
     datasets = list(UCI_FILES) if ctx.full else ["PowerPlant", "AirQuality"]
     js = [1, 5, 10]
     runs = 50 if ctx.full else 3
@@ -737,7 +709,7 @@ def _examples_dir() -> Path:
 
 
 def _xiong_linreg_unit(unit: dict) -> dict:
-    from .inference import infer
+    from .api import infer
 
     path = _examples_dir() / f"linreg-ju-eps{unit['epsilon']:g}.json"
     kwargs = {"simulations": unit["simulations"]}
@@ -753,15 +725,12 @@ def _xiong_linreg_unit(unit: dict) -> dict:
 
 
 def run_xiong_linreg(ctx: Context) -> Result:
-    _engine("dpposterior.families.linreg_ju", "the linreg-ju family (issue 6)")
     epsilons = [10.0, 1.0, 0.1]
     if ctx.full:
         plan = {"smc-abc": {"simulations": 200_000}, "sppe": {"simulations": 1000, "rounds": 10},
                 "sple": {"simulations": 1000, "rounds": 10}}
     else:
         plan = {"smc-abc": {"simulations": 20_000}, "sppe": {"simulations": 500, "rounds": 3}}
-    for m in plan:
-        _engine(f"dpposterior.inference.{m.replace('-', '_')}", f"the {m} engine (issue 6)")
     units = [{"epsilon": eps, "method": m, "draws": 2000, "rounds": p.get("rounds"),
               "simulations": p["simulations"]} for eps in epsilons for m, p in plan.items()]
     for k, unit in enumerate(units):
@@ -805,15 +774,15 @@ def run_xiong_linreg(ctx: Context) -> Result:
 
 
 def run_xiong_sir(ctx: Context) -> Result:
-    _engine("dpposterior.families.sir", "the SIR family (issue 6)")
-    _engine("dpposterior.sbi.sppe", "the SPPE engine (issue 6)")
     path = _examples_dir() / "sir-eps10.json"
     if not path.exists():
         raise InputError("engine", f"the SIR example release {path} is not available in this version")
     rounds, sims = (10, 1000) if ctx.full else (3, 300)
     t0 = time.perf_counter()
     ctx.say(f"xiong-sir: SPPE, {rounds} rounds x {sims} simulations")
-    post = _infer(path, what="the SPPE engine (issue 6)", method="sppe", simulations=sims, rounds=rounds,
+    from .api import infer
+
+    post = infer(path, method="sppe", simulations=sims, rounds=rounds,
                   draws=4000, seed=ctx.seed, quiet=ctx.quiet, scheduler=ctx.scheduler)
     seconds = time.perf_counter() - t0
     truth = PAPER["xiong-sir"]["truth"]
@@ -907,7 +876,7 @@ def sir_ode_fit(times, infected, population: int, initial_infected: float = 1.0)
 
 
 def _xiong_outbreak_unit(unit: dict) -> dict:
-    from .inference import infer
+    from .api import infer
 
     path = _examples_dir() / f"sir-{unit['release']}-eps10.json"
     kwargs = {"simulations": unit["simulations"]}
@@ -929,7 +898,6 @@ def _xiong_outbreak_unit(unit: dict) -> dict:
 
 
 def run_xiong_outbreaks(ctx: Context) -> Result:
-    _engine("dpposterior.families.sir", "the SIR family (issue 6)")
     if ctx.full:  # the paper: 10 rounds x 1,000 simulations; SMC-ABC up to 5e5 simulations (Sec. 4.1)
         plan = {"smc-abc": {"simulations": 200_000}, "sppe": {"simulations": 1000, "rounds": 10},
                 "sple": {"simulations": 1000, "rounds": 10}}
@@ -939,8 +907,6 @@ def run_xiong_outbreaks(ctx: Context) -> Result:
                 "sple": {"simulations": OUTBREAK_DEFAULT["sple"][0], "rounds": OUTBREAK_DEFAULT["sple"][1]}}
         for m in ("sppe", "sple"):
             plan[m]["max_epochs"] = OUTBREAK_MAX_EPOCHS
-    for m in plan:
-        _engine(f"dpposterior.inference.{m.replace('-', '_')}", f"the {m} engine (issue 6)")
     for key, _, _ in OUTBREAKS:
         if not (_examples_dir() / f"sir-{key}-eps10.json").exists():
             raise InputError("engine", f"the outbreak release sir-{key}-eps10.json is not available in this version")

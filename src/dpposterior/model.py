@@ -60,6 +60,12 @@ def _describe(value) -> str:
     return text if len(text) <= 40 else f"a {type(value).__name__}"
 
 
+#: a model's ``release_transform``: how the released statistic is computed from the running sums T
+#: of the records' t(y) -- the sums themselves, or (T_0 / n, (T_1 - T_0^2 / n) / (n - 1)), the sample
+#: mean and variance from sum y and sum y^2 (the Gaussian family's release)
+SUMS, MEAN_VARIANCE = 0, 1
+
+
 # --------------------------------------------------------------------------- parameter transforms
 class _Param:
     """One named parameter: its prior, event shape and map to the unconstrained space.

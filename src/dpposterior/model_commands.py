@@ -78,7 +78,7 @@ def parse_observed(text, field: str = "--observed") -> list[float]:
 def infer_model_command(model_spec, observed, release, out, analysis=None, method=None, draws=None, warmup=None,
                         chains=None, seed=None, quiet=False, **engine_options) -> None:
     from .errors import check_output_path
-    from .inference import infer
+    from .api import infer
     from .reporting import print_result
 
     if model_spec is None:

@@ -56,7 +56,7 @@ class Posterior:
     def to_arviz(self):
         import arviz as az
 
-        from . import __version__
+        from ._version import __version__
 
         attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
         for key, value in self.attrs.items():

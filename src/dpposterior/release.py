@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import InputError, from_pydantic
+from .mechanisms.registry import MECHANISMS, from_record
 
 FORMAT = "dpposterior-release/1"
 #: the neighbouring relation of every release: same n, one record replaced (docs/privacy.md)
@@ -130,7 +131,8 @@ class StatisticRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     value: Any
-    mechanism: Literal["laplace", "gaussian", "binomial-trajectory"]
+    #: a name registered in ``mechanisms.registry.MECHANISMS`` (laplace, gaussian, binomial-trajectory)
+    mechanism: str
     epsilon: PositiveFloat
     delta: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
     sensitivity: PositiveFloat | None = None
@@ -149,6 +151,13 @@ class StatisticRecord(BaseModel):
     def _finite(cls, v):
         return _check_finite_nested(v)
 
+    @field_validator("mechanism")
+    @classmethod
+    def _registered(cls, v):
+        if v not in MECHANISMS:
+            raise ValueError(f"unknown mechanism {v!r} (one of: {', '.join(MECHANISMS)})")
+        return v
+
     @field_validator("epsilon")
     @classmethod
     def _epsilon_range(cls, v):
@@ -160,10 +169,7 @@ class StatisticRecord(BaseModel):
 
     def noise_scale(self, sensitivity: float | None = None) -> float:
         """Laplace b = sensitivity/epsilon, or Gaussian sigma."""
-        from .mechanisms import from_record
-
-        mech = from_record(self, sensitivity)
-        return mech.scale if self.mechanism == "laplace" else mech.sigma
+        return from_record(self, sensitivity).noise_scale
 
 
 class ReleaseBase(BaseModel):

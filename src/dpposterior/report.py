@@ -199,16 +199,8 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
         prior = json.loads(attrs.get("prior_json", "null"))
     except (TypeError, json.JSONDecodeError):
         return None, "the file's prior is not plain data (pass the naive posterior with --compare)"
-    from .families import get_family
-    from .inference import infer
+    from .api import naive_companion
 
-    try:
-        family = get_family(release.get("family"))
-    except InputError as exc:
-        return None, str(exc)
-    naive = family.naive_method
-    if not naive or naive == attrs.get("method") or naive not in family.methods:
-        return None, "this family has no separate naive method"
     kwargs = {}
     for name in ("draws", "chains"):
         value = attrs.get(f"options_{name}")
@@ -218,11 +210,16 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
         kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
     seed = attrs.get("seed")
     try:
-        post = infer(release, prior=prior, method=naive, seed=int(seed) if seed is not None else 0, **kwargs)
+        post, why = naive_companion(release, prior, main_method=attrs.get("method"),
+                                    seed=int(seed) if seed is not None else 0, **kwargs)
     except InputError as exc:
+        if exc.field == "release.family":
+            return None, str(exc)
         return None, f"the naive method refused this release ({exc})"
     except Exception as exc:  # a convenience overlay: report why it is missing, keep the report
         return None, f"recomputing it failed ({type(exc).__name__}: {exc})"
+    if post is None:
+        return None, why
     return post.to_arviz(), ""
 
 
@@ -722,7 +719,7 @@ footer{margin-top:2em;color:#888;font-size:.8em}
 
 
 def _html(title: str, sections) -> str:
-    from . import __version__
+    from ._version import __version__
 
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",

@@ -10,9 +10,9 @@ MMD (Gretton et al. 2012) between the method's posterior and the non-private
 posterior (utility, Fig. 1c).
 
 Generic over families: it needs only ``Family.simulate`` and ``dpposterior.infer``;
-a family may offer ``Family.hooks["calibration_batch"](method, sims, prior, draws=,
-warmup=, seed=)`` returning draws of shape (trials, draws, coordinates) for all
-trials at once (vectorised), or None to fall back to ``infer`` per trial.
+an engine may offer a batched path (``families.EngineSpec.batch``: ``batch(sims, prior,
+options)``) returning draws of shape (trials, draws, coordinates) for all trials at once
+(vectorised), or None to fall back to ``infer`` per trial.
 
 Every trial draws its randomness from its own ``SeedSequence`` child
 (``execution.trial_seed``); trials are grouped into units (sized from the work and the
@@ -36,12 +36,11 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from ..errors import InputError
+from ..options import InferenceOptions
+from .ranks import COVERAGE_LEVELS, one_line as _one_line, randomized_ranks, summarise_ranks  # noqa: F401
 
-#: central interval probabilities whose coverage is reported
-COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 #: the largest unit of trials (units are sized from the work and the workers: execution.unit_size)
 DEFAULT_CHUNK = 250
 #: draws per posterior kept for the MMD (evenly thinned; the MMD is O(S^2))
@@ -168,12 +167,13 @@ def _coordinate_names(theta: dict) -> list[str]:
 
 def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     """(T, S, D) draws of ``method`` for every simulated release."""
-    hook = family.hooks.get("calibration_batch")
-    if hook is not None:
-        out = hook(method, sims, prior, draws=draws or DEFAULT_DRAWS, warmup=None, seed=seed_seq)
+    batch = family.batch_path(method)  # the engine's own vectorised path (families.EngineSpec), if any
+    if batch is not None:
+        options = InferenceOptions(method=method, draws=draws or DEFAULT_DRAWS, warmup=None, chains=1, seed=seed_seq)
+        out = batch(sims, prior, options)
         if out is not None:
             return np.asarray(out, float)
-    from ..inference import infer
+    from ..api import infer
 
     seeds = seed_seq.generate_state(len(sims), dtype=np.uint32)
     out = []
@@ -189,14 +189,6 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     return np.stack(out)
 
 
-def randomized_ranks(truth: np.ndarray, draws: np.ndarray, rng) -> np.ndarray:
-    """U per trial and coordinate: truth (T, D), draws (T, S, D) -> (T, D) in (0, 1)."""
-    below = (draws < truth[:, None, :]).sum(axis=1)
-    ties = (draws == truth[:, None, :]).sum(axis=1)
-    S = draws.shape[1]
-    return (below + rng.random(below.shape) * (1 + ties)) / (S + 1)
-
-
 def _thin(x: np.ndarray, k: int) -> np.ndarray:
     idx = np.linspace(0, x.shape[0] - 1, min(k, x.shape[0])).round().astype(int)
     return x[idx]
@@ -206,11 +198,6 @@ def _method_key(method: str) -> int:
     """A stable integer per method name (its seed path): a method's draws in a trial do not
     depend on which other methods run beside it or in what order."""
     return zlib.crc32(method.encode())
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def calibration_unit(unit: dict) -> dict:
@@ -274,13 +261,6 @@ def calibration_unit(unit: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- summary
-def summarise_ranks(u: np.ndarray) -> dict:
-    """KS against Uniform(0,1) (+ p-value) and central-interval coverage of ranks u (T,)."""
-    ks = stats.kstest(u, "uniform")
-    coverage = {str(level): float(np.mean(np.abs(u - 0.5) <= level / 2)) for level in COVERAGE_LEVELS}
-    return {"ks": float(ks.statistic), "ks_pvalue": float(ks.pvalue), "coverage": coverage}
-
-
 def _stored_chunk(checkpoint) -> int | None:
     """The unit size recorded in an existing checkpoint (None if absent or unreadable)."""
     try:
@@ -353,7 +333,7 @@ def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed,
     failures = [f for r in results for f in r["failures"]]
     out = {"family": fam.name, "n": n, "epsilon": epsilon, "trials": trials, "methods": {},
            "prior": prior_dict, "seed": seed,
-           "draws": draws if draws is not None else (DEFAULT_DRAWS if "calibration_batch" in fam.hooks else None),
+           "draws": draws if draws is not None else (DEFAULT_DRAWS if fam.has_batch_paths else None),
            "coordinates": coords,
            "failed_trials": len({f["trial"] for f in failures}),
            "failures": failures[:MAX_LISTED_FAILURES]}

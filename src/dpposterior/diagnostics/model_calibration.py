@@ -16,7 +16,7 @@ import numpy as np
 
 from ..checks import NonFiniteDraws
 from ..errors import InputError
-from .calibration import _one_line, randomized_ranks, summarise_ranks
+from .ranks import one_line as _one_line, randomized_ranks, summarise_ranks
 
 
 def _flat(model, values: dict, i=None) -> np.ndarray:
@@ -44,7 +44,7 @@ def simulate_release(model, rng) -> tuple[np.ndarray, np.ndarray]:
 
 def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int | None = None,
                     warmup: int | None = None, return_ranks: bool = False, **engine_options) -> dict:
-    from ..inference import infer
+    from ..api import infer
     from ..inference.user_model import resolve_method
 
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .calibration import COVERAGE_LEVELS, randomized_ranks, summarise_ranks
+from .ranks import COVERAGE_LEVELS, randomized_ranks, summarise_ranks
 from ..sbi.flows import FlowConfig
 
 #: method names of the amortised study

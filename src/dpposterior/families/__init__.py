@@ -3,8 +3,9 @@
 A family module exposes ``FAMILY``, a :class:`Family` describing
 
 * ``release_model`` -- the pydantic model of its release file (``release.py``),
-* ``methods``       -- inference engines by name, as ``"module:function"`` strings,
-  so a new engine plugs in by adding one entry (engines are imported lazily),
+* ``methods``       -- inference engines by name, each a ``"module:function"`` string or an
+  :class:`EngineSpec` (the engine and its optional batched calibration path); strings are
+  resolved only when called, so a family never imports an engine (docs/architecture.md),
 * ``auto_method``   -- what ``method="auto"`` picks,
 * ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
 * ``curate``        -- the curator: data frame + options -> release dict,
@@ -12,7 +13,8 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
 * ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
   draws theta from the prior, data from the model, and a release through the
   mechanism; returns a :class:`SimulatedRelease`,
-* ``hooks``         -- named optional extras (e.g. a vectorised calibration batch).
+* ``mechanisms``    -- the registered mechanisms (``mechanisms.registry``) its releases may use,
+* ``hooks``         -- named optional extras (e.g. the simulator model of the SBI families).
 
 Engines are called as ``engine(release, prior, options) -> Posterior``.
 """
@@ -40,6 +42,27 @@ FAMILY_MODULES: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """How a family names one engine, by ``"module:function"`` strings resolved on first use.
+
+    ``run``: ``engine(release, prior, options) -> Posterior``.  ``batch`` (optional): the engine's
+    vectorised calibration path, ``batch(sims, prior, options) -> array (trials, draws, d)`` of the
+    unconstrained theta of every simulated release at once (``options.method`` says which method,
+    ``options.seed`` may be a ``numpy.random.SeedSequence``), or None where it cannot batch these
+    releases; ``dpposterior calibrate`` then runs ``run`` one release at a time.
+    """
+
+    run: str
+    batch: str | None = None
+
+
+def resolve(target: str) -> Callable:
+    """``"module:function"`` -> the function (imports the module)."""
+    module_name, func_name = target.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
 @dataclass
 class SimulatedRelease:
     """One simulated dataset's truth and release (for calibration studies)."""
@@ -55,7 +78,7 @@ class SimulatedRelease:
 class Family:
     name: str
     release_model: type
-    methods: dict[str, str]
+    methods: dict[str, "str | EngineSpec"]
     auto_method: str
     parse_prior: Callable[[Any, Any], Any]
     curate: Callable[..., dict] | None = None
@@ -68,6 +91,9 @@ class Family:
     description: str = ""
     simulate: Callable[..., "SimulatedRelease"] | None = None
     hooks: dict[str, Callable] = field(default_factory=dict)
+    #: the mechanisms (names in ``mechanisms.registry.MECHANISMS``) its releases may use; its release
+    #: model refuses the others, and tests/test_mechanisms.py checks the two agree
+    mechanisms: tuple[str, ...] = ("laplace",)
 
     def engine(self, method: str, field_name: str = "method") -> Callable:
         if method == "auto":
@@ -75,8 +101,20 @@ class Family:
         if method not in self.methods:
             known = ", ".join(sorted([*self.methods, "auto"]))
             raise InputError(field_name, f"unknown method {method!r} for family {self.name!r} (one of: {known})")
-        module_name, func_name = self.methods[method].split(":")
-        return getattr(importlib.import_module(module_name), func_name)
+        spec = self.methods[method]
+        return resolve(spec.run if isinstance(spec, EngineSpec) else spec)
+
+    def batch_path(self, method: str) -> Callable | None:
+        """The engine's batched calibration path for ``method`` (see :class:`EngineSpec`), or None."""
+        spec = self.methods.get(self.resolve_method(method))
+        if not isinstance(spec, EngineSpec) or spec.batch is None:
+            return None
+        return resolve(spec.batch)
+
+    @property
+    def has_batch_paths(self) -> bool:
+        """Whether any of the family's engines has a batched calibration path."""
+        return any(isinstance(spec, EngineSpec) and spec.batch for spec in self.methods.values())
 
     def resolve_method(self, method: str) -> str:
         return self.auto_method if method == "auto" else method

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError, RefusedError
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
+from . import EngineSpec
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
@@ -328,7 +329,7 @@ def _noisy(value, scale: float, seed):
 
 
 def _column(frame, options):
-    from ..curator import require_column
+    from ._curate import require_column
 
     col = require_column(frame, options.column, "column")
     if col.isna().any():
@@ -352,7 +353,7 @@ def _numeric(col, name: str) -> np.ndarray:
 
 
 def curate_binomial(frame, options) -> dict:
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     reject_unused(options, {"column"}, "binomial")
     col = _column(frame, options)
@@ -370,7 +371,7 @@ def curate_binomial(frame, options) -> dict:
 
 
 def curate_multinomial(frame, options) -> dict:
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     reject_unused(options, {"column"}, "multinomial")
     col = _column(frame, options).astype(str)
@@ -398,7 +399,7 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     reject_unused(options, {"column", "bounds"}, family)
     col = _column(frame, options)
@@ -528,19 +529,16 @@ def require_confidential(options, method: str) -> dict:
 ENGINE_KEYS = frozenset({"confidential"})
 
 
-def family_methods(ops: bool = False) -> dict[str, str]:
+#: the batched calibration path of every exponential-family engine
+_BATCH = "dpposterior.inference.expfam_baselines:run_batch"
+
+
+def family_methods(ops: bool = False) -> dict[str, EngineSpec]:
     methods = {
-        "gibbs-ss": "dpposterior.inference.gibbs_ss:gibbs_ss",
-        "naive": "dpposterior.inference.expfam_baselines:naive",
-        "non-private": "dpposterior.inference.expfam_baselines:non_private",
+        "gibbs-ss": EngineSpec("dpposterior.inference.gibbs_ss:gibbs_ss", batch=_BATCH),
+        "naive": EngineSpec("dpposterior.inference.expfam_baselines:naive", batch=_BATCH),
+        "non-private": EngineSpec("dpposterior.inference.expfam_baselines:non_private", batch=_BATCH),
     }
     if ops:
-        methods["ops"] = "dpposterior.inference.expfam_baselines:ops"
+        methods["ops"] = EngineSpec("dpposterior.inference.expfam_baselines:ops", batch=_BATCH)
     return methods
-
-
-def calibration_batch(*args, **kwargs):
-    """Vectorised calibration hook (see :func:`dpposterior.inference.gibbs_ss.calibration_batch`)."""
-    from ..inference.expfam_baselines import calibration_batch as impl
-
-    return impl(*args, **kwargs)

@@ -19,7 +19,8 @@ def sbi_analysis_keys() -> frozenset:
     return frozenset(SBI_OPTIONS)
 
 
-def sbi_family(name, release_model, parse_prior, simulate, sbi_model, description, curate=None):
+def sbi_family(name, release_model, parse_prior, simulate, sbi_model, description, curate=None,
+               mechanisms=("laplace",)):
     """The ``Family`` of a simulator problem: the three likelihood-free engines, SPPE by default,
     and ``naive`` (noise-ignoring NPE, :mod:`~dpposterior.sbi.naive`) for comparison."""
     return Family(
@@ -38,4 +39,5 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         description=description,
         simulate=simulate,
         hooks={"sbi_model": sbi_model},
+        mechanisms=tuple(mechanisms),
     )

@@ -8,7 +8,7 @@ auto), ``naive``, ``non-private`` (simulations only), ``ops`` (one-posterior sam
 from __future__ import annotations
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, BinomialRelease, calibration_batch, curate_binomial, family_methods,
+from ._expfam import (ENGINE_KEYS, BinomialRelease, curate_binomial, family_methods,
                       parse_beta_prior, simulate_binomial)
 
 FAMILY = Family(
@@ -22,7 +22,6 @@ FAMILY = Family(
     naive_method="naive",
     description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
     simulate=simulate_binomial,
-    hooks={"calibration_batch": calibration_batch},
 )
 
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)

@@ -34,7 +34,7 @@ from scipy import stats
 
 from ..errors import InputError
 from ..mechanisms import Laplace
-from ..model import Model
+from ..model import MEAN_VARIANCE, Model
 
 
 # --------------------------------------------------------------------------- linreg-ju
@@ -277,8 +277,7 @@ class _GaussianJointPrior:
 def gaussian(release, prior):
     """Records y_i ~ N(mu, sigma^2) (the unconstrained analysis model of Kazan & Reiter); t(y) =
     (y, y^2); the release is the sample mean and variance (a non-linear map of the sums, see
-    ``da_mcmc.MEAN_VARIANCE``) with their own Laplace scales."""
-    from ..inference.da_mcmc import MEAN_VARIANCE
+    ``model.MEAN_VARIANCE``) with their own Laplace scales."""
     from .gaussian import parse_prior
 
     prior = parse_prior(prior, release)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, ExponentialRelease, calibration_batch, curate_exponential, family_methods, parse_gamma_prior,
+from ._expfam import (ENGINE_KEYS, ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
 FAMILY = Family(
@@ -25,5 +25,4 @@ FAMILY = Family(
     naive_method="naive",
     description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "exponential"),
-    hooks={"calibration_batch": calibration_batch},
 )

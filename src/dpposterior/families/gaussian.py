@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError, RefusedError
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, require_within_reach
-from . import Family, SimulatedRelease
+from . import EngineSpec, Family, SimulatedRelease
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
 SENSITIVITY_RTOL = 1e-9
@@ -235,10 +235,10 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
 
 def curate(frame, options) -> dict:
     """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
-    from ..curator import require_column
+    from ._curate import require_column
     from ..mechanisms import draw_noise
 
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     reject_unused(options, {"column", "bounds", "epsilon_split", "mechanism"}, "gaussian")
     column = require_column(frame, options.column, "column")
@@ -367,35 +367,12 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator) -> Simulat
                             confidential={"mean": float(ybar), "variance": float(s2)})
 
 
-def calibration_batch(method, sims, prior, draws=1000, warmup=None, seed=None):
-    """Vectorised hook for ``dpposterior calibrate``: (trials, draws, 2) draws of (mu, sigma2).
-
-    Runs one chain per simulated release, all in one call of the Gibbs sampler
-    (unconstrained, as ``calibrate`` analyses); returns None for other methods.
-    """
-    if method not in ("auto", "gibbs"):
-        return None
-    from ..inference.gaussian_gibbs import make_problem, run_chains
-
-    prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
-    rel = [s.release for s in sims]
-    if any(r.bounds != (0.0, 1.0) for r in rel):
-        return None
-    n = np.array([r.n for r in rel], float)
-    prob = make_problem(n, [r.statistics.mean.value for r in rel], [r.statistics.variance.value for r in rel],
-                        np.array([r.epsilon_mean for r in rel]), np.array([r.epsilon_variance for r in rel]),
-                        prior, False)
-    rng = np.random.default_rng(seed if not isinstance(seed, np.random.SeedSequence) else seed)
-    res = run_chains(prob, len(sims), int(draws), int(warmup if warmup is not None else max(200, draws // 2)), rng,
-                     groups=np.arange(len(sims)))
-    return np.stack([res["mu"], res["sigma2"]], axis=-1)
-
-
 FAMILY = Family(
     name="gaussian",
     release_model=GaussianRelease,
     methods={
-        "gibbs": "dpposterior.inference.gaussian_gibbs:gibbs",
+        "gibbs": EngineSpec("dpposterior.inference.gaussian_gibbs:gibbs",
+                            batch="dpposterior.inference.gaussian_gibbs:run_batch"),
         "grid": "dpposterior.inference.gaussian_grid:grid",
         "naive": "dpposterior.inference.gaussian_grid:naive",
     },
@@ -406,7 +383,6 @@ FAMILY = Family(
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     simulate=simulate,
-    hooks={"calibration_batch": calibration_batch},
 )
 
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)

@@ -72,7 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..errors import InputError
 from ..release import (FORMAT, FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord,
                        require_noise_at_least)
-from . import Family, SimulatedRelease
+from . import EngineSpec, Family, SimulatedRelease
 
 FAMILY_NAME = "linear-regression"
 SPLITS = ("xtx,xty", "xtx,xty,yty", "halves", "min-variance", "adassp")
@@ -697,7 +697,7 @@ def curate(frame, options) -> dict:
     ``adassp`` (Wang 2018 Alg. 2, as in the authors' code: (eps/3, delta/3) on each of xtx,
     xty and the smallest eigenvalue of xtx).
     """
-    from ..curator import require_column
+    from ._curate import require_column
     from ..mechanisms import analytic_sigma, draw_noise
 
     feats = options.features
@@ -717,7 +717,7 @@ def curate(frame, options) -> dict:
     mechanism = options.mechanism or "gaussian"
     if mechanism not in ("gaussian", "laplace"):
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
     reject_unused(options, {"features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "mechanism",
@@ -935,54 +935,6 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator, parties: i
     return SimulatedRelease(theta={"theta": theta}, release=rel, confidential=conf)
 
 
-def calibration_batch(method, sims, prior, draws=5000, warmup=None, seed=None):
-    """Vectorised calibration hook: (trials, draws, d) theta draws of every simulated release at once
-    (one chain per release; the samplers' batch axis runs over releases).  None for methods without a
-    batched path (``mcmc-bs``, ``adassp``), which then go through ``infer`` one by one."""
-    from ..inference.linreg_common import nearest_psd
-    from ..inference.linreg_fast import fast_moments
-    from ..inference.linreg_fixeds import run_fixeds, sigma2_start
-    from ..inference.linreg_naive import naive_inputs
-    from ..inference.linreg_normalx import run_normalx, start_s
-
-    method = FAMILY.resolve_method(method)
-    if method not in ("mcmc-fixeds", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
-        return None
-    data = [load_release_any(sim.release).regression_data() for sim in sims]
-    if len({(dd.J, tuple(dd.n)) for dd in data}) != 1 or any(dd.mechanism != "gaussian" for dd in data):
-        return None
-    prior = prior if isinstance(prior, LinRegPrior) else parse_prior(prior)
-    rng = np.random.default_rng(seed)
-    warmup = 1000 if warmup is None else warmup
-    Shat = np.stack([dd.xtx for dd in data])
-    zhat = np.stack([dd.xty for dd in data])
-    ss2 = np.stack([dd.sigma_s ** 2 for dd in data])
-    sz2 = np.stack([dd.sigma_z ** 2 for dd in data])
-    B = len(sims)
-    s20 = np.full(B, sigma2_start(prior))
-    if method == "bayes-fixeds-fast":
-        from ..inference.linreg_common import tri_solve_t
-
-        s2 = np.array([dd.y_abs / 3.0 for dd in data])
-        mean, L = fast_moments(nearest_psd(Shat), zhat, sz2, s2, prior)
-        eps = rng.standard_normal((B, draws, prior.d))
-        return mean[:, None, :] + tri_solve_t(L[:, None], eps)
-    mean0, _ = fast_moments(nearest_psd(Shat), zhat, sz2, s20, prior)
-    if method == "mcmc-fixeds":
-        out = run_fixeds(nearest_psd(Shat), zhat, sz2, prior, draws, warmup, rng, mean0, s20)
-    elif method == "naive":
-        out = run_fixeds(naive_inputs(Shat), zhat, np.zeros_like(sz2), prior, draws, warmup, rng, mean0, s20)
-    else:
-        out = run_normalx(Shat, zhat, data[0].n, ss2, sz2, prior, draws, warmup, rng, mean0, s20, start_s(Shat))
-    return out["theta"]
-
-
-def load_release_any(release):
-    from ..release import load_release
-
-    return load_release(release)
-
-
 # ----------------------------------------------------------------------------- prediction
 
 
@@ -1013,25 +965,28 @@ def posterior_predictive(posterior, X_new, rng=None, noise: bool = True) -> np.n
     return mean + np.sqrt(s2) * rng.standard_normal(mean.shape)
 
 
+#: the batched calibration path of the four Gaussian-mechanism engines (inference/linreg_batch.py)
+_BATCH = "dpposterior.inference.linreg_batch:run_batch"
+
 FAMILY = Family(
     name=FAMILY_NAME,
     release_model=LinearRegressionRelease,
     methods={
-        "mcmc-normalx": "dpposterior.inference.linreg_normalx:mcmc_normalx",
-        "mcmc-fixeds": "dpposterior.inference.linreg_fixeds:mcmc_fixeds",
-        "bayes-fixeds-fast": "dpposterior.inference.linreg_fast:bayes_fixeds_fast",
+        "mcmc-normalx": EngineSpec("dpposterior.inference.linreg_normalx:mcmc_normalx", batch=_BATCH),
+        "mcmc-fixeds": EngineSpec("dpposterior.inference.linreg_fixeds:mcmc_fixeds", batch=_BATCH),
+        "bayes-fixeds-fast": EngineSpec("dpposterior.inference.linreg_fast:bayes_fixeds_fast", batch=_BATCH),
         "mcmc-bs": "dpposterior.inference.linreg_bs:mcmc_bs",
         "adassp": "dpposterior.inference.linreg_adassp:adassp",
-        "naive": "dpposterior.inference.linreg_naive:naive",
+        "naive": EngineSpec("dpposterior.inference.linreg_naive:naive", batch=_BATCH),
     },
     auto_method="mcmc-fixeds",
     parse_prior=parse_prior,
     curate=curate,
     analysis_keys=frozenset({"sigma2_fixed", "rho", "max_rejections"}),
     naive_method="naive",
+    mechanisms=("gaussian", "laplace"),
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
-           "prior_moments": prior_moments,
-           "calibration_batch": calibration_batch},
+           "prior_moments": prior_moments},
 )

@@ -191,7 +191,7 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
 
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
-    from ..curator import reject_unused, require_column
+    from ._curate import reject_unused, require_column
     from ..mechanisms import draw_noise
 
     reject_unused(options, {"features", "response", "design"}, "linreg-ju")

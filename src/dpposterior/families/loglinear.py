@@ -227,7 +227,7 @@ def curate(frame, options) -> dict:
     must recode the columns first.  Noise: Laplace(2K/(n epsilon)) on every proportion (or
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
-    from ..curator import class_feature_tables, reject_unused
+    from ._curate import class_feature_tables, reject_unused
     from ..mechanisms import draw_noise
 
     reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")

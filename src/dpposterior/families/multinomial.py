@@ -9,7 +9,7 @@ variable ``p`` with dim ``category``.  Methods: ``gibbs-ss`` (Algorithm 1, auto)
 from __future__ import annotations
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, MultinomialRelease, calibration_batch, curate_multinomial, family_methods,
+from ._expfam import (ENGINE_KEYS, MultinomialRelease, curate_multinomial, family_methods,
                       parse_dirichlet_prior, simulate_multinomial)
 
 FAMILY = Family(
@@ -23,7 +23,6 @@ FAMILY = Family(
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
     simulate=simulate_multinomial,
-    hooks={"calibration_batch": calibration_batch},
 )
 
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)

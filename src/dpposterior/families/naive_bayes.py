@@ -329,7 +329,7 @@ def curate(frame, options) -> dict:
     The level sets are taken from the data and treated as public (a codebook); a curator
     whose level sets are themselves confidential must recode the columns first.
     """
-    from ..curator import class_feature_tables, reject_unused
+    from ._curate import class_feature_tables, reject_unused
     from ..mechanisms.noise import draw_noise
 
     reject_unused(options, {"columns", "scale", "mechanism"}, "naive-bayes")

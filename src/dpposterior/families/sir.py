@@ -165,7 +165,7 @@ def _numeric_column(frame, name: str, field: str) -> np.ndarray:
     """A CSV column as finite floats; the first bad cell is named by its data row (1 = first row)."""
     import pandas as pd
 
-    from ..curator import require_column
+    from ._curate import require_column
 
     raw = require_column(frame, name, field)
     values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
@@ -292,7 +292,7 @@ def curate(frame, options) -> dict:
     OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
-    from ..curator import reject_unused
+    from ._curate import reject_unused
 
     reject_unused(options, {"column", "mechanism", "population", "trials", "times"}, "sir")
     if options.mechanism not in (None, "binomial-trajectory"):
@@ -371,4 +371,4 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 
 FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
                     "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
-                    curate=curate)
+                    curate=curate, mechanisms=("binomial-trajectory",))

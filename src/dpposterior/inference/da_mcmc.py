@@ -58,9 +58,8 @@ LAPLACE, GAUSSIAN = 0, 1
 TARGET_ACCEPT = 0.3
 
 
-#: how the released statistic is computed from the running sums T: the sums themselves, or
-#: (T_0 / n, (T_1 - T_0^2 / n) / (n - 1)) -- the sample mean and variance from sum y and sum y^2
-SUMS, MEAN_VARIANCE = 0, 1
+# how the released statistic is computed from the running sums T (a model's ``release_transform``)
+from ..model import MEAN_VARIANCE, SUMS  # noqa: E402
 
 
 @numba.njit(cache=True)

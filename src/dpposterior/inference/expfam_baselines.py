@@ -15,7 +15,7 @@
   log((1 - a0)/a0) the sensitivity of the Bernoulli log-likelihood on that interval.
   It needs the confidential data (it *is* a release mechanism): simulations only.
 
-``calibration_batch`` runs any of these (and Gibbs-SS) for a list of simulated
+``run_batch`` runs any of these (and Gibbs-SS) for a list of simulated
 releases at once; ``dpposterior calibrate`` uses it through ``Family.hooks``.
 """
 
@@ -141,12 +141,13 @@ def ops(release, prior, options):
 
 
 # --------------------------------------------------------------------------- calibration hook
-def calibration_batch(method: str, sims, prior, *, draws: int | None = None, warmup: int | None = None,
-                      seed=None):
-    """Draws of ``method`` for every simulated release: array (T, S, D), or None if not handled here.
+def run_batch(sims, prior, options):
+    """Batched calibration path (``EngineSpec.batch``) of Gibbs-SS and the baselines: draws of
+    ``options.method`` for every simulated release, array (T, S, D), or None if not handled here.
 
     ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.
     """
+    method, draws, warmup, seed = options.method, options.draws, options.warmup, options.seed
     family = sims[0].release.family
     draws = int(draws or 5000)
     rng = np.random.default_rng(seed)

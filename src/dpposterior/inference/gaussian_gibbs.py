@@ -985,3 +985,26 @@ def gibbs(release, prior, options) -> Posterior:
                "sigma2_truncation": float(width**2 * float(np.max(prob.sigma2_max))),
                "paper": "Kazan & Reiter, App. C-D"},
     )
+
+
+def run_batch(sims, prior, options):
+    """Batched calibration path (``EngineSpec.batch``): (trials, draws, 2) draws of (mu, sigma2).
+
+    Runs one chain per simulated release, all in one call of :func:`run_chains` (unconstrained, as
+    ``dpposterior calibrate`` analyses); None for releases off [0, 1], which then run one by one.
+    """
+    from ..families.gaussian import GaussianPrior, parse_prior
+
+    draws, warmup, seed = options.draws, options.warmup, options.seed
+    prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
+    rel = [s.release for s in sims]
+    if any(r.bounds != (0.0, 1.0) for r in rel):
+        return None
+    n = np.array([r.n for r in rel], float)
+    prob = make_problem(n, [r.statistics.mean.value for r in rel], [r.statistics.variance.value for r in rel],
+                        np.array([r.epsilon_mean for r in rel]), np.array([r.epsilon_variance for r in rel]),
+                        prior, False)
+    rng = np.random.default_rng(seed)
+    res = run_chains(prob, len(sims), int(draws), int(warmup if warmup is not None else max(200, draws // 2)), rng,
+                     groups=np.arange(len(sims)))
+    return np.stack([res["mu"], res["sigma2"]], axis=-1)

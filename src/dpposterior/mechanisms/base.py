@@ -8,7 +8,14 @@ to a released value.  Every mechanism offers
 * ``transform(u, s)``     -- the inverse-CDF map tau(u, s) from uniforms ``u`` in [0,1]^r,
   so that ``transform(U, s)`` with ``U ~ Uniform`` has the law of ``sample(s)``
   (Xiong, Ju & Zhang, eq. 11: it lets randomized quasi-Monte Carlo integrate the noise),
-* ``privacy_cost()``      -- the (epsilon, delta) it spends.
+* ``privacy_cost()``      -- the (epsilon, delta) it spends,
+
+and, for the registry (``mechanisms/registry.py``), its release-file side:
+
+* ``from_record(record, sensitivity=None)`` -- the mechanism a release's statistic record states,
+* ``noise_scale``         -- the scale of its noise (Laplace b, Gaussian sigma),
+* ``numpy_noise(scale, shape, rng)`` / ``opendp_noise(values, scale)`` -- the curator's noise draw
+  (seeded and reproducible / OpenDP's floating-point-safe sampler; ``mechanisms.draw_noise``).
 
 All methods broadcast ``y``, ``s`` and ``u`` with numpy rules, so leading axes can
 be chains, trials or RQMC replicates.
@@ -40,6 +47,27 @@ class Mechanism(ABC):
     def privacy_cost(self) -> tuple[float, float]:
         """(epsilon, delta) spent by one release."""
 
+    # ------------------------------------------------------------------ the release-file side
+    @classmethod
+    def from_record(cls, record, sensitivity: float | None = None) -> "Mechanism":
+        """The mechanism described by a release's statistic record (``release.StatisticRecord``)."""
+        raise ValueError(f"mechanism: {cls.name!r} has no generic builder (its family builds it)")
+
+    @property
+    def noise_scale(self) -> float:
+        """The scale of the noise (Laplace b, Gaussian sigma)."""
+        raise ValueError(f"mechanism: {self.name!r} has no single noise scale")
+
+    @classmethod
+    def numpy_noise(cls, scale: float, shape, rng: np.random.Generator) -> np.ndarray:
+        """Seeded (reproducible, not for publication) additive noise of ``scale``."""
+        raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")
+
+    @classmethod
+    def opendp_noise(cls, values: np.ndarray, scale: float) -> np.ndarray:
+        """``values`` plus OpenDP's (floating-point-safe) noise of ``scale``."""
+        raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")
+
     def log_likelihood(self, y, s, axis=-1) -> np.ndarray:
         """Sum of :meth:`logpdf` over the coordinate axis."""
         return np.sum(self.logpdf(y, s), axis=axis)
@@ -49,3 +77,14 @@ def as_rng(rng) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
     return np.random.default_rng(rng)
+
+
+def opendp_vector(values, make_measurement) -> np.ndarray:
+    """Apply an OpenDP measurement over float vectors (``make_measurement(domain)``) to ``values``."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    values = np.asarray(values, dtype=float)
+    meas = make_measurement(dp.vector_domain(dp.atom_domain(T=float, nan=False)))
+    flat = [float(v) for v in values.ravel()]
+    return np.asarray(meas(flat), dtype=float).reshape(values.shape)

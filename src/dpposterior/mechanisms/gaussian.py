@@ -20,7 +20,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from ..errors import require
-from .base import Mechanism, as_rng
+from .base import Mechanism, as_rng, opendp_vector
 
 
 def _delta_of_sigma(sigma: float, epsilon: float, sensitivity: float) -> float:
@@ -104,6 +104,28 @@ class Gaussian(Mechanism):
             if self.sensitivity is None:
                 raise ValueError("privacy_cost: unknown without epsilon/delta or sensitivity")
         return (float(self.epsilon), float(self.delta))
+
+    @classmethod
+    def from_record(cls, record, sensitivity=None):
+        if record.sigma is not None:
+            return cls(record.sigma, record.epsilon, record.delta, record.sensitivity)
+        return cls.calibrated(record.epsilon, record.delta,
+                              sensitivity if sensitivity is not None else record.sensitivity)
+
+    @property
+    def noise_scale(self) -> float:
+        return self.sigma
+
+    @classmethod
+    def numpy_noise(cls, scale, shape, rng):
+        return rng.normal(0.0, scale, size=shape)
+
+    @classmethod
+    def opendp_noise(cls, values, scale):
+        import opendp.prelude as dp
+
+        return opendp_vector(values, lambda domain: dp.m.make_gaussian(domain, dp.l2_distance(T=float),
+                                                                        scale=float(scale)))
 
     def __repr__(self):
         return f"Gaussian(sigma={self.sigma:g}, epsilon={self.epsilon}, delta={self.delta})"

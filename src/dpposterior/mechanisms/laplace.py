@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import require
-from .base import Mechanism, as_rng
+from .base import Mechanism, as_rng, opendp_vector
 
 
 class Laplace(Mechanism):
@@ -37,6 +37,25 @@ class Laplace(Mechanism):
 
     def privacy_cost(self):
         return (self.epsilon, 0.0)
+
+    @classmethod
+    def from_record(cls, record, sensitivity=None):
+        return cls(record.epsilon, sensitivity if sensitivity is not None else record.sensitivity)
+
+    @property
+    def noise_scale(self) -> float:
+        return self.scale
+
+    @classmethod
+    def numpy_noise(cls, scale, shape, rng):
+        return rng.laplace(0.0, scale, size=shape)
+
+    @classmethod
+    def opendp_noise(cls, values, scale):
+        import opendp.prelude as dp
+
+        return opendp_vector(values, lambda domain: dp.m.make_laplace(domain, dp.l1_distance(T=float),
+                                                                       scale=float(scale)))
 
     def __repr__(self):
         return f"Laplace(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g}, scale={self.scale:g})"

@@ -22,6 +22,8 @@ import contextvars
 
 import numpy as np
 
+from ..errors import InputError
+
 #: set inside :func:`exact_statistics`: draw_noise returns its input (the audit's statistic probe)
 _EXACT = contextvars.ContextVar("dpposterior_exact_statistics", default=False)
 
@@ -49,19 +51,19 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     values = np.asarray(values, dtype=float)
     if _EXACT.get():
         return values.copy(), "exact (audit probe, no noise)"
+    from .registry import get_mechanism
+
+    try:
+        kind = get_mechanism(mechanism)
+    except InputError:
+        raise ValueError(f"mechanism: cannot draw noise for {mechanism!r}") from None
     if seed is None:
         try:
-            return _opendp(mechanism, values, scale), _opendp_name()
+            return kind.opendp_noise(values, scale), _opendp_name()
         except ImportError:  # pragma: no cover - opendp is a hard dependency
             pass
     rng = np.random.default_rng(seed)
-    if mechanism == "laplace":
-        noise = rng.laplace(0.0, scale, size=values.shape)
-    elif mechanism == "gaussian":
-        noise = rng.normal(0.0, scale, size=values.shape)
-    else:
-        raise ValueError(f"mechanism: cannot draw noise for {mechanism!r}")
-    return values + noise, seeded_sampler_name(seed)
+    return values + kind.numpy_noise(scale, values.shape, rng), seeded_sampler_name(seed)
 
 
 def _opendp_name():
@@ -76,18 +78,3 @@ def _opendp_name():
         except PackageNotFoundError:  # pragma: no cover
             version = "unknown"
     return f"opendp-{version}"
-
-
-def _opendp(mechanism: str, values: np.ndarray, scale: float) -> np.ndarray:
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
-    if mechanism == "laplace":
-        meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=float(scale))
-    elif mechanism == "gaussian":
-        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(scale))
-    else:
-        raise ValueError(f"mechanism: cannot draw noise for {mechanism!r}")
-    flat = [float(v) for v in values.ravel()]
-    return np.asarray(meas(flat), dtype=float).reshape(values.shape)

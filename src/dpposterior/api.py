@@ -1,0 +1,143 @@
+"""The orchestrator: a release (or a user Model) in, a checked Posterior out.
+
+``infer`` validates the release, looks its family up once, asks the family which engine
+``method`` names, parses the prior, runs ``engine(release, prior, options)`` on the scheduler's
+executor and checks the result (``dpposterior.checks``).  :func:`naive_companion` is the
+noise-ignoring posterior shown beside it, by ``dpposterior infer`` and by ``dpposterior report``.
+Engines never import this module; it sits above them (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .checks import check_posterior
+from .errors import InputError
+from .execution import check_scheduler, use_executor
+from .families import get_family
+from .model import Model
+from .options import InferenceOptions
+from .release import load_release
+
+
+def infer(release, prior=None, method: str = "auto", *, observed=None, constrained: bool | None = None,
+          draws: int | None = None, warmup: int | None = None, chains: int | None = None,
+          seed: int | None = None, quiet: bool = True, scheduler: str = "serial", **extra):
+    """Posterior of the family parameters given a DP release, accounting for the mechanism.
+
+    ``release``: path, dict or loaded release -- or a user :class:`~dpposterior.Model`, with the
+    released values in ``observed`` (methods ``auto``, ``da-mcmc``, ``smc-abc``, ``sppe``,
+    ``sple``; :mod:`~dpposterior.inference.user_model`).  ``prior``: dict in the analysis
+    file's ``[prior]`` form, a family prior object, or None for the family default.
+    Remaining keyword arguments are engine options (e.g. ``simulations=1000``).
+    Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
+    """
+    
+    if isinstance(release, Model):
+        return _infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
+                            seed=seed, quiet=quiet, scheduler=scheduler, extra=extra)
+    if observed is not None:
+        raise InputError("observed", "is for a dpposterior.Model; a release file carries its own values")
+    release = load_release(release)
+    family = _family_of(release)
+    if not isinstance(method, str):
+        raise InputError("method", "must be a string")
+    engine = family.engine(method)
+    resolved = family.resolve_method(method)
+    unknown = set(extra) - set(family.analysis_keys)
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(key, f"unknown option for family {family.name!r}")
+    options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
+    prior_obj = family.parse_prior(prior, release)
+    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj)
+    post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
+    post.attrs.setdefault("release_sha256", release.sha256)
+    post.attrs.setdefault("constrained", options.constrained)
+    eps, delta = release.total_privacy_cost()
+    post.attrs.setdefault("release_epsilon", eps)
+    post.attrs.setdefault("release_delta", delta)
+    # the release itself (public by construction) and the prior, when it is plain data, so that
+    # `dpposterior report` can draw the feasible region and recompute the naive posterior
+    post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))
+    if prior is None or isinstance(prior, dict):
+        try:
+            post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))
+        except TypeError:  # not plain data: the report then takes the naive posterior from --compare
+            pass
+    return post
+
+
+def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, constrained=None) -> InferenceOptions:
+    """Validated engine options (a fresh entropy seed when none is given), for releases and Models."""
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    if constrained is not None:
+        options.constrained = constrained
+    for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
+        if value is not None:
+            setattr(options, name, value)
+    return options.validate()
+
+
+def _run(compute, options, family=None, prior_obj=None):
+    """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
+    
+    check_scheduler(options.scheduler)
+    # engines that map work (SBI simulation batches) find this executor with
+    # execution.current_executor(); it starts only if they use it
+    with use_executor(options.scheduler):
+        post = compute()
+    # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
+    check_posterior(post, family, prior_obj)
+    post.attrs.setdefault("seed", options.seed)
+    for name in ("draws", "warmup", "chains"):
+        post.attrs.setdefault(f"options_{name}", getattr(options, name))
+    return post
+
+
+def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed, quiet, scheduler, extra):
+    """``infer`` on a user model: the priors live in ``model.params``, so ``prior`` must be None."""
+    from .inference.user_model import infer_model, resolve_method
+
+    if prior is not None:
+        raise InputError("prior", "a dpposterior.Model carries its priors in params; leave prior unset")
+    options = _options(resolve_method(model, method), seed, extra, quiet, scheduler, draws, warmup, chains)
+    return _run(lambda: infer_model(model, observed, options), options)
+
+
+def describe_prior(prior, prior_obj) -> str:
+    """A one-line description of the prior for the summary header and the file's ``prior`` attribute."""
+    if prior is None:
+        text = f"family default: {prior_obj!r}"
+    elif isinstance(prior, dict):
+        text = ", ".join(f"{k}={v}" for k, v in prior.items())
+    else:
+        text = repr(prior_obj)
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _family_of(release):
+    return get_family(release.family, field="release.family")
+
+
+def naive_companion(release, prior=None, *, main_method: str | None = None, seed=None, draws=None, chains=None,
+                    constrained=None, quiet: bool = True):
+    """The noise-ignoring posterior shown beside a noise-aware one; ``(posterior, "")`` or ``(None, why)``.
+
+    One definition for ``dpposterior infer`` (beside the posterior it just computed) and
+    ``dpposterior report`` (recomputed from the release and prior a posterior file carries): the
+    family's ``naive_method`` with the same prior, seed, draws, chains and parametrisation.
+    """
+    release = load_release(release)
+    family = get_family(release.family, field="release.family")
+    naive = family.naive_method
+    if not naive or naive == main_method or naive not in family.methods:
+        return None, "this family has no separate naive method"
+    kwargs = {name: value for name, value in (("draws", draws), ("chains", chains), ("constrained", constrained))
+              if value is not None}
+    return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""
