@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import zuko
 
-from dpposterior.sbi.sppe import atomic_loss, npe_loss
+from dpposterior.sbi.losses import atomic_loss, npe_loss
 from dpposterior.sbi.flows import FlowConfig, StandardizedFlow
 
 

@@ -22,7 +22,8 @@ import torch
 
 from .flows import FlowConfig
 from . import common
-from .sppe import SBIResult, run_sppe
+from .rounds import SBIResult
+from .sppe import run_sppe
 
 #: options of the engine (no rqmc_points / rqmc: there is no noise to integrate)
 NAIVE_OPTIONS = {"simulations", "rounds", "max_epochs", "num_atoms"}

@@ -14,11 +14,11 @@ import numpy as np
 import torch
 from scipy import special
 
-from .flows import (FlowConfig, StandardizedFlow, configure_torch, pick_replicates, resolve_device,
-                         robust_scale, train)
+from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
+from .losses import ple_loss
+from .rounds import RoundLoop, SBIResult
 from .slice import slice_sample
 from . import common
-from .sppe import SBIResult, _next_round
 
 
 def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int = 8, rqmc: bool = True,
@@ -32,9 +32,7 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     rng_sim, rng_split, rng_mcmc = (np.random.default_rng(s) for s in ss.spawn(3))
     gen = torch.Generator(device=dev).manual_seed(int(ss.generate_state(1)[0]))
     observed = torch.as_tensor(model.observed, dtype=torch.float32, device=dev)
-    flow = None
-    thetas, sdps, is_val, info_rounds = [], [], [], []
-    watch = common.Stopwatch()
+    loop = RoundLoop(model, simulations, rqmc_points, rqmc, rng_sim, rng_split, config, gen)
     state = {"x": None}
 
     @torch.no_grad()
@@ -42,7 +40,7 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
         theta = torch.as_tensor(np.asarray(theta, float).reshape(-1, model.dim), dtype=torch.float32, device=dev)
         y = observed if sdp is None else torch.as_tensor(np.asarray(sdp, float), dtype=torch.float32, device=dev)
         y = y.expand(len(theta), model.stat_dim)
-        return flow.log_prob(y, theta).double().cpu().numpy()
+        return loop.flow.log_prob(y, theta).double().cpu().numpy()
 
     def log_post(theta):
         return model.prior.log_prob(theta) + log_likelihood(theta)
@@ -60,44 +58,22 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
         # interleave chains so any prefix mixes all chains
         return out.reshape(-1, model.dim)[:n]
 
-    with common.round_progress(rounds, "SPLE", quiet) as advance:
-        for r in range(1, rounds + 1):
-            theta, sdp, val, sim_seconds = _next_round(model, r, simulations, sample_posterior, rqmc_points,
-                                                       rqmc, rng_sim, rng_split, config.validation_fraction,
-                                                       watch)
-            thetas.append(theta)
-            sdps.append(sdp)
-            is_val.append(val)
-            if flow is None:
-                c_mean, c_std = robust_scale(theta)
-                y_mean, y_std = robust_scale(sdp.reshape(-1, sdp.shape[-1]))
-                flow = StandardizedFlow(model.stat_dim, model.dim, y_mean, y_std, c_mean, c_std, config).to(dev)
-            th_all = torch.as_tensor(np.concatenate(thetas), dtype=torch.float32, device=dev)
-            sdp_all = torch.as_tensor(np.concatenate(sdps), dtype=torch.float32, device=dev)
-            val_all = np.concatenate(is_val)
+    def make_flow(theta, sdp):
+        c_mean, c_std = robust_scale(theta)
+        y_mean, y_std = robust_scale(sdp.reshape(-1, sdp.shape[-1]))
+        return StandardizedFlow(model.stat_dim, model.dim, y_mean, y_std, c_mean, c_std, config)
 
-            def batch_loss(idx):
-                k = config.replicates_per_step if flow.training else None
-                s = pick_replicates(sdp_all[idx], k, gen)
-                b, m, _ = s.shape
-                th = th_all[idx][:, None, :].expand(b, m, model.dim)
-                return -flow.log_prob(s, th).mean()
+    def round_loss(r):
+        return lambda idx: ple_loss(loop.flow.log_prob, loop.theta[idx], loop.replicates(idx))
 
-            stats = train(flow, batch_loss, len(th_all), np.flatnonzero(val_all), np.flatnonzero(~val_all),
-                          config, gen)
-            state["x"] = None  # the target changed: re-initialise the chains
-            train_seconds = watch.lap()
-            info = {"round": r, "simulations": len(th_all), "epochs": stats["epochs"],
-                    "val_loss": stats["best_val"], "sim_seconds": sim_seconds, "train_seconds": train_seconds}
-            info_rounds.append(info)
-            if round_callback is not None:
-                round_callback(r, sample_posterior, info)
-            advance(info=f"{len(th_all)} sims, {stats['epochs']} epochs")
+    def after_train(r):
+        state["x"] = None  # the target changed: re-initialise the chains
 
+    loop.run(rounds, sample_posterior, make_flow, round_loss, description="SPLE", quiet=quiet,
+             round_callback=round_callback, sample_posterior=sample_posterior, after_train=after_train)
     draws_theta = sample_posterior(draws)
-    return SBIResult(theta=draws_theta, flow=flow, rounds=info_rounds, sampler=sample_posterior,
-                     log_likelihood=log_likelihood,
-                     data={"theta": np.concatenate(thetas), "sdp": np.concatenate(sdps)})
+    return SBIResult(theta=draws_theta, flow=loop.flow, rounds=loop.rounds, sampler=sample_posterior,
+                     log_likelihood=log_likelihood, data=loop.data())
 
 
 def sple(release, prior, options):

@@ -27,91 +27,13 @@ eps = 1 it did not help: docs/benchmarks.md, "combined_loss").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
-from .flows import (FlowConfig, StandardizedFlow, configure_torch, pick_replicates, resolve_device,
-                         robust_scale, train)
-from .rqmc import inner_uniforms
+from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
+from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-exported)
+from .rounds import RoundLoop, SBIResult  # noqa: F401  (SBIResult re-exported)
 from . import common
-
-
-def npe_loss(log_prob, theta: torch.Tensor, sdp: torch.Tensor) -> torch.Tensor:
-    """Nested estimator of l_PPE (eq. 6 with eq. 11): theta (B, d), sdp (B, M, r)."""
-    b, m, _ = sdp.shape
-    th = theta[:, None, :].expand(b, m, theta.shape[-1])
-    return -log_prob(th, sdp).mean()
-
-
-def atom_indices(batch: int, num_atoms: int, generator: torch.Generator | None = None,
-                 device: torch.device | str | None = None) -> torch.Tensor:
-    """(B, n_a) indices: row i starts with i, then n_a - 1 distinct other rows of the batch.
-
-    O(B * n_a): one draw of n_a - 1 distinct offsets in 1..B-1 and row i takes rows
-    (i + offset) mod B.  The mini-batch is itself a uniformly random subset in random
-    order, so each row's contrasting atoms are a uniformly random set of other rows
-    (the B x B ``torch.multinomial`` it replaces cost 45 ms at B = 1,000, 3.9 s at 10,000).
-    """
-    num_atoms = min(num_atoms, batch)
-    if device is None:
-        device = generator.device if generator is not None else "cpu"
-    own = torch.arange(batch, device=device)[:, None]
-    if num_atoms == batch:
-        offsets = torch.arange(1, batch, device=device)
-    else:
-        offsets = torch.randperm(batch - 1, generator=generator, device=device)[:num_atoms - 1] + 1
-    return torch.cat([own, (own + offsets[None, :]) % batch], dim=1)
-
-
-def atomic_loss(log_prob, theta: torch.Tensor, log_prior: torch.Tensor, sdp: torch.Tensor,
-                num_atoms: int = 10, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Nested RQMC estimate of the APT loss l_PPE-A (eq. 8): mean over i, j of -log q~(theta_i | s_ij).
-
-    theta (B, d), log_prior (B,) = log pi(theta), sdp (B, M, r); atoms from the batch.
-    """
-    b, m, r = sdp.shape
-    idx = atom_indices(b, num_atoms, generator, theta.device)         # (B, A)
-    a = idx.shape[1]
-    th = theta[idx][:, None, :, :].expand(b, m, a, theta.shape[-1])   # (B, M, A, d)
-    ctx = sdp[:, :, None, :].expand(b, m, a, r)                        # (B, M, A, r)
-    logits = log_prob(th, ctx) - log_prior[idx][:, None, :]           # (B, M, A)
-    return -(logits[..., 0] - torch.logsumexp(logits, dim=-1)).mean()
-
-
-@dataclass
-class SBIResult:
-    theta: np.ndarray
-    flow: torch.nn.Module
-    rounds: list = field(default_factory=list)
-    data: dict = field(default_factory=dict)
-    sampler: object = None
-    log_likelihood: object = None
-
-
-def _simulate_round(model, theta, m, rqmc, rng):
-    s = model.statistics(theta, rng)
-    u = inner_uniforms(len(theta), m, model.stat_dim, rng, rqmc=rqmc)
-    sdp = model.privatize_u(s[:, None, :], u)
-    return s, sdp
-
-
-def _next_round(model, r, simulations, sample_posterior, rqmc_points, rqmc, rng_sim, rng_split,
-                validation_fraction, watch):
-    """One round's proposals, privatised replicates and validation mask (SPPE and SPLE alike).
-
-    Round 1 proposes from the prior, later rounds from the current posterior estimate.
-    Returns (theta, sdp, validation mask, simulation seconds).
-    """
-    theta = model.prior.sample(simulations, rng_sim) if r == 1 else sample_posterior(simulations)
-    watch.lap()
-    _, sdp = _simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
-    sim_seconds = watch.lap()
-    n_val = max(1, int(round(validation_fraction * simulations)))
-    val = np.zeros(simulations, bool)
-    val[rng_split.choice(simulations, n_val, replace=False)] = True
-    return theta, sdp, val, sim_seconds
 
 
 def truncated_prior_sample(model, log_q, n: int, rng: np.random.Generator, threshold: float,
@@ -169,21 +91,18 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     gen = torch.Generator(device=dev).manual_seed(gen_seed)
     observed = torch.as_tensor(model.observed, dtype=torch.float32, device=dev)
 
-    thetas, sdps, logpri, is_val = [], [], [], []
-    flow = None
-    info_rounds = []
-    watch = common.Stopwatch()
+    loop = RoundLoop(model, simulations, rqmc_points, rqmc, rng_sim, rng_split, config, gen, with_log_prior=True)
     state = {"threshold": None, "acceptance": None}
 
     def sample_posterior(n: int) -> np.ndarray:
-        return flow.sample(observed, n).double().cpu().numpy()
+        return loop.flow.sample(observed, n).double().cpu().numpy()
 
     @torch.no_grad()
     def log_q(theta: np.ndarray) -> np.ndarray:
         out = []
         for start in range(0, len(theta), 65536):
             t = torch.as_tensor(theta[start:start + 65536], dtype=torch.float32, device=dev)
-            out.append(flow.log_prob(t, observed.expand(len(t), -1)).double().cpu().numpy())
+            out.append(loop.flow.log_prob(t, observed.expand(len(t), -1)).double().cpu().numpy())
         return np.concatenate(out) if out else np.empty(0)
 
     def propose(n: int) -> np.ndarray:
@@ -195,63 +114,41 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
         theta, state["acceptance"] = truncated_prior_sample(model, log_q, n, rng_sim, state["threshold"])
         return theta
 
-    with common.round_progress(rounds, description, quiet) as advance:
-        for r in range(1, rounds + 1):
-            theta, sdp, val, sim_seconds = _next_round(model, r, simulations, propose, rqmc_points,
-                                                       rqmc, rng_sim, rng_split, config.validation_fraction,
-                                                       watch)
-            thetas.append(theta)
-            sdps.append(sdp)
-            logpri.append(model.prior.log_prob(theta))
-            is_val.append(val)
-            if flow is None:
-                t_mean, t_std = robust_scale(theta)
-                c_mean, c_std = robust_scale(sdp.reshape(-1, sdp.shape[-1]))
-                flow = StandardizedFlow(model.dim, model.stat_dim, t_mean, t_std, c_mean, c_std, config).to(dev)
-            th_all = torch.as_tensor(np.concatenate(thetas), dtype=torch.float32, device=dev)
-            sdp_all = torch.as_tensor(np.concatenate(sdps), dtype=torch.float32, device=dev)
-            lp_all = torch.as_tensor(np.concatenate(logpri), dtype=torch.float32, device=dev)
-            val_all = np.concatenate(is_val)
-            from_prior = torch.arange(len(th_all), device=dev) < len(thetas[0])  # round 1 proposes from the prior
+    def make_flow(theta, sdp):
+        t_mean, t_std = robust_scale(theta)
+        c_mean, c_std = robust_scale(sdp.reshape(-1, sdp.shape[-1]))
+        return StandardizedFlow(model.dim, model.stat_dim, t_mean, t_std, c_mean, c_std, config)
 
-            def batch_sdp(idx):
-                k = config.replicates_per_step if flow.training else None
-                return pick_replicates(sdp_all[idx], k, gen)
+    def round_loss(r):
+        flow = loop.flow
+        if r == 1 or proposal == "truncated":
+            return lambda idx: npe_loss(flow.log_prob, loop.theta[idx], loop.replicates(idx))
+        from_prior = torch.arange(len(loop.theta), device=dev) < loop.first_round  # round 1 proposes from the prior
 
-            if r == 1 or proposal == "truncated":
-                def batch_loss(idx):
-                    return npe_loss(flow.log_prob, th_all[idx], batch_sdp(idx))
-            else:
-                def batch_loss(idx):
-                    # validation: the same atoms every epoch (common random numbers), so early stopping
-                    # sees the flow improve, not the atoms change
-                    g = gen if flow.training else torch.Generator(device=dev).manual_seed(
-                        validation_seed + int(idx[0]))
-                    sdp_batch = batch_sdp(idx)
-                    loss = atomic_loss(flow.log_prob, th_all[idx], lp_all[idx], sdp_batch, num_atoms, g)
-                    if combined_loss:
-                        prior_rows = from_prior[idx]
-                        if prior_rows.any():
-                            share = prior_rows.float().mean()
-                            loss = loss + share * npe_loss(flow.log_prob, th_all[idx][prior_rows],
-                                                           sdp_batch[prior_rows])
-                    return loss
+        def batch_loss(idx):
+            # validation: the same atoms every epoch (common random numbers), so early stopping
+            # sees the flow improve, not the atoms change
+            g = gen if flow.training else torch.Generator(device=dev).manual_seed(validation_seed + int(idx[0]))
+            sdp_batch = loop.replicates(idx)
+            loss = atomic_loss(flow.log_prob, loop.theta[idx], loop.log_prior[idx], sdp_batch, num_atoms, g)
+            if combined_loss:
+                prior_rows = from_prior[idx]
+                if prior_rows.any():
+                    share = prior_rows.float().mean()
+                    loss = loss + share * npe_loss(flow.log_prob, loop.theta[idx][prior_rows], sdp_batch[prior_rows])
+            return loss
+        return batch_loss
 
-            stats = train(flow, batch_loss, len(th_all), np.flatnonzero(val_all), np.flatnonzero(~val_all),
-                          config, gen)
-            train_seconds = watch.lap()
-            info = {"round": r, "simulations": len(th_all), "epochs": stats["epochs"],
-                    "val_loss": stats["best_val"], "sim_seconds": sim_seconds, "train_seconds": train_seconds}
-            if r > 1 and proposal == "truncated":
-                info["acceptance"] = state["acceptance"]
-            info_rounds.append(info)
-            if round_callback is not None:
-                round_callback(r, sample_posterior, info)
-            advance(info=f"{len(th_all)} sims, {stats['epochs']} epochs")
+    def after_train(r):
+        if r > 1 and proposal == "truncated":
+            return {"acceptance": state["acceptance"]}
+        return None
 
+    loop.run(rounds, propose, make_flow, round_loss, description=description, quiet=quiet,
+             round_callback=round_callback, sample_posterior=sample_posterior, after_train=after_train)
     draws_theta = sample_posterior(draws)
-    return SBIResult(theta=draws_theta, flow=flow, rounds=info_rounds, sampler=sample_posterior,
-                     data={"theta": np.concatenate(thetas), "sdp": np.concatenate(sdps)})
+    return SBIResult(theta=draws_theta, flow=loop.flow, rounds=loop.rounds, sampler=sample_posterior,
+                     data=loop.data())
 
 
 def sppe(release, prior, options) -> "Posterior":  # noqa: F821
