@@ -82,7 +82,7 @@ def run_all(S, z, u, n_j, x_norm, y_abs, eps, delta, prior, rng, iters, warmup, 
     n_j = np.asarray(n_j, float)
     if calibration == "analytic":
         # dpposterior's release: analytic sigma at the REPLACE-ONE sensitivities (same n, one record
-        # replaced; families/linear_regression.py), i.e. what `dpposterior release` writes
+        # replaced; families/linear_regression/sensitivity.py), i.e. what `dpposterior release` writes
         def unit(e, dl):
             return analytic_sigma(e, dl, 1.0)
 

@@ -76,7 +76,9 @@ def imports_of(module: str) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
+            # ``from pkg import submodule`` imports the submodule; ``from module import name`` the module
+            candidates = [f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target
+                          for alias in node.names]
         elif isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         else:

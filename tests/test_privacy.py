@@ -205,7 +205,7 @@ def test_audit_catches_old_add_remove_linear_regression(monkeypatch):
     def add_remove(mechanism, x_norm, y_abs, d, with_yty, intercept=False):
         return math.sqrt(x_norm ** 4 + x_norm ** 2 * y_abs ** 2 + (y_abs ** 4 if with_yty else 0.0))
 
-    monkeypatch.setattr(lr, "joint_sensitivity", add_remove)
+    monkeypatch.setattr(lr.sensitivity, "joint_sensitivity", add_remove)  # where the release and curator look it up
     (r,) = privacy.audit("linear-regression", draws=20, samplers=(), restarts=1, steps=20, bases=1,
                          variants=["linear-regression gaussian xtx,xty"])
     (g,) = r.groups
