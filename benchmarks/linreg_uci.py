@@ -8,7 +8,8 @@ z-scored over all rows (sample sd); y centred by its mean over all rows and divi
 parties in order; prior a = 20, b = 0.5, m = 0, C = b/(a-1) I (Lambda = I, kappa = d + 1 for
 MCMC-normalX / MCMC-B&S, which the paper does not state for real data).  Prediction MSE =
 mean (y_test - x_test' theta_hat)^2, theta_hat = posterior mean (adaSSP: its estimate),
-averaged over R runs with fresh noise (paper: 50).
+averaged over R runs with fresh noise (paper: 50).  The loader is the gallery's
+(``dpposterior.gallery.alparslan.load_uci``): one preparation for both.
 
     python benchmarks/linreg_uci.py [--repeats 10] [--iters 1000] [--warmup 500] [--J 1 5 10] [--calibration analytic|authors]
 """
@@ -23,14 +24,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _linreg_bench import METHODS, party_stats, run_all  # noqa: E402
 
 from dpposterior.families.linear_regression import LinRegPrior  # noqa: E402
+from dpposterior.gallery.alparslan import UCI_FILES as FILES, load_uci, uci_data_dir  # noqa: E402
 
-FILES = {"PowerPlant": "power_plant_energy.csv", "BikeSharing": "bike_sharing.csv", "AirQuality": "air_quality.csv"}
 #: the paper's Table 1 (epsilon = 1), columns in METHODS order
 TABLE1 = {
     (1, "PowerPlant"): (0.0129, 0.0129, 0.0129, 0.0128, 0.0139),
@@ -45,33 +45,9 @@ TABLE1 = {
 }
 
 
-def default_data_dir() -> Path:
-    repo = Path(__file__).resolve().parent.parent
-    for cand in (repo.parent / "shared" / "data" / "uci", Path("/work/shared/data/uci")):
-        if cand.exists():
-            return cand
-    return repo.parent / "shared" / "data" / "uci"
-
-
-def load(path: Path):
-    """The authors' preparation (README of the data folder)."""
-    frame = pd.read_csv(path, header=None)
-    frame = frame.dropna(axis=1, how="all").dropna(axis=0, how="all")
-    arr = frame.to_numpy(dtype=float)
-    arr = np.nan_to_num(arr, nan=0.0)
-    X, y = arr[:, :-1], arr[:, -1]
-    n = len(y)
-    n_train = math.ceil(0.8 * n)
-    sd = X.std(axis=0, ddof=1)
-    X = (X - X.mean(0)) / np.where(sd > 0, sd, 1.0)
-    y = y - y.mean()
-    y = y / np.max(np.abs(y))
-    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=default_data_dir())
+    ap.add_argument("--data", type=Path, default=uci_data_dir())
     ap.add_argument("--sets", nargs="+", default=list(FILES))
     ap.add_argument("--J", type=int, nargs="+", default=[1, 5, 10])
     ap.add_argument("--eps", type=float, default=1.0)
@@ -92,7 +68,7 @@ def main(argv=None):
     results = []
     t_start = time.time()
     for name in args.sets:
-        Xtr, ytr, Xte, yte = load(args.data / FILES[name])
+        Xtr, ytr, Xte, yte = load_uci(name, args.data)
         d = Xtr.shape[1]
         x_norm = float(np.max(np.linalg.norm(Xtr, axis=1)))
         y_abs = float(np.max(np.abs(ytr)))

@@ -232,10 +232,10 @@ def test_reproduce_lists_xiong_outbreaks(capsys):
 
 def test_reproduce_xiong_outbreaks_reduced(tmp_path, monkeypatch, capsys):
     # the fast form: one release, tiny budgets; the default-scale run is the slow test below
-    monkeypatch.setattr(gallery, "OUTBREAKS", [gallery.OUTBREAKS[0]])
-    monkeypatch.setattr(gallery, "OUTBREAK_DEFAULT", {"smc-abc": 1000, "sppe": (40, 1), "sple": (40, 1)})
-    monkeypatch.setattr(gallery, "OUTBREAK_MAX_EPOCHS", 2)
-    monkeypatch.setattr(gallery, "OUTBREAK_DRAWS", 100)
+    monkeypatch.setattr(gallery.xiong, "OUTBREAKS", [gallery.OUTBREAKS[0]])
+    monkeypatch.setattr(gallery.xiong, "OUTBREAK_DEFAULT", {"smc-abc": 1000, "sppe": (40, 1), "sple": (40, 1)})
+    monkeypatch.setattr(gallery.xiong, "OUTBREAK_MAX_EPOCHS", 2)
+    monkeypatch.setattr(gallery.xiong, "OUTBREAK_DRAWS", 100)
     payload = gallery.run_entry("xiong-outbreaks", tmp_path, scheduler="serial")
     folder = tmp_path / "xiong-outbreaks"
     assert (folder / "figure.png").stat().st_size > 0 and (folder / "table.md").exists()
