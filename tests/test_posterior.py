@@ -50,3 +50,28 @@ def test_summary_has_hpd_columns():
 def test_posterior_requires_chain_draw_axes():
     with pytest.raises(ValueError, match="chain, draw"):
         Posterior(family="t", method="m", posterior={"mu": np.zeros(10)})
+
+
+def test_engines_say_whether_their_draws_are_iid_and_the_file_keeps_it(tmp_path):
+    """Whether draws are independent is stored on the posterior by the engine (issue 15), not looked up
+    by method name: 'naive' is an exact conjugate sampler for the Gaussian family but a Gibbs chain
+    (checked with R-hat/ESS) for linear regression."""
+    import arviz as az
+    import numpy as np
+
+    from dpposterior import infer
+    from dpposterior.families import get_family
+
+    rng = np.random.default_rng(5)
+    gaussian = get_family("gaussian")
+    g_release = gaussian.simulate(gaussian.parse_prior(None, None), 50, 1.0, rng).release
+    lr = get_family("linear-regression")
+    lr_release = lr.simulate(lr.parse_prior(None, None), 200, 1.0, rng).release
+    assert infer(g_release, method="naive", draws=50, chains=2, seed=1).iid
+    assert not infer(g_release, method="gibbs", draws=50, warmup=50, chains=2, seed=1).iid
+    naive_lr = infer(lr_release, method="naive", draws=50, warmup=50, chains=2, seed=1)
+    assert not naive_lr.iid and naive_lr.method == "naive"
+    assert infer(lr_release, method="bayes-fixeds-fast", draws=50, chains=2, seed=1).iid
+    path = tmp_path / "post.nc"
+    naive_lr.to_netcdf(path)
+    assert int(az.from_netcdf(path).posterior.attrs["iid_draws"]) == 0

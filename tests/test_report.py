@@ -27,7 +27,8 @@ def _posterior(method, shift, seed, chains=2, draws=300):
     rng = np.random.default_rng(seed)
     mu = rng.normal(20 + shift, 8, size=(chains, draws))
     sigma2 = rng.gamma(2, 300, size=(chains, draws))
-    return Posterior("gaussian", method, {"mu": mu, "sigma2": sigma2},
+    # the Gaussian family's naive engine draws independently; the engine says so on the posterior
+    return Posterior("gaussian", method, {"mu": mu, "sigma2": sigma2}, iid=(method == "naive"),
                      posterior_predictive={"y_new": rng.normal(mu, np.sqrt(sigma2))},
                      attrs={"constrained": True, "seed": 1, "release_json": json.dumps(RELEASE)})
 

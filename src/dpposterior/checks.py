@@ -37,9 +37,6 @@ RHAT_MAX = 1.01
 ESS_MIN = 400
 #: at most this many scalar components are diagnosed (large posteriors: the first ones of each variable)
 MAX_COMPONENTS = 64
-#: engines whose draws are independent (no R-hat/ESS check); SBI engines sample a trained flow
-IID_METHODS = frozenset({"naive", "grid", "exact-enumeration", "vb", "bayes-fixeds-fast", "non-private", "sppe",
-                         "sple", "smc-abc", "adassp", "ops"})
 #: a flow round that stopped before this many epochs did not train (early stopping waits 20 epochs)
 MIN_EPOCHS = 2
 #: prior-dominance thresholds: |posterior mean - prior mean| < 0.1 prior sd and sd ratio within 10%
@@ -91,7 +88,7 @@ def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains)."""
     import arviz as az
 
-    if post.method in IID_METHODS:
+    if post.iid:  # independent draws (set by the engine): nothing to converge
         return []
     chains, draws = post.nchains, post.ndraws
     if draws < 4:

@@ -120,7 +120,7 @@ def prior_posterior_file(model_spec, out_dir, draws: int = 4000) -> Path:
     model = load_model(model_spec)
     values = model.sample_prior(draws, np.random.default_rng(0))
     variables, dims, coords = model.posterior_variables(values)
-    post = Posterior(family=model.name, method="prior", posterior={k: v[None] for k, v in variables.items()},
+    post = Posterior(family=model.name, method="prior", iid=True, posterior={k: v[None] for k, v in variables.items()},
                      dims=dims, coords=coords, attrs={"model": model.name})
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

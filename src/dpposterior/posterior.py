@@ -32,6 +32,9 @@ class Posterior:
     #: reasons not to trust this posterior as it is (dpposterior.checks): printed by the CLI, and
     #: written to the netCDF attribute ``warnings`` ("none" when empty)
     warnings: list[str] = field(default_factory=list)
+    #: whether the draws are independent (exact, variational or flow samplers; not MCMC): set by the
+    #: engine, written to the netCDF attribute ``iid_draws`` (1/0); R-hat, ESS and trace plots skip them
+    iid: bool = False
 
     def __post_init__(self):
         for name, arr in self.posterior.items():
@@ -62,6 +65,7 @@ class Posterior:
         for key, value in self.attrs.items():
             attrs[key] = _attr_value(value)
         attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
+        attrs["iid_draws"] = int(bool(self.iid))
         groups = {"posterior": self.posterior}
         if self.posterior_predictive:
             groups["posterior_predictive"] = self.posterior_predictive

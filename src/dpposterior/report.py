@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 
 # engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
-from .checks import IID_METHODS
 from .errors import InputError
 
 MAX_DENSITY_PANELS = 16
@@ -225,6 +224,14 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
 
 # ------------------------------------------------------------------------------ posterior report
 
+def _iid(attrs: dict) -> bool:
+    """Whether a posterior file's draws are independent (its ``iid_draws`` attribute, set by the engine)."""
+    try:
+        return bool(int(attrs.get("iid_draws", 0)))
+    except (TypeError, ValueError):
+        return False
+
+
 def _posterior_sections(path: Path, compare: list[Path]):
     import arviz as az
 
@@ -272,7 +279,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     feasible = _feasible_figure(main, others, release)
     if feasible is not None:
         sections.append(feasible)
-    if main.method not in IID_METHODS:
+    if not _iid(main.attrs):
         var_names = _first_vars(main_idata, 4)
         sections.append(_arviz_figure(
             "trace", "Trace plot (MCMC)",

@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .checks import IID_METHODS
 
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
@@ -36,7 +35,7 @@ def run_header(post) -> list[str]:
                           "constrained = true in an analysis file restricts them)")
     warm = a.get("options_warmup")
     lines.append(f"{post.ndraws} draws x {post.nchains} chains"
-                 + (f" after {warm} warm-up iterations" if warm not in (None, 0) and post.method not in IID_METHODS
+                 + (f" after {warm} warm-up iterations" if warm not in (None, 0) and not post.iid
                     else ""))
     eps, delta = a.get("release_epsilon"), a.get("release_delta")
     if eps is not None:

@@ -108,7 +108,7 @@ def naive(release, prior, options):
         y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]
         s = clip_statistic(release.family, y, arrays["n"])
     theta = conjugate_draws(release.family, s, arrays["n"], prior, _size(options), rng)[0]
-    return make_posterior(release, "naive", theta, _attrs(prior, naive_statistic=note))
+    return make_posterior(release, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
 
 
 def _confidential_statistic(release, conf) -> np.ndarray:
@@ -124,7 +124,8 @@ def non_private(release, prior, options):
     conf = require_confidential(options, "non-private")
     s = _confidential_statistic(release, conf)
     theta = conjugate_draws(release.family, s, float(release.n), prior, _size(options), options.rng())[0]
-    return make_posterior(release, "non-private", theta, _attrs(prior, note="uses confidential statistics"))
+    return make_posterior(release, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
+                          iid=True)
 
 
 def ops(release, prior, options):
@@ -137,7 +138,7 @@ def ops(release, prior, options):
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
     return make_posterior(release, "ops", theta[None, :],
                           _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
-                                             f"[{OPS_A0}, {1 - OPS_A0}]"))
+                                             f"[{OPS_A0}, {1 - OPS_A0}]"), iid=True)
 
 
 # --------------------------------------------------------------------------- calibration hook

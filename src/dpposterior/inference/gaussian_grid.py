@@ -211,7 +211,7 @@ def grid(release, prior, options) -> Posterior:
     s2 = s2.reshape(options.chains, options.draws)
     y_new = predictive(mu, s2, options.constrained, rng_pred)
     lo, width = release.bounds[0], release.width
-    return Posterior(family="gaussian", method="grid",
+    return Posterior(family="gaussian", method="grid", iid=True,
                      posterior={"mu": lo + width * mu, "sigma2": width**2 * s2},
                      posterior_predictive={"y_new": lo + width * y_new},
                      attrs={"prior": prior.kind, "grid_size": size, "paper": "Kazan & Reiter, App. C (eq. 32)"})
@@ -272,6 +272,6 @@ def naive(release, prior, options) -> Posterior:
     y_new = predictive(mu, sigma2, options.constrained, rng_pred)
     if clipped:
         attrs["variance_clipped"] = f"released variance {release.statistics.variance.value:g} <= 0 was clipped to 1e-6 (b-a)^2"
-    return Posterior(family="gaussian", method="naive",
+    return Posterior(family="gaussian", method="naive", iid=True,
                      posterior={"mu": lo + width * mu, "sigma2": width**2 * sigma2},
                      posterior_predictive={"y_new": lo + width * y_new}, attrs=attrs)

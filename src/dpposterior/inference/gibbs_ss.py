@@ -570,7 +570,8 @@ def variable_of(family: str) -> str:
     return "rate" if family in TRUNCATED_CODES else "p"
 
 
-def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_stats=None) -> Posterior:
+def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
+                   iid: bool = False) -> Posterior:
     """Wrap draws of shape (chain, draw[, K]) as a Posterior with the family's variable name."""
     var = variable_of(release.family)
     dims, coords = {}, {}
@@ -582,7 +583,7 @@ def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_
                 if np.ndim(value) == 3:
                     dims[key] = ["category"]
     return Posterior(family=release.family, method=method, posterior={var: theta}, dims=dims, coords=coords,
-                     sample_stats=dict(sample_stats or {}), attrs=attrs)
+                     sample_stats=dict(sample_stats or {}), attrs=attrs, iid=iid)
 
 
 def gibbs_ss(release, prior, options) -> Posterior:

@@ -67,4 +67,5 @@ def adassp(release, prior, options):
     theta = adassp_estimate(data.xtx[None], data.xty[None], lam[None])[0]
     return make_posterior("adassp", data, {"theta": theta[None, None, :]}, options,
                           attrs={"point_estimate": 1, "adassp_lambda": lam.tolist(), "adassp_rho": float(rho),
-                                 "note": "adaSSP is a point estimate: one chain, one draw, no uncertainty"})
+                                 "note": "adaSSP is a point estimate: one chain, one draw, no uncertainty"},
+                          iid=True)

@@ -260,7 +260,7 @@ def initial_theta(data, prior_prec, prior_shift, sigma2: float) -> np.ndarray:
 
 
 def make_posterior(method, data, variables: dict, options, *, sample_stats=None, attrs=None, extras=None,
-                   sigma_x=None) -> Posterior:
+                   sigma_x=None, iid: bool = False) -> Posterior:
     dims = {"theta": ["coef"]}
     coords = {"coef": list(data.names)}
     post_vars = dict(variables)
@@ -281,4 +281,4 @@ def make_posterior(method, data, variables: dict, options, *, sample_stats=None,
     }
     base_attrs.update(attrs or {})
     return Posterior(family="linear-regression", method=method, posterior=post_vars, dims=dims, coords=coords,
-                     sample_stats=sample_stats or {}, attrs=base_attrs, extras=extras or {})
+                     sample_stats=sample_stats or {}, attrs=base_attrs, extras=extras or {}, iid=iid)

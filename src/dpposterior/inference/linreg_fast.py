@@ -53,4 +53,4 @@ def bayes_fixeds_fast(release, prior, options):
     cov = tri_solve_t(L[0], tri_solve(L[0], np.eye(data.d)))
     return make_posterior("bayes-fixeds-fast", data, {"theta": draws}, options,
                           attrs={"sigma2_fixed": s2, "exact_draws": 1},
-                          extras={"mean": mean[0], "cov": 0.5 * (cov + cov.T)})
+                          extras={"mean": mean[0], "cov": 0.5 * (cov + cov.T)}, iid=True)

@@ -432,7 +432,8 @@ def posterior_from_draws(release, method, class_prob, feature_prob, sample_stats
     base_attrs = {"scale": release.scale, "noise_scale_counts": release.noise_scale_counts(),
                   "feature_prob_padding": "NaN at levels j >= levels[k]"}
     base_attrs.update(attrs or {})
-    return Posterior(family="naive-bayes", method=method,
+    # every caller's draws are independent: Dirichlet factors (vb, naive, non-private) or exact mixtures
+    return Posterior(family="naive-bayes", method=method, iid=True,
                      posterior={"class_prob": class_prob, "feature_prob": feature_prob},
                      dims=dims, coords=release.coords(), sample_stats=sample_stats or {},
                      attrs=base_attrs, extras=extras or {})

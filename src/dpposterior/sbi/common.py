@@ -105,7 +105,8 @@ def to_posterior(family_name: str, method: str, model, theta: np.ndarray, chains
     extras.setdefault("theta", theta)
     extras.setdefault("model", model)
     return Posterior(family=family_name, method=method, posterior=posterior, dims=dims, coords=coords,
-                     attrs=attrs, extras=extras, sample_stats=sample_stats or {})
+                     attrs=attrs, extras=extras, sample_stats=sample_stats or {},
+                     iid=True)  # draws of a trained flow or of weighted ABC particles, not a Markov chain
 
 
 class Stopwatch:
