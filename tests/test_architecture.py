@@ -33,7 +33,7 @@ LAYERS = [
     ("orchestrator", ["dpposterior.api"]),
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
-                  "dpposterior.privacy", "dpposterior.report", "dpposterior.reporting", "dpposterior.gallery",
+                  "dpposterior.privacy", "dpposterior.report", "dpposterior.console", "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands"]),
 ]
 

@@ -143,7 +143,7 @@ def infer_cmd(
     from .families import get_family
     from .api import infer, naive_companion
     from .release import load_release
-    from .reporting import print_result
+    from .console import print_result
 
     check_output_path(out, "--out")  # before any work: never lose a computed posterior
     check_seed(seed, "--seed")

@@ -32,7 +32,7 @@ def run_demo(out, draws: int = 1250, warmup: int = 400, chains: int = 16, seed: 
 
     from .api import infer
     from .release import load_release
-    from .reporting import print_posterior_summary
+    from .console import print_posterior_summary
 
     console = Console(highlight=False, soft_wrap=True, quiet=quiet)
     out = Path(out)

@@ -79,7 +79,7 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
                         chains=None, seed=None, quiet=False, **engine_options) -> None:
     from .errors import check_output_path
     from .api import infer
-    from .reporting import print_result
+    from .console import print_result
 
     if model_spec is None:
         raise InputError("--observed", "is for a user model: give --model FILE.py:NAME too")

@@ -1,4 +1,5 @@
-"""Terminal output of posteriors: ArviZ summary with 95% HPD, naive posterior beside it."""
+"""Terminal output of posteriors (what `dpposterior infer` and `demo` print): ArviZ summary with 95% HPD,
+the naive posterior beside it, warnings, where the file went.  The HTML report is ``report.py``."""
 
 from __future__ import annotations
 
