@@ -17,16 +17,19 @@ This module holds what the four family modules share:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import InputError, RefusedError
-from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
 from . import EngineSpec
+from ..errors import InputError, RefusedError
+from ..mechanisms.noise import draw_noise
+from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
+from ._curate import reject_unused, require_column
+
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
@@ -322,15 +325,11 @@ def parse_gamma_prior(prior, release=None) -> GammaPrior:
 
 # --------------------------------------------------------------------------- curators
 def _noisy(value, scale: float, seed):
-    from ..mechanisms.noise import draw_noise
-
     noisy, sampler = draw_noise("laplace", value, scale, seed)
     return noisy, sampler
 
 
 def _column(frame, options):
-    from ._curate import require_column
-
     col = require_column(frame, options.column, "column")
     if col.isna().any():
         raise InputError("column", f"column {options.column!r} has missing values")
@@ -353,8 +352,6 @@ def _numeric(col, name: str) -> np.ndarray:
 
 
 def curate_binomial(frame, options) -> dict:
-    from ._curate import reject_unused
-
     reject_unused(options, {"column"}, "binomial")
     col = _column(frame, options)
     if col.dtype == bool:
@@ -371,8 +368,6 @@ def curate_binomial(frame, options) -> dict:
 
 
 def curate_multinomial(frame, options) -> dict:
-    from ._curate import reject_unused
-
     reject_unused(options, {"column"}, "multinomial")
     col = _column(frame, options).astype(str)
     categories = options.extra.get("categories") if options.extra else None
@@ -399,8 +394,6 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    from ._curate import reject_unused
-
     reject_unused(options, {"column", "bounds"}, family)
     col = _column(frame, options)
     x = _numeric(col, options.column)

@@ -25,16 +25,19 @@ the noisy statistics as exact; ``inference.gaussian_grid:naive``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import InputError, RefusedError
-from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, require_within_reach
 from . import EngineSpec, Family, SimulatedRelease
+from ..errors import InputError, RefusedError
+from ..mechanisms import draw_noise
+from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
+from ._curate import reject_unused, require_column
+
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
 SENSITIVITY_RTOL = 1e-9
@@ -235,10 +238,6 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
 
 def curate(frame, options) -> dict:
     """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
-    from ._curate import require_column
-    from ..mechanisms import draw_noise
-
-    from ._curate import reject_unused
 
     reject_unused(options, {"column", "bounds", "epsilon_split", "mechanism"}, "gaussian")
     column = require_column(frame, options.column, "column")
@@ -297,7 +296,6 @@ def curate(frame, options) -> dict:
 def make_release(n: int, bounds, mean: float, variance: float, eps_mean: float, eps_variance: float,
                  description: str | None = None) -> GaussianRelease:
     """Build a validated release from released numbers (tests, simulations, Python users)."""
-    from ..release import load_release
 
     data = {"format": FORMAT, "family": "gaussian", "n": int(n), "bounds": [float(bounds[0]), float(bounds[1])],
             "statistics": {"mean": {"value": float(mean), "mechanism": "laplace", "epsilon": float(eps_mean)},

@@ -25,13 +25,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import Annotated
 
-from ..errors import InputError
-from ._simulator import sbi_family
-from ..mechanisms import Laplace
-from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least,
+from . import SimulatedRelease
+from ..errors import InputError, check_input_file, from_pydantic
+from ..mechanisms import Laplace, draw_noise
+from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from . import SimulatedRelease
+from ._curate import reject_unused, require_column
+from ._simulator import sbi_family
+
 
 STAT_NAMES = ["xy_0", "xy_1", "xy_2", "yy", "xx_01", "xx_02", "xx_11", "xx_12", "xx_22"]
 
@@ -191,8 +193,6 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
 
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
-    from ._curate import reject_unused, require_column
-    from ..mechanisms import draw_noise
 
     reject_unused(options, {"features", "response", "design"}, "linreg-ju")
     design = load_design(options.design)
@@ -217,8 +217,6 @@ def load_design(path) -> Design:
         return Design()
     import json
     from pathlib import Path
-
-    from ..errors import check_input_file, from_pydantic
 
     check_input_file(path, "design")
     try:
@@ -260,7 +258,6 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
     s = simulate_statistics(beta, rng, n, Design())[0]
     mech = Laplace(epsilon, sensitivity(n))
     rel = make_release(mech.sample(s, rng), epsilon, n)
-    from ..release import load_release
 
     return SimulatedRelease(theta={"beta": beta[0]}, release=load_release(rel), confidential={"s": s})
 

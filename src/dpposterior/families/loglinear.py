@@ -37,12 +37,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
-from ..errors import InputError
-from ._simulator import sbi_family
-from ..mechanisms import Laplace
-from ..release import ReleaseBase, StatisticRecord, require_noise_at_least, require_within_reach
-from ..sbi import DirichletALRPrior, SimulatorModel
 from . import SimulatedRelease
+from ..errors import InputError
+from ..mechanisms import Laplace, draw_noise
+from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
+from ..sbi import DirichletALRPrior, SimulatorModel
+from ._curate import class_feature_tables, reject_unused
+from ._simulator import sbi_family
 
 
 class LoglinearStatistics(BaseModel):
@@ -203,8 +204,6 @@ def make_release(tables, epsilon: float, n: int = 100, classes: int = 2, levels=
 
 
 def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
-    from ..release import load_release
-
     base = load_release(make_release([[[0.25, 0.25], [0.25, 0.25]]] * 2, epsilon, n))
     prior = parse_prior(prior, base)
     model = sbi_model(base, prior)
@@ -227,8 +226,6 @@ def curate(frame, options) -> dict:
     must recode the columns first.  Noise: Laplace(2K/(n epsilon)) on every proportion (or
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
-    from ._curate import class_feature_tables, reject_unused
-    from ..mechanisms import draw_noise
 
     reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")
     if options.extra:

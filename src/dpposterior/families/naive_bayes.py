@@ -24,16 +24,19 @@ are 0-based positions; labels, when the curator knows them, are in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from ..errors import InputError
-from ..release import FORMAT, ReleaseBase, StatisticRecord, require_within_reach
 from . import Family, SimulatedRelease
+from ..errors import InputError
+from ..mechanisms.noise import draw_noise
+from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
+from ._curate import class_feature_tables, reject_unused
+
 
 SCALES = ("counts", "proportions")
 
@@ -329,8 +332,6 @@ def curate(frame, options) -> dict:
     The level sets are taken from the data and treated as public (a codebook); a curator
     whose level sets are themselves confidential must recode the columns first.
     """
-    from ._curate import class_feature_tables, reject_unused
-    from ..mechanisms.noise import draw_noise
 
     reject_unused(options, {"columns", "scale", "mechanism"}, "naive-bayes")
     scale = options.scale or "counts"
@@ -421,7 +422,6 @@ def simulate(prior, n: int, epsilon: float, rng, *, classes: int = 2, levels=(2,
     (default I = K = J = 2, as in Xiong et al. App. E.3).  ``epsilon`` is per table for
     ``scale="counts"``.  ``theta`` is keyed by the posterior variable names.
     """
-    from ..release import load_release
 
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:

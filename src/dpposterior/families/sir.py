@@ -29,14 +29,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import Annotated
 
+from . import SimulatedRelease
 from ..errors import InputError
-from ._simulator import sbi_family
 from ..mechanisms import BinomialTrajectory
 from ..mechanisms.noise import seeded_sampler_name
-from ..release import FiniteFloat, ReleaseBase, StatisticRecord
+from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from . import SimulatedRelease
+from ._curate import reject_unused, require_column
+from ._simulator import sbi_family
+
 
 DEFAULT_TIMES = [float(t) for t in range(0, 154, 17)]
 PRIOR_MEAN = (float(np.log(0.4)), float(np.log(0.125)))
@@ -165,8 +167,6 @@ def _numeric_column(frame, name: str, field: str) -> np.ndarray:
     """A CSV column as finite floats; the first bad cell is named by its data row (1 = first row)."""
     import pandas as pd
 
-    from ._curate import require_column
-
     raw = require_column(frame, name, field)
     values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
     bad = ~np.isfinite(values)
@@ -292,7 +292,6 @@ def curate(frame, options) -> dict:
     OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
-    from ._curate import reject_unused
 
     reject_unused(options, {"column", "mechanism", "population", "trials", "times"}, "sir")
     if options.mechanism not in (None, "binomial-trajectory"):
@@ -358,7 +357,6 @@ def curate(frame, options) -> dict:
 
 def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
     """Calibration hook: ``n`` is the population K."""
-    from ..release import load_release
 
     prior = parse_prior(prior)
     theta = prior.sample(1, rng)

@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InputError
-from ...release import FORMAT
 from . import sensitivity
-from .sensitivity import design_row_norm
+from ...errors import InputError
+from ...mechanisms import analytic_sigma, draw_noise
+from ...release import FORMAT, default_delta
+from .._curate import reject_unused, require_column
 from .release import FAMILY_NAME, SPLITS
+from .sensitivity import design_row_norm
 
 
 # ----------------------------------------------------------------------------- curator
@@ -30,8 +32,6 @@ def curate(frame, options) -> dict:
     ``adassp`` (Wang 2018 Alg. 2, as in the authors' code: (eps/3, delta/3) on each of xtx,
     xty and the smallest eigenvalue of xtx).
     """
-    from .._curate import require_column
-    from ...mechanisms import analytic_sigma, draw_noise
 
     feats = options.features
     if not feats:
@@ -50,7 +50,6 @@ def curate(frame, options) -> dict:
     mechanism = options.mechanism or "gaussian"
     if mechanism not in ("gaussian", "laplace"):
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
-    from .._curate import reject_unused
 
     # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
     reject_unused(options, {"features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "mechanism",
@@ -92,7 +91,6 @@ def curate(frame, options) -> dict:
         raise InputError("parties", f"must be an integer >= 1 (got {J!r})")
     if J > n:
         raise InputError("parties", f"{J} parties for {n} rows: every party needs at least one row")
-    from ...release import default_delta
 
     delta = options.delta
     if delta is None:

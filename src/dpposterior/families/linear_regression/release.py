@@ -3,16 +3,18 @@ the derived replace-one sensitivities (Alparslan et al. Sec. 3.2; Bernstein & Sh
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...errors import InputError
-from ...release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least)
 from . import sensitivity
+from ...errors import InputError
+from ...mechanisms import analytic_sigma
+from ...release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least,
+                        require_within_reach)
 from .sensitivity import design_row_norm
 
 
@@ -179,8 +181,6 @@ def _bad(message: str) -> InputError:
 
 
 def _validate_release(rel: LinearRegressionRelease) -> None:
-    from ...mechanisms import analytic_sigma
-
     if len(rel.features) == 0:
         raise _bad("features: must list at least one feature name")
     if any((not isinstance(f, str)) or not f.strip() for f in rel.features):
@@ -266,7 +266,6 @@ def _check_reach(rel) -> None:
     A party of n_j rows with ||[1,] x|| <= X_eff and |y| <= y_abs has |(x'x)_kl| <= n_j X_eff^2 (diagonal
     >= 0), |(x'y)_k| <= n_j X_eff y_abs and 0 <= y'y <= n_j y_abs^2.
     """
-    from ...release import require_within_reach
 
     data = rel.regression_data()
     xe, ya = data.x_eff, data.y_abs
@@ -301,8 +300,6 @@ def _x_eff(rel) -> float:
 
 
 def _resolve(rel: LinearRegressionRelease) -> RegressionData:
-    from ...mechanisms import analytic_sigma
-
     d = rel.d
     J = len(rel.parties)
     has_yty = rel.parties[0].statistics.yty is not None

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 
-from ...errors import InputError
-from ...release import FORMAT
 from .. import SimulatedRelease
-from .release import FAMILY_NAME
-from .prior import LinRegPrior, parse_prior
+from ...errors import InputError
+from ...mechanisms import analytic_sigma, draw_noise
+from ...release import FORMAT
 from .curate import _party_release
+from .prior import LinRegPrior, parse_prior
+from .release import FAMILY_NAME
 
 
 # ----------------------------------------------------------------------------- simulation
@@ -24,7 +25,6 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
     ``sigma`` overrides the calibrated Gaussian sd (e.g. to make the noise tiny in tests).
     Rows are NOT clipped here: the caller states the bounds.
     """
-    from ...mechanisms import analytic_sigma
 
     rng = np.random.default_rng(rng)
     parties = []
@@ -50,8 +50,6 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
 
 
 def _numpy_noise(mechanism, values, scale, seed):
-    from ...mechanisms import draw_noise
-
     return draw_noise(mechanism, values, scale, seed)
 
 
