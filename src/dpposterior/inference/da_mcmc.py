@@ -307,7 +307,7 @@ DA_OPTIONS = {"record_sweeps", "theta_steps", "thin"}
 
 
 def run_options(options) -> dict:
-    from . import sbi_common as common
+    from ..sbi import common
 
     extra = options.extra
     common.check_unused(extra, DA_OPTIONS, "da-mcmc")

@@ -35,11 +35,11 @@ def resolve_method(model, method: str) -> str:
 def _sbi(method: str, model, observed, options) -> Posterior:
     """The families' own SBI engines, with their options and defaults, on the model's simulator view."""
     if method == "smc-abc":
-        from .smc_abc import smc_abc_on_model as run
+        from ..sbi.smc_abc import smc_abc_on_model as run
     elif method == "sppe":
-        from .sppe import sppe_on_model as run
+        from ..sbi.sppe import sppe_on_model as run
     else:
-        from .sple import sple_on_model as run
+        from ..sbi.sple import sple_on_model as run
     return run(model.name, model.simulator_model(observed), options)
 
 
