@@ -16,7 +16,6 @@ import numpy as np
 from .checks import check_posterior
 from .errors import InputError
 from .execution import check_scheduler, use_executor
-from .families import get_family
 from .model import Model
 from .options import InferenceOptions
 from .release import load_release
@@ -41,7 +40,7 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     if observed is not None:
         raise InputError("observed", "is for a dpposterior.Model; a release file carries its own values")
     release = load_release(release)
-    family = _family_of(release)
+    family = release.family_entry  # found once, by load_release
     if not isinstance(method, str):
         raise InputError("method", "must be a string")
     engine = family.engine(method)
@@ -121,8 +120,6 @@ def describe_prior(prior, prior_obj) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _family_of(release):
-    return get_family(release.family, field="release.family")
 
 
 def naive_companion(release, prior=None, *, main_method: str | None = None, seed=None, draws=None, chains=None,
@@ -134,7 +131,7 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
     family's ``naive_method`` with the same prior, seed, draws, chains and parametrisation.
     """
     release = load_release(release)
-    family = get_family(release.family, field="release.family")
+    family = release.family_entry
     naive = family.naive_method
     if not naive or naive == main_method or naive not in family.methods:
         return None, "this family has no separate naive method"

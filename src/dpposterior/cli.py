@@ -140,7 +140,6 @@ def infer_cmd(
     from .analysis import load_analysis
     from .errors import check_output_path, check_seed
     from .execution import check_scheduler
-    from .families import get_family
     from .api import infer, naive_companion
     from .release import load_release
     from .console import print_result
@@ -149,7 +148,7 @@ def infer_cmd(
     check_seed(seed, "--seed")
     check_scheduler(scheduler, reachable=True)  # an unreachable cluster is refused even if unused
     rel = load_release(release)
-    family = get_family(rel.family, field="release.family")
+    family = rel.family_entry
     kwargs = load_analysis(analysis, family) if analysis is not None else {}
     if not rel.is_dp:
         typer.echo(f"note: this release is NOT (epsilon, delta)-DP: {rel.not_dp}", err=True)

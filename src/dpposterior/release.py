@@ -211,6 +211,17 @@ class ReleaseBase(BaseModel):
         return self.not_dp is None
 
     _sha256: str = PrivateAttr(default="")
+    #: the registered Family, found once by load_release (or on first use)
+    _family_entry: Any = PrivateAttr(default=None)
+
+    @property
+    def family_entry(self):
+        """The registered :class:`~dpposterior.families.Family` of this release (looked up once)."""
+        if self._family_entry is None:
+            from .families import get_family
+
+            self._family_entry = get_family(self.family, field="release.family")
+        return self._family_entry
 
     @property
     def sha256(self) -> str:
@@ -313,4 +324,5 @@ def load_release(source) -> ReleaseBase:
     except ValidationError as exc:
         raise from_pydantic(exc, "release") from None
     release._sha256 = hashlib.sha256(raw_bytes).hexdigest()
+    release._family_entry = family
     return release
