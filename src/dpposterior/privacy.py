@@ -38,9 +38,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import stats
 
 from .errors import InputError
+from .mechanisms.registry import get_mechanism
 
 #: relative slack for "recorded >= searched" (float round-off in the curators' arithmetic)
 SENSITIVITY_SLACK = 1e-9
@@ -272,11 +273,7 @@ def _vector(release: dict, group: _Group) -> np.ndarray:
 
 
 def _norm(mechanism: str, diff: np.ndarray) -> float:
-    if mechanism == "laplace":
-        return float(np.abs(diff).sum())
-    if mechanism == "gaussian":
-        return float(np.sqrt((diff * diff).sum()))
-    return float(np.abs(diff).max()) if diff.size else 0.0
+    return get_mechanism(mechanism).norm(diff)
 
 
 def _exact(spec: AuditSpec, records, epsilon, curate=None):
@@ -422,61 +419,16 @@ def _search(spec: AuditSpec, epsilon: float, rng, restarts: int, steps: int, cur
 
 
 def _group_noise(release: dict, group: _Group):
-    """(epsilon, delta, scale, recorded sensitivity) of a group as released."""
-    from .mechanisms import analytic_sigma
-    from .mechanisms.binomial_trajectory import BinomialTrajectory
-
-    rec = _get(release, group.paths[0])
-    eps = float(rec["epsilon"])
-    if group.mechanism == "laplace":
-        b = float(rec["sensitivity"]) / eps
-        return eps, 0.0, b, b * eps
-    if group.mechanism == "gaussian":
-        delta = float(rec["delta"])
-        sigma = float(rec["sigma"]) if rec.get("sigma") is not None else analytic_sigma(eps, delta,
-                                                                                         float(rec["sensitivity"]))
-        # analytic sigma is linear in the sensitivity: the sensitivity this sigma supports
-        return eps, delta, sigma, sigma / analytic_sigma(eps, delta, 1.0)
-    if group.mechanism == "binomial-trajectory":
-        mech = BinomialTrajectory(release["population"], int(rec["trials"]), len(rec["value"]), epsilon=eps)
-        return eps, 0.0, mech, 1.0  # the Prop. 4 bound assumes |I(t) - I'(t)| <= 1 at every t
-    raise InputError("audit", f"no audit for mechanism {group.mechanism!r}")
-
-
-def _gaussian_epsilon(sigma, delta, sensitivity):
-    """Smallest epsilon with delta(sigma, epsilon, Delta) <= delta (Balle & Wang Thm 8)."""
-    if sensitivity <= 0:
-        return 0.0
-
-    def excess(e):
-        a = sensitivity / (2.0 * sigma)
-        b = e * sigma / sensitivity
-        return float(special.ndtr(a - b) - math.exp(e + special.log_ndtr(-a - b))) - delta
-
-    if excess(0.0) <= 0:
-        return 0.0
-    hi = 1.0
-    while excess(hi) > 0:
-        hi *= 2.0
-    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
+    """(epsilon, delta, scale, recorded sensitivity) of a group as released (the mechanism's own audit view)."""
+    return get_mechanism(group.mechanism, field="audit").audit_noise(release, _get(release, group.paths[0]))
 
 
 def _analytic_epsilon(group: _Group, noise, searched: float) -> float:
-    eps, delta, scale, _ = noise
-    if group.mechanism == "laplace":
-        return searched / scale
-    if group.mechanism == "gaussian":
-        return _gaussian_epsilon(scale, delta, searched)
-    return scale.trials * scale.points * searched / scale.m
+    return get_mechanism(group.mechanism).audit_epsilon(noise, searched)
 
 
 def _log_density(group: _Group, noise, out: np.ndarray, s: np.ndarray) -> np.ndarray:
-    _, _, scale, _ = noise
-    if group.mechanism == "laplace":
-        return -np.abs(out - s).sum(-1) / scale
-    if group.mechanism == "gaussian":
-        return -((out - s) ** 2).sum(-1) / (2.0 * scale ** 2)
-    return scale.logpdf(out, s).sum(-1)
+    return get_mechanism(group.mechanism).audit_log_density(noise, out, s)
 
 
 # ----------------------------------------------------------------------------- the empirical test
@@ -614,7 +566,7 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
                 recorded = scale * claimed_eps
                 eps_g = claimed_eps
             searched = best[g.name][0]
-            rows.append(GroupResult(g.name, g.mechanism, {"laplace": "L1", "gaussian": "L2"}.get(g.mechanism, "Linf"),
+            rows.append(GroupResult(g.name, g.mechanism, get_mechanism(g.mechanism).sensitivity_norm,
                                     float(recorded), float(searched), float(eps_g), float(delta_g),
                                     float(_analytic_epsilon(g, noise[g.name], searched)),
                                     bool(recorded >= searched * (1 - SENSITIVITY_SLACK))))

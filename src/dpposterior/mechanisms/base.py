@@ -17,6 +17,9 @@ and, for the registry (``mechanisms/registry.py``), its release-file side:
 * ``numpy_noise(scale, shape, rng)`` / ``opendp_noise(values, scale)`` -- the curator's noise draw
   (seeded and reproducible / OpenDP's floating-point-safe sampler; ``mechanisms.draw_noise``).
 
+and, for ``dpposterior audit`` (``privacy.py``), its privacy accounting: ``sensitivity_norm``/``norm``,
+``audit_noise``, ``audit_epsilon`` and ``audit_log_density``.
+
 All methods broadcast ``y``, ``s`` and ``u`` with numpy rules, so leading axes can
 be chains, trials or RQMC replicates.
 """
@@ -57,6 +60,33 @@ class Mechanism(ABC):
     def noise_scale(self) -> float:
         """The scale of the noise (Laplace b, Gaussian sigma)."""
         raise ValueError(f"mechanism: {self.name!r} has no single noise scale")
+
+    # ------------------------------------------------------------------ the privacy audit's side
+    #: the norm its sensitivity is measured in (``dpposterior audit``): "L1", "L2" or "Linf"
+    sensitivity_norm: str = "Linf"
+
+    @staticmethod
+    def norm(diff: np.ndarray) -> float:
+        """``diff``'s size in :attr:`sensitivity_norm` (here the sup norm)."""
+        return float(np.abs(diff).max()) if diff.size else 0.0
+
+    @classmethod
+    def audit_noise(cls, release: dict, record: dict) -> tuple:
+        """(epsilon, delta, scale, recorded sensitivity) of a statistic record as released (a dict);
+        ``scale`` is whatever :meth:`audit_epsilon` and :meth:`audit_log_density` need."""
+        from ..errors import InputError
+
+        raise InputError("audit", f"no audit for mechanism {cls.name!r}")
+
+    @classmethod
+    def audit_epsilon(cls, noise: tuple, sensitivity: float) -> float:
+        """The epsilon this noise gives a statistic of ``sensitivity`` (at the noise's delta)."""
+        raise NotImplementedError
+
+    @classmethod
+    def audit_log_density(cls, noise: tuple, out: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """log p(out | s) up to a constant in ``s``, summed over the last axis (the empirical test)."""
+        raise NotImplementedError
 
     @classmethod
     def numpy_noise(cls, scale: float, shape, rng: np.random.Generator) -> np.ndarray:

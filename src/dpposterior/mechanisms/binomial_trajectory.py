@@ -53,6 +53,22 @@ class BinomialTrajectory(Mechanism):
     def privacy_cost(self):
         return (self.epsilon, 0.0)
 
+    # the audit: sup norm (base class); the Prop. 4 bound assumes |I(t) - I'(t)| <= 1 at every t
+    @classmethod
+    def audit_noise(cls, release, record):
+        eps = float(record["epsilon"])
+        mech = cls(release["population"], int(record["trials"]), len(record["value"]), epsilon=eps)
+        return eps, 0.0, mech, 1.0
+
+    @classmethod
+    def audit_epsilon(cls, noise, sensitivity):
+        mech = noise[2]
+        return mech.trials * mech.points * sensitivity / mech.m
+
+    @classmethod
+    def audit_log_density(cls, noise, out, s):
+        return noise[2].logpdf(out, s).sum(-1)
+
     def __repr__(self):
         return (f"BinomialTrajectory(K={self.population}, N={self.trials}, L={self.points}, "
                 f"m={self.m:g}, epsilon={self.epsilon:g})")

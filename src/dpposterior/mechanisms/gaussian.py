@@ -55,6 +55,24 @@ def classical_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> f
     return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
 
+def epsilon_of_sigma(sigma, delta, sensitivity):
+    """Smallest epsilon with delta(sigma, epsilon, Delta) <= delta (Balle & Wang Thm 8)."""
+    if sensitivity <= 0:
+        return 0.0
+
+    def excess(e):
+        a = sensitivity / (2.0 * sigma)
+        b = e * sigma / sensitivity
+        return float(special.ndtr(a - b) - math.exp(e + special.log_ndtr(-a - b))) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2.0
+    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
+
+
 def _check(epsilon, delta, sensitivity):
     require(np.isfinite(epsilon) and epsilon > 0, "epsilon", "must be a finite number > 0")
     require(np.isfinite(delta) and 0 < delta < 1, "delta", "must lie in (0, 1)")
@@ -115,6 +133,29 @@ class Gaussian(Mechanism):
     @property
     def noise_scale(self) -> float:
         return self.sigma
+
+    sensitivity_norm = "L2"
+
+    @staticmethod
+    def norm(diff):
+        return float(np.sqrt((diff * diff).sum()))
+
+    @classmethod
+    def audit_noise(cls, release, record):
+        eps = float(record["epsilon"])
+        delta = float(record["delta"])
+        sigma = (float(record["sigma"]) if record.get("sigma") is not None
+                 else analytic_sigma(eps, delta, float(record["sensitivity"])))
+        # analytic sigma is linear in the sensitivity: the sensitivity this sigma supports
+        return eps, delta, sigma, sigma / analytic_sigma(eps, delta, 1.0)
+
+    @classmethod
+    def audit_epsilon(cls, noise, sensitivity):
+        return epsilon_of_sigma(noise[2], noise[1], sensitivity)
+
+    @classmethod
+    def audit_log_density(cls, noise, out, s):
+        return -((out - s) ** 2).sum(-1) / (2.0 * noise[2] ** 2)
 
     @classmethod
     def numpy_noise(cls, scale, shape, rng):

@@ -46,6 +46,26 @@ class Laplace(Mechanism):
     def noise_scale(self) -> float:
         return self.scale
 
+    sensitivity_norm = "L1"
+
+    @staticmethod
+    def norm(diff):
+        return float(np.abs(diff).sum())
+
+    @classmethod
+    def audit_noise(cls, release, record):
+        eps = float(record["epsilon"])
+        b = float(record["sensitivity"]) / eps
+        return eps, 0.0, b, b * eps
+
+    @classmethod
+    def audit_epsilon(cls, noise, sensitivity):
+        return sensitivity / noise[2]
+
+    @classmethod
+    def audit_log_density(cls, noise, out, s):
+        return -np.abs(out - s).sum(-1) / noise[2]
+
     @classmethod
     def numpy_noise(cls, scale, shape, rng):
         return rng.laplace(0.0, scale, size=shape)
