@@ -33,7 +33,6 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     Remaining keyword arguments are engine options (e.g. ``simulations=1000``).
     Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
     """
-    
     if isinstance(release, Model):
         return _infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
                             seed=seed, quiet=quiet, scheduler=scheduler, extra=extra)
@@ -84,7 +83,6 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
 
 def _run(compute, options, family=None, prior_obj=None):
     """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
-    
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
     # execution.current_executor(); it starts only if they use it
