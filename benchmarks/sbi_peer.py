@@ -12,7 +12,8 @@ benchmarks/linreg_ju_reference.py (``benchmarks/results/isref_<problem>.npz``):
 * ``sple``        dpposterior SPLE;   ``smc-abc``  SMC-ABC with the same total simulations.
 
 Method specs take ``:key=value`` overrides of FlowConfig / run_sppe, e.g.
-``sppe:batch_size=200:replicates_per_step=8``.  Runs are interleaved (seed-major, methods in
+``sppe:batch_size=200:replicates_per_step=8``; ``training=fast`` (or ``paper``) starts from SPPE's
+engine preset (``dpposterior.sbi.sppe.TRAINING``), e.g. ``sppe-atomic:training=fast``.  Runs are interleaved (seed-major, methods in
 turn) so machine contention is shared; torch threads are set equal for every system
 (``--threads``).  After each round in ``--report-rounds``: C2ST (2,000 draws each),
 max |mean - exact mean| / exact sd, max |sd / exact sd - 1|, the wall and CPU time of the
@@ -25,6 +26,7 @@ method up to that round (metric computation excluded, 2,000 posterior draws incl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -88,18 +90,24 @@ def parse_spec(spec):
     opts = {}
     for item in kv:
         k, v = item.split("=")
-        opts[k] = json.loads(v) if v not in ("cpu", "cuda", "auto", "truncated", "atomic") else v
+        opts[k] = json.loads(v) if v not in ("cpu", "cuda", "auto", "truncated", "atomic", "fast", "paper") else v
     return name, opts
 
 
 def run_dpp(name, opts, model, args, seed, ref, report):
     from dpposterior.sbi.sple import run_sple
-    from dpposterior.sbi.sppe import run_sppe
+    from dpposterior.sbi.sppe import run_sppe, training_config
     from dpposterior.sbi.flows import FlowConfig
 
     cfg_keys = set(FlowConfig.__dataclass_fields__)
-    cfg = FlowConfig(**{k: v for k, v in opts.items() if k in cfg_keys})
-    kw = {k: v for k, v in opts.items() if k not in cfg_keys}
+    # training=fast|paper: SPPE's engine presets (sppe.TRAINING); other FlowConfig keys override them
+    base = training_config(opts["training"]) if "training" in opts else FlowConfig()
+    cfg = dataclasses.replace(base, **{k: v for k, v in opts.items() if k in cfg_keys})
+    kw = {k: v for k, v in opts.items() if k not in cfg_keys and k != "training"}
+    if "training" in opts and name != "sple":
+        from dpposterior.sbi.sppe import TRAINING_ATOMS
+
+        kw.setdefault("num_atoms", TRAINING_ATOMS[opts["training"]])  # the engine's default for the preset
     rows = []
     clock = Clock()
 

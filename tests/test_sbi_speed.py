@@ -133,3 +133,54 @@ def test_peer_benchmark_scores_the_exact_reference_as_perfect():
     assert shifted["mean_err"] == pytest.approx(1.0, abs=0.1) and shifted["c2st"] > 0.6
     assert parse_spec("sppe:batch_size=500:proposal=atomic") == ("sppe", {"batch_size": 500,
                                                                           "proposal": "atomic"})
+
+
+def test_training_presets_and_first_round_settings():
+    """SPPE's ``training`` presets: "paper" is FlowConfig as App. E has it; "fast" trains round 1 on
+    all M replicates per step; batch_size / max_epochs given set every round's."""
+    from dpposterior.sbi.flows import FlowConfig
+    from dpposterior.sbi.sppe import run_sppe, training_config
+
+    assert training_config("paper") == FlowConfig()
+    fast = training_config("fast")
+    assert fast.for_round(1).replicates_per_step is None and fast.for_round(1).first_round is None
+    assert fast.for_round(2) is fast and fast.replicates_per_step == 1
+    given = training_config("fast", batch_size=30, max_epochs=2)
+    assert given.for_round(1).batch_size == 30 and given.for_round(1).max_epochs == 2
+    # round 1 with all replicates per step: every replicate of a training row is seen in each step
+    seen = []
+    config = FlowConfig(transforms=1, hidden=(8, 8), max_epochs=1, batch_size=500,
+                        first_round={"replicates_per_step": None})
+    from dpposterior.sbi import losses
+
+    original = losses.npe_loss
+
+    def spy(log_prob, theta, sdp):
+        seen.append(sdp.shape[1])
+        return original(log_prob, theta, sdp)
+
+    import dpposterior.sbi.sppe as sppe_module
+
+    sppe_module.npe_loss, saved = spy, sppe_module.npe_loss
+    try:
+        run_sppe(_model(), simulations=60, rounds=1, rqmc_points=4, draws=10, seed=1, config=config)
+    finally:
+        sppe_module.npe_loss = saved
+    assert seen and all(k == 4 for k in seen)
+
+
+def test_sppe_engine_training_option():
+    """The engine's ``training`` option (``infer`` passes it once the family lists it as an analysis key)."""
+    from types import SimpleNamespace
+
+    from dpposterior.sbi.sppe import sppe_on_model
+
+    def options(**extra):
+        return SimpleNamespace(draws=10, chains=1, seed=3, quiet=True,
+                               extra=dict(simulations=40, rounds=1, max_epochs=1, **extra))
+
+    post = sppe_on_model("toy", _model(), options(training="paper"))
+    assert post.attrs["training"] == "paper" and post.attrs["num_atoms"] == 10
+    assert sppe_on_model("toy", _model(), options(training="fast")).attrs["num_atoms"] == 5
+    with pytest.raises(InputError, match="training"):
+        sppe_on_model("toy", _model(), options(training="slow"))

@@ -23,6 +23,7 @@ densities agree).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -52,6 +53,15 @@ class FlowConfig:
     #: a random subset per step is an unbiased stochastic gradient of it (the
     #: validation loss, which drives early stopping, uses all M).
     replicates_per_step: int | None = 1
+    #: overrides of these fields for round 1's training (e.g. ``{"replicates_per_step": None}``);
+    #: None = round 1 trains like the later rounds
+    first_round: dict | None = None
+
+    def for_round(self, r: int) -> "FlowConfig":
+        """The settings of round r's training (``first_round`` applied on round 1)."""
+        if r == 1 and self.first_round:
+            return dataclasses.replace(self, first_round=None, **self.first_round)
+        return self
 
 
 def resolve_device(device: str | torch.device | None = "cpu") -> torch.device:

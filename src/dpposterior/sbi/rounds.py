@@ -77,6 +77,7 @@ class RoundLoop:
         self.rng_sim = rng_sim
         self.rng_split = rng_split
         self.config = config
+        self.round_config = config
         self.generator = generator
         self.device = generator.device
         self.with_log_prior = with_log_prior
@@ -103,9 +104,9 @@ class RoundLoop:
         self.validation = np.concatenate(self._is_val)
 
     def replicates(self, idx: torch.Tensor) -> torch.Tensor:
-        """The replicates of rows ``idx`` for one loss evaluation: ``config.replicates_per_step`` picked
+        """The replicates of rows ``idx`` for one loss evaluation: the round's ``replicates_per_step`` picked
         per row while training (an unbiased stochastic gradient of the nested estimator), all M otherwise."""
-        k = self.config.replicates_per_step if self.flow.training else None
+        k = self.round_config.replicates_per_step if self.flow.training else None
         return pick_replicates(self.sdp[idx], k, self.generator)
 
     def data(self) -> dict:
@@ -129,9 +130,10 @@ class RoundLoop:
                 if self.flow is None:
                     self.flow = make_flow(theta, sdp).to(self.device)
                 self._append(theta, sdp, val)
+                self.round_config = self.config.for_round(r)
                 batch_loss = round_loss(r)
                 stats = train(self.flow, batch_loss, len(self.theta), np.flatnonzero(self.validation),
-                              np.flatnonzero(~self.validation), self.config, self.generator)
+                              np.flatnonzero(~self.validation), self.round_config, self.generator)
                 extra = after_train(r) if after_train is not None else None
                 train_seconds = watch.lap()
                 info = {"round": r, "simulations": len(self.theta), "epochs": stats["epochs"],

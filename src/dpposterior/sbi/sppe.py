@@ -35,6 +35,9 @@ from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-expor
 from .rounds import RoundLoop, SBIResult  # noqa: F401  (SBIResult re-exported)
 from . import common
 
+#: the ``training`` preset of the engine (``dpposterior infer --method sppe``); run_sppe(config=None) is "paper"
+DEFAULT_TRAINING = "paper"
+
 
 def truncated_prior_sample(model, log_q, n: int, rng: np.random.Generator, threshold: float,
                            max_draws: int = 2_000_000) -> tuple[np.ndarray, float]:
@@ -151,6 +154,31 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
                      data=loop.data())
 
 
+#: SPPE's training presets (option ``training``).  "paper": App. E of Xiong, Ju & Zhang as
+#: :class:`FlowConfig` holds it (8 transforms, batch 100, one RQMC replicate per simulation per step,
+#: 5% validation, patience 20, <= 200 epochs).  "fast" (issue 19, docs/benchmarks.md "SPPE/SPLE vs sbi
+#: NPE-C"): 5 transforms; round 1 uses all M replicates of a simulation in each step (batch 100);
+#: the atomic rounds batch 200 with <= 40 epochs and 5 atoms; 10% validation, patience 10.
+TRAINING = {
+    "paper": {},
+    "fast": dict(transforms=5, validation_fraction=0.1, patience=10, batch_size=200, max_epochs=40,
+                 first_round=dict(replicates_per_step=None, batch_size=100, max_epochs=200)),
+}
+#: the engine's ``num_atoms`` default per preset
+TRAINING_ATOMS = {"paper": 10, "fast": 5}
+
+
+def training_config(training: str = "fast", batch_size: int | None = None, max_epochs: int | None = None) -> FlowConfig:
+    """The :class:`FlowConfig` of a ``training`` preset; ``batch_size`` / ``max_epochs`` given set every round's."""
+    fields = dict(TRAINING[training])
+    first = dict(fields.pop("first_round", None) or {})
+    for key, value in (("batch_size", batch_size), ("max_epochs", max_epochs)):
+        if value is not None:
+            fields[key] = value
+            first.pop(key, None)
+    return FlowConfig(**fields, first_round=first or None)
+
+
 def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10),
     atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE)."""
@@ -162,22 +190,24 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     extra = options.extra
     common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
-                                "combined_loss", "proposal", "batch_size", "device"}, "sppe")
+                                "combined_loss", "proposal", "batch_size", "device", "training"}, "sppe")
     simulations = common.int_option(extra, "simulations", 1000, minimum=20)
     rounds = common.int_option(extra, "rounds", 10)
     m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
     rqmc = common.bool_option(extra, "rqmc", True)
-    num_atoms = common.int_option(extra, "num_atoms", 10, minimum=2)
+    training = common.choice_option(extra, "training", DEFAULT_TRAINING, tuple(TRAINING))
+    num_atoms = common.int_option(extra, "num_atoms", TRAINING_ATOMS[training], minimum=2)
     combined = common.bool_option(extra, "combined_loss", False)
     proposal = common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated"))
     device = common.device_option(extra)
-    config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs),
-                        batch_size=common.int_option(extra, "batch_size", FlowConfig.batch_size, minimum=2))
+    given = {key: (common.int_option(extra, key, 1, minimum=minimum) if extra.get(key) is not None else None)
+             for key, minimum in (("max_epochs", 1), ("batch_size", 2))}
+    config = training_config(training, **given)
     total = options.draws * options.chains
     res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet,
                    combined_loss=combined, proposal=proposal, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "combined_loss": int(combined), "proposal": proposal,
-             "batch_size": config.batch_size, "device": device}
+             "batch_size": config.batch_size, "device": device, "training": training, "num_atoms": num_atoms}
     return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})
