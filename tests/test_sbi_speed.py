@@ -184,3 +184,19 @@ def test_sppe_engine_training_option():
     assert sppe_on_model("toy", _model(), options(training="fast")).attrs["num_atoms"] == 5
     with pytest.raises(InputError, match="training"):
         sppe_on_model("toy", _model(), options(training="slow"))
+
+
+def test_training_preset_reaches_the_engine_from_infer_and_the_cli(tmp_path, capsys):
+    """``training`` is an analysis key of the SBI families and ``--training`` a CLI option."""
+    from dpposterior import infer
+
+    rel = load_release(EXAMPLES / "linreg-ju-eps10.json")
+    post = infer(rel, method="sppe", simulations=40, rounds=1, max_epochs=2, draws=20, chains=1, seed=3,
+                 quiet=True, training="fast")
+    assert post.attrs["training"] == "fast" and post.attrs["num_atoms"] == 5
+    path = str(EXAMPLES / "linreg-ju-eps10.json")
+    for argv, message in ((["--method", "sppe", "--training", "turbo"], "training: must be one of paper, fast"),
+                          (["--method", "sple", "--training", "fast"], "training: not an option of method 'sple'")):
+        code = main(["infer", path, *argv, "--out", str(tmp_path / "p.nc"), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 0
