@@ -118,8 +118,6 @@ def describe_prior(prior, prior_obj) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-
-
 def naive_companion(release, prior=None, *, main_method: str | None = None, seed=None, draws=None, chains=None,
                     constrained=None, quiet: bool = True):
     """The noise-ignoring posterior shown beside a noise-aware one; ``(posterior, "")`` or ``(None, why)``.

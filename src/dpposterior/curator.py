@@ -1,8 +1,8 @@
 """The curator's side: a CSV of confidential records -> a release file.
 
 The CLI's ``dpposterior release`` collects its options into :class:`CurateOptions`
-(defined with the families' shared curator helpers in ``families/_curate.py``) and hands the data frame to the family's ``curate`` function, which clamps,
-computes the statistics, draws the noise (``mechanisms.draw_noise``) and returns
+(defined with the families' shared curator helpers in ``families/_curate.py``) and hands
+the data frame to the family's ``curate`` function, which clamps, computes the statistics, draws the noise (``mechanisms.draw_noise``) and returns
 the release dict.  The dict is validated like any release before it is written,
 and it never contains a data row.
 """

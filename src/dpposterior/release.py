@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import InputError, from_pydantic
-from .mechanisms.registry import MECHANISMS, from_record
+from .mechanisms.registry import from_record, get_mechanism
 
 FORMAT = "dpposterior-release/1"
 #: the neighbouring relation of every release: same n, one record replaced (docs/privacy.md)
@@ -154,8 +154,10 @@ class StatisticRecord(BaseModel):
     @field_validator("mechanism")
     @classmethod
     def _registered(cls, v):
-        if v not in MECHANISMS:
-            raise ValueError(f"unknown mechanism {v!r} (one of: {', '.join(MECHANISMS)})")
+        try:
+            get_mechanism(v)
+        except InputError as exc:  # pydantic prefixes the field path itself
+            raise ValueError(exc.reason) from None
         return v
 
     @field_validator("epsilon")

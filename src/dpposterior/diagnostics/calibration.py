@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..options import InferenceOptions
-from .ranks import COVERAGE_LEVELS, one_line as _one_line, randomized_ranks, summarise_ranks  # noqa: F401
+from .ranks import one_line, randomized_ranks, summarise_ranks
 
 #: the largest unit of trials (units are sized from the work and the workers: execution.unit_size)
 DEFAULT_CHUNK = 250
@@ -169,7 +169,8 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     """(T, S, D) draws of ``method`` for every simulated release."""
     batch = family.batch_path(method)  # the engine's own vectorised path (families.EngineSpec), if any
     if batch is not None:
-        options = InferenceOptions(method=method, draws=draws or DEFAULT_DRAWS, warmup=None, chains=1, seed=seed_seq)
+        options = InferenceOptions(method=method, draws=draws or DEFAULT_DRAWS, warmup=None, chains=1,
+                                   seed=seed_seq)
         out = batch(sims, prior, options)
         if out is not None:
             return np.asarray(out, float)
@@ -228,7 +229,7 @@ def calibration_unit(unit: dict) -> dict:
             sim = family.simulate(prior, unit["n"], unit["epsilon"], np.random.default_rng(trial_seed(seed, t, 0)))
             truth = _flatten_theta(sim.theta)[None, :]
         except Exception as exc:  # noqa: BLE001 - a rare dataset must not end the study
-            results["failures"].append({"trial": t, "method": "simulate", "error": _one_line(exc)})
+            results["failures"].append({"trial": t, "method": "simulate", "error": one_line(exc)})
             for m in methods:
                 results["ranks"][m].append(None)
                 if results["mmd"][m] is not None:
@@ -247,7 +248,7 @@ def calibration_unit(unit: dict) -> dict:
                 draws[m] = d
             except Exception as exc:  # noqa: BLE001
                 if m in methods:
-                    results["failures"].append({"trial": t, "method": m, "error": _one_line(exc)})
+                    results["failures"].append({"trial": t, "method": m, "error": one_line(exc)})
                 draws[m] = None
         reference = draws.get(ref_name) if ref_name is not None else None
         for m in methods:

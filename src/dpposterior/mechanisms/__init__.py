@@ -8,7 +8,7 @@ from .binomial_trajectory import BinomialTrajectory
 from .gaussian import Gaussian, analytic_sigma, classical_sigma
 from .laplace import Laplace
 from .noise import draw_noise
-from .registry import MECHANISMS, from_record, get_mechanism, mechanism_names
+from .registry import MECHANISMS, from_record, get_mechanism
 
 __all__ = ["Mechanism", "Laplace", "Gaussian", "BinomialTrajectory", "analytic_sigma",
-           "classical_sigma", "draw_noise", "from_record", "get_mechanism", "mechanism_names", "MECHANISMS"]
+           "classical_sigma", "draw_noise", "from_record", "get_mechanism", "MECHANISMS"]

@@ -61,9 +61,7 @@ def epsilon_of_sigma(sigma, delta, sensitivity):
         return 0.0
 
     def excess(e):
-        a = sensitivity / (2.0 * sigma)
-        b = e * sigma / sensitivity
-        return float(special.ndtr(a - b) - math.exp(e + special.log_ndtr(-a - b))) - delta
+        return _delta_of_sigma(sigma, e, sensitivity) - delta
 
     if excess(0.0) <= 0:
         return 0.0

@@ -19,10 +19,6 @@ from .laplace import Laplace
 MECHANISMS: dict[str, type[Mechanism]] = {cls.name: cls for cls in (Laplace, Gaussian, BinomialTrajectory)}
 
 
-def mechanism_names() -> tuple[str, ...]:
-    return tuple(MECHANISMS)
-
-
 def get_mechanism(name, field: str = "mechanism") -> type[Mechanism]:
     """The class registered under ``name``; a one-line error naming ``field`` otherwise."""
     if not isinstance(name, str) or name not in MECHANISMS:
