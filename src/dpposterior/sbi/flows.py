@@ -56,6 +56,9 @@ class FlowConfig:
     #: overrides of these fields for round 1's training (e.g. ``{"replicates_per_step": None}``);
     #: None = round 1 trains like the later rounds
     first_round: dict | None = None
+    #: exponential moving average of the weights (Polyak averaging; decay per SGD step, e.g. 0.98), used
+    #: for validation, early stopping and the returned flow; None = the raw SGD iterate (the paper)
+    ema_decay: float | None = None
 
     def for_round(self, r: int) -> "FlowConfig":
         """The settings of round r's training (``first_round`` applied on round 1)."""
@@ -190,6 +193,13 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
     since_best = 0
     epoch = 0
     last_train = math.nan
+    params = [p for p in module.parameters() if p.requires_grad]
+    ema = iterate = None
+    if config.ema_decay is not None:
+        if not 0.0 < config.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must lie in (0, 1) (got {config.ema_decay})")
+        ema = [p.detach().clone() for p in params]
+        iterate = [p.detach().clone() for p in params]
     while epoch < config.max_epochs:
         epoch += 1
         module.train()
@@ -204,10 +214,16 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 5.0)
             opt.step()
+            if ema is not None:
+                with torch.no_grad():
+                    torch._foreach_lerp_(ema, params, 1.0 - config.ema_decay)
             total += loss.detach() * len(idx)   # no host sync per step (matters on a GPU)
         last_train = float(total) / max(len(perm), 1)
         module.eval()
         with torch.no_grad():
+            if ema is not None:   # validate (and keep) the averaged weights; the SGD iterate goes on below
+                torch._foreach_copy_(iterate, params)
+                torch._foreach_copy_(params, ema)
             val = 0.0
             for start in range(0, len(val_idx), 500):
                 idx = val_idx[start:start + 500]
@@ -215,11 +231,15 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
             val /= max(len(val_idx), 1)
         if epoch_callback is not None:
             epoch_callback(epoch, last_train, val)
-        if val < best - 1e-9:
+        improved = val < best - 1e-9
+        if improved:
             best = val
             best_state = copy.deepcopy(module.state_dict())
             since_best = 0
-        else:
+        if ema is not None:
+            with torch.no_grad():
+                torch._foreach_copy_(params, iterate)
+        if not improved:
             since_best += 1
             if since_best >= config.patience:
                 break
