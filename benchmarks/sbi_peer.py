@@ -13,9 +13,9 @@ benchmarks/linreg_ju_reference.py (``benchmarks/results/isref_<problem>.npz``):
 
 Method specs take ``:key=value`` overrides of FlowConfig / run_sppe, e.g.
 ``sppe:batch_size=200:replicates_per_step=8``; ``training=fast`` (or ``paper``) starts from SPPE's
-engine preset (``dpposterior.sbi.sppe.TRAINING``), e.g. ``sppe-atomic:training=fast``.  Runs are interleaved (seed-major, methods in
-turn) so machine contention is shared; torch threads are set equal for every system
-(``--threads``).  After each round in ``--report-rounds``: C2ST (2,000 draws each),
+engine preset (``dpposterior.sbi.sppe.TRAINING``), e.g. ``sppe-atomic:training=fast``.  Runs are
+interleaved (seed-major, methods in turn) so machine contention is shared; torch threads are set
+equal for every system (``--threads``).  After each round in ``--report-rounds``: C2ST (2,000 draws each),
 max |mean - exact mean| / exact sd, max |sd / exact sd - 1|, the wall and CPU time of the
 method up to that round (metric computation excluded, 2,000 posterior draws included).
 
@@ -96,7 +96,7 @@ def parse_spec(spec):
 
 def run_dpp(name, opts, model, args, seed, ref, report):
     from dpposterior.sbi.sple import run_sple
-    from dpposterior.sbi.sppe import run_sppe, training_config
+    from dpposterior.sbi.sppe import TRAINING_ATOMS, run_sppe, training_config
     from dpposterior.sbi.flows import FlowConfig
 
     cfg_keys = set(FlowConfig.__dataclass_fields__)
@@ -105,8 +105,6 @@ def run_dpp(name, opts, model, args, seed, ref, report):
     cfg = dataclasses.replace(base, **{k: v for k, v in opts.items() if k in cfg_keys})
     kw = {k: v for k, v in opts.items() if k not in cfg_keys and k != "training"}
     if "training" in opts and name != "sple":
-        from dpposterior.sbi.sppe import TRAINING_ATOMS
-
         kw.setdefault("num_atoms", TRAINING_ATOMS[opts["training"]])  # the engine's default for the preset
     rows = []
     clock = Clock()

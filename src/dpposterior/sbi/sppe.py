@@ -168,7 +168,7 @@ TRAINING = {
 TRAINING_ATOMS = {"paper": 10, "fast": 5}
 
 
-def training_config(training: str = "fast", batch_size: int | None = None, max_epochs: int | None = None) -> FlowConfig:
+def training_config(training: str = DEFAULT_TRAINING, batch_size: int | None = None, max_epochs: int | None = None) -> FlowConfig:
     """The :class:`FlowConfig` of a ``training`` preset; ``batch_size`` / ``max_epochs`` given set every round's."""
     fields = dict(TRAINING[training])
     first = dict(fields.pop("first_round", None) or {})
