@@ -90,7 +90,8 @@ def parse_spec(spec):
     opts = {}
     for item in kv:
         k, v = item.split("=")
-        opts[k] = json.loads(v) if v not in ("cpu", "cuda", "auto", "truncated", "atomic", "fast", "paper") else v
+        opts[k] = json.loads(v) if v not in ("cpu", "cuda", "auto", "truncated", "atomic", "fast", "paper",
+                                                         "importance", "none") else v
     return name, opts
 
 
@@ -107,10 +108,13 @@ def run_dpp(name, opts, model, args, seed, ref, report):
     if "training" in opts and name != "sple":
         kw.setdefault("num_atoms", TRAINING_ATOMS[opts["training"]])  # the engine's default for the preset
     rows = []
+    corrected = opts.get("correction", "none") != "none"
+    if corrected and len(report) > 1:
+        raise SystemExit("correction=importance scores the run's final posterior only: one --report-rounds value")
     clock = Clock()
 
     def callback(r, sample, info):
-        if r in report:
+        if r in report and not corrected:
             theta = sample(DRAWS)
             clock.pause()
             rows.append({"round": r, "simulations": info["simulations"], "wall_s": clock.wall,
@@ -124,8 +128,16 @@ def run_dpp(name, opts, model, args, seed, ref, report):
         kw["proposal"] = "atomic"
     elif name == "sppe":
         kw.setdefault("proposal", "truncated")  # "sppe" in the results files means TSNPE proposals
-    runner(model, args.simulations, max(report), args.rqmc_points, True, DRAWS, seed, config=cfg,
-           round_callback=callback, **kw)
+    res = runner(model, args.simulations, max(report), args.rqmc_points, True, DRAWS, seed, config=cfg,
+                 round_callback=callback, **kw)
+    if corrected:   # the importance posterior exists only at the end of the run
+        clock.pause()
+        info = res.rounds[-1]
+        rows.append({"round": info["round"], "simulations": info["simulations"], "wall_s": clock.wall,
+                     "cpu_s": clock.cpu, **{k: v for k, v in info.items() if k != "round"},
+                     "ess": res.importance.ess, "khat": res.importance.khat, **score(res.theta, ref)})
+        print(f"  {name} {opts} seed {seed} round {info['round']}: " + fmt(rows[-1])
+              + f"  ESS {res.importance.ess:.0f}  k-hat {res.importance.khat:.2f}", flush=True)
     return rows
 
 

@@ -32,7 +32,10 @@ CASES = [
      dict(draws=200, chains=1, simulations=400, particles=200)),
     ("linreg-ju-sppe", "linreg-ju", "sppe", 100, 10.0,
      dict(draws=200, chains=1, simulations=200, rounds=1, rqmc_points=2, max_epochs=3, batch_size=50,
-          num_atoms=5, proposal="atomic", device="cpu")),
+          num_atoms=5, proposal="atomic", device="cpu", training="paper", correction="none")),
+    ("linreg-ju-sppe-importance", "linreg-ju", "sppe", 100, 1.0,
+     dict(draws=200, chains=1, simulations=200, rounds=2, rqmc_points=2, max_epochs=3, batch_size=50,
+          num_atoms=5, proposal="atomic", device="cpu", training="fast", correction="importance")),
     ("loglinear-sple", "loglinear", "sple", 100, 10.0,
      dict(draws=100, chains=1, simulations=200, rounds=1, rqmc_points=2, max_epochs=3, device="cpu")),
 ]

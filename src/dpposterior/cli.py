@@ -121,8 +121,12 @@ def infer_cmd(
     rounds: Optional[int] = typer.Option(None, "--rounds", help="SBI: number of rounds."),
     rqmc_points: Optional[int] = typer.Option(None, "--rqmc-points", help="SBI: RQMC replicates per simulation."),
     device: Optional[str] = typer.Option(None, "--device", help="SBI flows (sppe, sple): cpu, cuda or auto (CUDA when present)."),
-    training: Optional[str] = typer.Option(None, "--training", help="SPPE training preset: paper (default) or fast "
-                                           "(about a third of the CPU; docs/sbi.md)."),
+    training: Optional[str] = typer.Option(None, "--training", help="SPPE training preset: fast (default with the "
+                                           "importance correction) or paper (default with --correction none); "
+                                           "docs/sbi.md."),
+    correction: Optional[str] = typer.Option(None, "--correction", help="SPPE: auto (default: weight all rounds' "
+                                             "simulations with the mechanism's density when PSIS k-hat <= 0.7), "
+                                             "importance (always) or none (the last flow); docs/sbi.md."),
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help=_WORKERS_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
@@ -136,7 +140,7 @@ def infer_cmd(
         return _impl("model_commands", "infer_model_command")(
             model, observed, release, out, analysis=analysis, method=method, draws=draws, warmup=warmup,
             chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points,
-            device=device, training=training)
+            device=device, training=training, correction=correction)
     if release is None:
         raise InputError("release", "give a release file, or --model FILE.py:NAME with --observed")
     from .analysis import load_analysis
@@ -156,10 +160,11 @@ def infer_cmd(
         typer.echo(f"note: this release is NOT (epsilon, delta)-DP: {rel.not_dp}", err=True)
     for key, value in (("method", method), ("draws", draws), ("warmup", warmup), ("chains", chains),
                        ("seed", seed), ("simulations", simulations), ("rounds", rounds),
-                       ("rqmc_points", rqmc_points), ("device", device), ("training", training)):
+                       ("rqmc_points", rqmc_points), ("device", device), ("training", training),
+                       ("correction", correction)):
         if value is not None:
             kwargs[key] = value
-    for key in ("simulations", "rounds", "rqmc_points", "device", "training"):
+    for key in ("simulations", "rounds", "rqmc_points", "device", "training", "correction"):
         if key in kwargs and key not in family.analysis_keys:
             raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
     from .execution import use_workers

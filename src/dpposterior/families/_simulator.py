@@ -12,7 +12,8 @@ from . import Family
 
 #: analysis-file keys of the simulation-based engines (parsed by each engine, dpposterior.sbi.common)
 SBI_OPTIONS = ("simulations", "rounds", "rqmc_points", "rqmc", "particles", "tolerance", "quantile",
-               "max_epochs", "num_atoms", "combined_loss", "proposal", "batch_size", "device", "training")
+               "max_epochs", "num_atoms", "combined_loss", "proposal", "batch_size", "device", "training",
+               "correction")
 
 
 def sbi_analysis_keys() -> frozenset:

@@ -34,6 +34,10 @@ class SBIResult:
     data: dict = field(default_factory=dict)
     sampler: object = None
     log_likelihood: object = None
+    #: SPPE with correction="importance": the :class:`~dpposterior.sbi.importance.ImportanceResult`
+    importance: object = None
+    #: whether ``theta`` is the importance posterior (else the last flow's draws)
+    importance_applied: bool = False
 
 
 def simulate_round(model, theta, m, rqmc, rng):
@@ -48,16 +52,16 @@ def next_round(model, r, simulations, propose, rqmc_points, rqmc, rng_sim, rng_s
     """One round's proposals, privatised replicates and validation mask (SPPE and SPLE alike).
 
     Round 1 proposes from the prior, later rounds with ``propose(n)``.
-    Returns (theta, sdp, validation mask, simulation seconds).
+    Returns (theta, confidential statistics s, sdp, validation mask, simulation seconds).
     """
     theta = model.prior.sample(simulations, rng_sim) if r == 1 else propose(simulations)
     watch.lap()
-    _, sdp = simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
+    s, sdp = simulate_round(model, theta, rqmc_points, rqmc, rng_sim)
     sim_seconds = watch.lap()
     n_val = max(1, int(round(validation_fraction * simulations)))
     val = np.zeros(simulations, bool)
     val[rng_split.choice(simulations, n_val, replace=False)] = True
-    return theta, sdp, val, sim_seconds
+    return theta, s, sdp, val, sim_seconds
 
 
 class RoundLoop:
@@ -83,15 +87,16 @@ class RoundLoop:
         self.with_log_prior = with_log_prior
         self.flow = None
         self.rounds: list[dict] = []
-        self._thetas, self._sdps, self._log_priors, self._is_val = [], [], [], []
+        self._thetas, self._stats, self._sdps, self._log_priors, self._is_val = [], [], [], [], []
         self.theta = self.sdp = self.log_prior = self.validation = None
         self.first_round = 0
 
     def _tensor(self, parts):
         return torch.as_tensor(np.concatenate(parts), dtype=torch.float32, device=self.device)
 
-    def _append(self, theta, sdp, val):
+    def _append(self, theta, s, sdp, val):
         self._thetas.append(theta)
+        self._stats.append(s)
         self._sdps.append(sdp)
         if self.with_log_prior:
             self._log_priors.append(self.model.prior.log_prob(theta))
@@ -110,36 +115,51 @@ class RoundLoop:
         return pick_replicates(self.sdp[idx], k, self.generator)
 
     def data(self) -> dict:
-        return {"theta": np.concatenate(self._thetas), "sdp": np.concatenate(self._sdps)}
+        """All rounds' parameters, confidential statistics s(x) and privatised replicates, and each row's round."""
+        return {"theta": np.concatenate(self._thetas), "statistics": np.concatenate(self._stats),
+                "sdp": np.concatenate(self._sdps),
+                "round": np.repeat(np.arange(1, len(self._thetas) + 1), [len(t) for t in self._thetas])}
 
     def run(self, rounds: int, propose, make_flow, round_loss, *, description: str, quiet: bool,
-            round_callback=None, sample_posterior=None, after_train=None) -> None:
+            round_callback=None, sample_posterior=None, after_train=None, train_last: bool = True) -> None:
         """Run ``rounds`` rounds.
 
         ``propose(n)``: proposals of rounds >= 2; ``make_flow(theta, sdp)``: the flow, built on round 1's
         simulations; ``round_loss(r)``: the mean loss ``batch_loss(idx)`` of rows idx for round r;
         ``after_train(r)``: extra entries of the round's info (called after training);
-        ``round_callback(r, sample_posterior, info)`` after each round.
+        ``round_callback(r, sample_posterior, info)`` after each round.  ``train_last=False``: the last
+        round only simulates (its flow is not refit; :meth:`train_round` can do it later).
         """
-        watch = common.Stopwatch()
+        self._watch = common.Stopwatch()
         with common.round_progress(rounds, description, quiet) as advance:
             for r in range(1, rounds + 1):
-                theta, sdp, val, sim_seconds = next_round(self.model, r, self.simulations, propose,
-                                                          self.rqmc_points, self.rqmc, self.rng_sim,
-                                                          self.rng_split, self.config.validation_fraction, watch)
+                theta, s, sdp, val, sim_seconds = next_round(self.model, r, self.simulations, propose,
+                                                             self.rqmc_points, self.rqmc, self.rng_sim,
+                                                             self.rng_split, self.config.validation_fraction,
+                                                             self._watch)
                 if self.flow is None:
                     self.flow = make_flow(theta, sdp).to(self.device)
-                self._append(theta, sdp, val)
-                self.round_config = self.config.for_round(r)
-                batch_loss = round_loss(r)
-                stats = train(self.flow, batch_loss, len(self.theta), np.flatnonzero(self.validation),
-                              np.flatnonzero(~self.validation), self.round_config, self.generator)
-                extra = after_train(r) if after_train is not None else None
-                train_seconds = watch.lap()
-                info = {"round": r, "simulations": len(self.theta), "epochs": stats["epochs"],
-                        "val_loss": stats["best_val"], "sim_seconds": sim_seconds, "train_seconds": train_seconds}
-                info.update(extra or {})
+                self._append(theta, s, sdp, val)
+                info = {"round": r, "simulations": len(self.theta), "epochs": 0, "val_loss": float("nan"),
+                        "sim_seconds": sim_seconds, "train_seconds": 0.0, "trained": False}
                 self.rounds.append(info)
+                if r < rounds or train_last:
+                    self.train_round(r, round_loss, after_train)
                 if round_callback is not None:
                     round_callback(r, sample_posterior, info)
-                advance(info=f"{len(self.theta)} sims, {stats['epochs']} epochs")
+                advance(info=f"{len(self.theta)} sims, {info['epochs']} epochs")
+
+    def train_round(self, r: int, round_loss, after_train=None) -> dict:
+        """Fit the flow on all of D_r with round r's loss and settings; updates and returns round r's info."""
+        watch = getattr(self, "_watch", None) or common.Stopwatch()
+        watch.lap()
+        self.round_config = self.config.for_round(r)
+        batch_loss = round_loss(r)
+        stats = train(self.flow, batch_loss, len(self.theta), np.flatnonzero(self.validation),
+                      np.flatnonzero(~self.validation), self.round_config, self.generator)
+        extra = after_train(r) if after_train is not None else None
+        info = self.rounds[r - 1]
+        info.update({"epochs": stats["epochs"], "val_loss": stats["best_val"], "train_seconds": watch.lap(),
+                     "trained": True})
+        info.update(extra or {})
+        return info

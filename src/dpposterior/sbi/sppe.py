@@ -23,20 +23,31 @@ the plain l_PPE term on the round-1 simulations, which were drawn from the prior
 atoms, so mass far from every atom is unconstrained and the tails of q can drift
 over rounds; the prior-sample term is meant to pin them (in one run on linreg-ju at
 eps = 1 it did not help: docs/benchmarks.md, "combined_loss").
+
+Posterior.  ``correction="none"`` (the paper; run_sppe's default): draws from the last round's flow.
+``"importance"`` / ``"auto"`` (issue 19; the engine's default is "auto"): the importance sample of all
+rounds' simulations, weighted with the mechanism's density eta(s_dp^o | s_i) over the mixture of the
+rounds' proposal densities (:mod:`dpposterior.sbi.importance`); the flows only propose, so the last
+round is not trained.  "auto" falls back to the flow when the PSIS k-hat exceeds 0.7.
 """
 
 from __future__ import annotations
 
+import copy
+import warnings
+
 import numpy as np
 import torch
 
+from .importance import KHAT_THRESHOLD, importance_posterior
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-exported)
 from .rounds import RoundLoop, SBIResult  # noqa: F401  (SBIResult re-exported)
 from . import common
 
-#: the ``training`` preset of the engine (``dpposterior infer --method sppe``); run_sppe(config=None) is "paper"
-DEFAULT_TRAINING = "paper"
+#: the ``training`` preset of the engine (``dpposterior infer --method sppe``) with its default ``correction``
+#: ("auto"; :data:`TRAINING_FOR_CORRECTION`); run_sppe(config=None) is "paper"
+DEFAULT_TRAINING = "fast"
 
 
 def truncated_prior_sample(model, log_q, n: int, rng: np.random.Generator, threshold: float,
@@ -72,7 +83,7 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
              draws: int = 5000, seed: int = 0, num_atoms: int = 10, config: FlowConfig | None = None,
              quiet: bool = True, round_callback=None, description: str = "SPPE",
              combined_loss: bool = False, proposal: str = "atomic", truncation_quantile: float = 1e-4,
-             device: str = "cpu") -> SBIResult:
+             device: str = "cpu", correction: str = "none") -> SBIResult:
     """Algorithm 1.  ``round_callback(r, sample_fn, info)`` is called after each round.
 
     ``proposal``: "truncated" (TSNPE, Deistler et al. 2022): rounds r >= 2 propose
@@ -82,9 +93,18 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     the plain l_PPE (eq. 6) on all rounds' simulations stays a valid loss; no atoms, no
     drifting tails.  "atomic" (default): the paper's Algorithm 1, proposals from q and the APT loss (eq. 8).
     ``device``: "cpu", "cuda" or "auto"; the flow is trained and sampled there.
+    ``correction``: "none" (the paper: draws from the last round's flow); "importance": the draws
+    are the importance-sampling posterior of all rounds' simulations weighted with the mechanism's
+    density (:mod:`dpposterior.sbi.importance`), so the last round's simulations are not used to
+    refit the flow (``result.flow`` is round R - 1's, None after one round); a RuntimeWarning says
+    when its PSIS k-hat exceeds 0.7 (a large Monte Carlo error); "auto" (the engine's default): the
+    importance posterior when k-hat <= 0.7, else (with a RuntimeWarning) the last round's flow is
+    fitted and its draws returned, exactly as with "none".
     """
     if proposal not in ("truncated", "atomic"):
         raise ValueError(f"proposal must be 'truncated' or 'atomic' (got {proposal!r})")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS} (got {correction!r})")
     config = config or FlowConfig()
     dev = resolve_device(device)
     configure_torch(seed)
@@ -96,25 +116,40 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
 
     loop = RoundLoop(model, simulations, rqmc_points, rqmc, rng_sim, rng_split, config, gen, with_log_prior=True)
     state = {"threshold": None, "acceptance": None}
+    #: log densities of rounds 2..R's proposals (with a correction), frozen when each round proposes
+    proposal_log_densities = []
 
     def sample_posterior(n: int) -> np.ndarray:
         return loop.flow.sample(observed, n).double().cpu().numpy()
 
-    @torch.no_grad()
+    def log_q_of(flow):
+        """theta (n, d) -> log flow(theta | s_dp^o), in chunks."""
+        @torch.no_grad()
+        def log_density(theta: np.ndarray) -> np.ndarray:
+            out = []
+            for start in range(0, len(theta), 65536):
+                t = torch.as_tensor(theta[start:start + 65536], dtype=torch.float32, device=dev)
+                out.append(flow.log_prob(t, observed.expand(len(t), -1)).double().cpu().numpy())
+            return np.concatenate(out) if out else np.empty(0)
+        return log_density
+
     def log_q(theta: np.ndarray) -> np.ndarray:
-        out = []
-        for start in range(0, len(theta), 65536):
-            t = torch.as_tensor(theta[start:start + 65536], dtype=torch.float32, device=dev)
-            out.append(loop.flow.log_prob(t, observed.expand(len(t), -1)).double().cpu().numpy())
-        return np.concatenate(out) if out else np.empty(0)
+        return log_q_of(loop.flow)(theta)
 
     def propose(n: int) -> np.ndarray:
         if proposal == "atomic":
+            if correction != "none":   # the proposal's density, frozen before later rounds refit the flow
+                proposal_log_densities.append(log_q_of(copy.deepcopy(loop.flow).eval()))
             return sample_posterior(n)
         # HPR threshold from q's own draws (sbi's TSNPE: 1e-4 quantile of log q over 10^4 draws)
         ref = sample_posterior(max(10_000, n))
         state["threshold"] = float(np.quantile(log_q(ref), truncation_quantile))
         theta, state["acceptance"] = truncated_prior_sample(model, log_q, n, rng_sim, state["threshold"])
+        if correction != "none":   # the prior restricted to {log q >= threshold}, renormalised
+            inside, threshold = log_q_of(copy.deepcopy(loop.flow).eval()), state["threshold"]
+            log_acceptance = np.log(max(state["acceptance"], 1e-300))
+            proposal_log_densities.append(lambda th: np.where(inside(th) >= threshold, model.prior.log_prob(th)
+                                                              - log_acceptance, -np.inf))
         return theta
 
     def make_flow(theta, sdp):
@@ -148,10 +183,53 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
         return None
 
     loop.run(rounds, propose, make_flow, round_loss, description=description, quiet=quiet,
-             round_callback=round_callback, sample_posterior=sample_posterior, after_train=after_train)
-    draws_theta = sample_posterior(draws)
-    return SBIResult(theta=draws_theta, flow=loop.flow, rounds=loop.rounds, sampler=sample_posterior,
-                     data=loop.data())
+             round_callback=round_callback, sample_posterior=sample_posterior, after_train=after_train,
+             train_last=correction == "none")
+    imp = None
+    if correction != "none":
+        imp = importance_correction(model, loop.data(), proposal_log_densities, draws,
+                                    np.random.default_rng(ss.spawn(1)[0]))
+        if not imp.reliable and correction == "importance":
+            warnings.warn(f"SPPE importance correction: PSIS k-hat {imp.khat:.2f} > {KHAT_THRESHOLD} (effective "
+                          f"sample size {imp.ess:.0f} of {len(loop.theta)} simulations): the posterior has a large "
+                          "Monte Carlo error; more rounds (or simulations per round) reduce it",
+                          RuntimeWarning, stacklevel=2)
+        elif not imp.reliable:   # "auto": the paper's posterior, the flow fitted to every round
+            warnings.warn(f"SPPE importance correction not applied: PSIS k-hat {imp.khat:.2f} > {KHAT_THRESHOLD} "
+                          f"(effective sample size {imp.ess:.0f} of {len(loop.theta)} simulations); the draws are "
+                          "the last round's flow's (correction='importance' keeps the weighted estimate)",
+                          RuntimeWarning, stacklevel=2)
+            loop.train_round(rounds, round_loss, after_train)
+    applied = imp is not None and (imp.reliable or correction == "importance")
+    draws_theta = imp.theta if applied else sample_posterior(draws)
+    trained = any(info["epochs"] > 0 for info in loop.rounds)   # one round with the correction: no flow
+    return SBIResult(theta=draws_theta, flow=loop.flow if trained else None, rounds=loop.rounds,
+                     sampler=sample_posterior if trained else None, data=loop.data(), importance=imp,
+                     importance_applied=applied)
+
+
+#: values of run_sppe's (and the engine's) ``correction`` option
+CORRECTIONS = ("auto", "importance", "none")
+#: the engine's ``correction`` (``dpposterior infer --method sppe --correction``); run_sppe's default is "none"
+DEFAULT_CORRECTION = "auto"
+#: the engine's default ``training`` preset per ``correction``: with the correction the flows only propose
+#: (and "fast" costs a third of "paper"); without it the flow is the posterior (the paper's preset)
+TRAINING_FOR_CORRECTION = {"auto": "fast", "importance": "fast", "none": "paper"}
+
+
+def importance_correction(model, data: dict, proposal_log_densities: list, draws: int, rng):
+    """:func:`~dpposterior.sbi.importance.importance_posterior` of an SPPE run's pooled simulations.
+
+    ``data``: :meth:`RoundLoop.data` (theta, statistics, round); ``proposal_log_densities``: the log
+    densities of rounds 2..R's proposals (round 1's is the prior).
+    """
+    theta, rounds = data["theta"], data["round"]
+    log_prior = model.prior.log_prob(theta)
+    observed = np.asarray(model.observed, float)[None, :]
+    log_likelihood = np.asarray(model.mechanism.logpdf(observed, data["statistics"]), float).sum(axis=-1)
+    log_proposals = np.stack([log_prior] + [g(theta) for g in proposal_log_densities])
+    counts = np.bincount(rounds)[1:]
+    return importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts, draws, rng)
 
 
 #: SPPE's training presets (option ``training``).  "paper": App. E of Xiong, Ju & Zhang as
@@ -190,12 +268,14 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     extra = options.extra
     common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
-                                "combined_loss", "proposal", "batch_size", "device", "training"}, "sppe")
+                                "combined_loss", "proposal", "batch_size", "device", "training", "correction"},
+                       "sppe")
     simulations = common.int_option(extra, "simulations", 1000, minimum=20)
     rounds = common.int_option(extra, "rounds", 10)
     m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
     rqmc = common.bool_option(extra, "rqmc", True)
-    training = common.choice_option(extra, "training", DEFAULT_TRAINING, tuple(TRAINING))
+    correction = common.choice_option(extra, "correction", DEFAULT_CORRECTION, CORRECTIONS)
+    training = common.choice_option(extra, "training", TRAINING_FOR_CORRECTION[correction], tuple(TRAINING))
     num_atoms = common.int_option(extra, "num_atoms", TRAINING_ATOMS[training], minimum=2)
     combined = common.bool_option(extra, "combined_loss", False)
     proposal = common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated"))
@@ -205,9 +285,13 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     config = training_config(training, **given)
     total = options.draws * options.chains
     res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet,
-                   combined_loss=combined, proposal=proposal, device=device)
+                   combined_loss=combined, proposal=proposal, device=device, correction=correction)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "combined_loss": int(combined), "proposal": proposal,
-             "batch_size": config.batch_size, "device": device, "training": training, "num_atoms": num_atoms}
+             "batch_size": config.batch_size, "device": device, "training": training, "num_atoms": num_atoms,
+             "correction": correction}
+    if res.importance is not None:
+        attrs.update(importance_ess=res.importance.ess, importance_khat=res.importance.khat,
+                     importance_applied=int(res.importance_applied))
     return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})

@@ -1,0 +1,235 @@
+"""The importance-sampling correction of SPPE (dpposterior.sbi.importance; issue 19).
+
+Three checks, as for every engine: a closed form (the conjugate Gaussian mean with a Gaussian
+mechanism, and the Gaussian mean with Laplace noise by quadrature), simulation-based calibration
+(Talts et al. 2018) that the noise-ignoring posterior fails, and the engine path (run_sppe and
+``dpposterior infer``).  Tolerances: the self-normalised importance estimate of a mean has standard
+error about sd / sqrt(ESS) (Kish), and n kernel draws add sd / sqrt(n); the tests allow 4.5 of the
+combined standard error (two-sided 1e-5 under normality).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+from dpposterior.diagnostics.sbi_calibration import (conjugate_gaussian_model, gaussian_laplace_model, rank_result,
+                                                     sbc_checks)
+from dpposterior.sbi.flows import FlowConfig
+from dpposterior.sbi.importance import (KHAT_THRESHOLD, effective_sample_size, importance_posterior,
+                                        kernel_resample, mixture_log_weights)
+from dpposterior.sbi.sppe import run_sppe
+
+Z = 4.5
+
+
+def pool(model, theta_obs_rng, n_prior, proposal, n_proposal, rng):
+    """Round 1 from the prior, round 2 from ``proposal`` (a scipy frozen normal): pooled IS inputs."""
+    th1 = model.prior.sample(n_prior, rng)
+    th2 = proposal.rvs(size=(n_proposal, 1), random_state=rng)
+    theta = np.concatenate([th1, th2])
+    s = model.statistics(theta, rng)
+    log_prior = model.prior.log_prob(theta)
+    log_lik = model.mechanism.logpdf(model.observed[None, :], s).sum(axis=1)
+    log_props = np.stack([log_prior, proposal.logpdf(theta[:, 0])])
+    return theta, log_prior, log_lik, log_props, np.array([n_prior, n_proposal])
+
+
+def test_mixture_log_weights_by_hand():
+    lw = mixture_log_weights([0.0, -1.0], [-2.0, -3.0], [[0.0, -1.0], [-4.0, 0.5]], [1, 3])
+    mix0 = np.log(0.25 * np.exp(0.0) + 0.75 * np.exp(-4.0))
+    mix1 = np.log(0.25 * np.exp(-1.0) + 0.75 * np.exp(0.5))
+    assert lw == pytest.approx([-2.0 - mix0, -4.0 - mix1])
+    assert effective_sample_size(np.log([1.0, 1.0, 2.0])) == pytest.approx(16 / 6)
+    with pytest.raises(ValueError, match="2 proposal densities for 3 rounds"):
+        mixture_log_weights([0.0], [0.0], [[0.0], [0.0]], [1, 1, 1])
+
+
+def test_kernel_resample_keeps_the_weighted_mean_and_covariance():
+    rng = np.random.default_rng(0)
+    theta = rng.standard_normal((500, 2)) @ np.array([[1.0, 0.0], [0.6, 0.5]])
+    lw = rng.normal(size=500)
+    w = np.exp(lw - logsumexp(lw))
+    mean, cov = w @ theta, np.cov(theta.T, aweights=w, bias=True)
+    draws = kernel_resample(theta, lw, 200_000, np.random.default_rng(1))
+    se = np.sqrt(np.diag(cov) / len(draws))
+    assert np.all(np.abs(draws.mean(0) - mean) < Z * se)
+    # sample covariance of 2e5 draws: se of a variance ~ var * sqrt(2 / n) (x2 for the heavier-tailed mixture)
+    assert np.allclose(np.cov(draws.T), cov, atol=Z * 2 * np.sqrt(2 / len(draws)) * np.diag(cov).max())
+    # the kernel is not a no-op: the draws are continuous, not the 500 points
+    assert len(np.unique(draws[:, 0])) == len(draws)
+
+
+def test_conjugate_gaussian_closed_form():
+    """theta ~ N(0,1), s ~ N(theta, 0.2^2), s_dp = s + N(0, 0.5^2): exact N(y/(1+v), v/(1+v))."""
+    model = conjugate_gaussian_model()
+    model.observed = np.array([1.3])
+    v = 0.2 ** 2 + 0.5 ** 2
+    exact_mean, exact_sd = 1.3 / (1 + v), np.sqrt(v / (1 + v))
+    rng = np.random.default_rng(3)
+    # a poor second-round proposal (shifted, too wide), as a young flow would be
+    inputs = pool(model, None, 2000, stats.norm(0.3, 1.0), 6000, rng)
+    res = importance_posterior(*inputs, n=20_000, rng=rng)
+    assert res.reliable and res.khat < KHAT_THRESHOLD
+    se = exact_sd * np.sqrt(1 / res.ess + 1 / 20_000)
+    assert abs(res.theta.mean() - exact_mean) < Z * se
+    assert abs(res.theta.std() / exact_sd - 1) < Z * np.sqrt(1 / (2 * res.ess) + 1 / 40_000) * 2
+    # the noise-ignoring posterior N(y/(1+c^2), c^2/(1+c^2)) is far from it
+    assert np.sqrt(0.04 / 1.04) < 0.5 * res.theta.std()
+
+
+def test_gaussian_laplace_against_quadrature():
+    """Laplace noise (scale 1) on s ~ N(theta, 0.5^2): the normal-Laplace likelihood by quadrature."""
+    model = gaussian_laplace_model()
+    model.observed = np.array([2.0])
+    grid = np.linspace(-6, 6, 2401)
+    d = 2.0 - grid
+    loglik = np.logaddexp(-d + stats.norm.logcdf(d / 0.5 - 0.5), d + stats.norm.logcdf(-d / 0.5 - 0.5))
+    p = np.exp(loglik + stats.norm.logpdf(grid) - (loglik + stats.norm.logpdf(grid)).max())
+    p /= p.sum()
+    exact_mean = p @ grid
+    exact_sd = np.sqrt(p @ grid ** 2 - exact_mean ** 2)
+    rng = np.random.default_rng(4)
+    res = importance_posterior(*pool(model, None, 1000, stats.norm(1.0, 1.2), 4000, rng), n=20_000, rng=rng)
+    se = exact_sd * np.sqrt(1 / res.ess + 1 / 20_000)
+    assert abs(res.theta.mean() - exact_mean) < Z * se, (res.theta.mean(), exact_mean, se)
+
+
+def test_sbc_importance_passes_naive_fails():
+    """SBC over L = 400 datasets of the conjugate Gaussian model; per dataset 300 prior simulations and
+    600 from a data-dependent proposal N(0.6 y, 0.7^2) (a rough first-round flow).  The ranks must be
+    uniform (sbc_checks, family-wise false-alarm rate 1e-3); those of the noise-ignoring posterior
+    (exact for the model without noise) must not be."""
+    model = conjugate_gaussian_model()
+    L, S = 400, 200
+    rng = np.random.default_rng(11)
+    truth = model.prior.sample(L, rng)
+    releases = model.privatize(model.statistics(truth, rng), rng)
+    draws, naive = np.empty((L, S, 1)), np.empty((L, S, 1))
+    c2 = 0.2 ** 2
+    for i in range(L):
+        model.observed = releases[i]
+        y = float(releases[i, 0])
+        res = importance_posterior(*pool(model, None, 300, stats.norm(0.6 * y, 0.7), 600, rng), n=S, rng=rng)
+        draws[i] = res.theta
+        naive[i, :, 0] = rng.normal(y / (1 + c2), np.sqrt(c2 / (1 + c2)), size=S)
+    checks = sbc_checks(rank_result("sppe-importance", truth, draws, ["mu"], rng), 1e-3)
+    assert all(checks.values()), checks
+    naive_checks = sbc_checks(rank_result("naive", truth, naive, ["mu"], rng), 1e-3)
+    assert not any(naive_checks.values()), naive_checks
+
+
+def test_no_finite_weight_is_refused():
+    with pytest.raises(ValueError, match="no simulation has a finite importance weight"):
+        importance_posterior(np.zeros((3, 1)), np.zeros(3), np.full(3, -np.inf), np.zeros((1, 3)), [3], 10,
+                             np.random.default_rng(0))
+
+
+# --------------------------------------------------------------------------- the engine
+
+SMALL = FlowConfig(transforms=2, hidden=(32, 32), max_epochs=30, patience=5)
+
+
+@pytest.mark.parametrize("proposal", ["atomic", "truncated"])
+def test_run_sppe_importance_matches_quadrature(proposal):
+    model = gaussian_laplace_model()
+    model.observed = np.array([2.0])
+    grid = np.linspace(-6, 6, 2401)
+    d = 2.0 - grid
+    logp = np.logaddexp(-d + stats.norm.logcdf(d / 0.5 - 0.5), d + stats.norm.logcdf(-d / 0.5 - 0.5)) \
+        + stats.norm.logpdf(grid)
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    exact_mean = p @ grid
+    exact_sd = np.sqrt(p @ grid ** 2 - exact_mean ** 2)
+    res = run_sppe(model, simulations=400, rounds=3, rqmc_points=4, draws=4000, seed=1, num_atoms=5,
+                   config=SMALL, correction="importance", proposal=proposal)
+    imp = res.importance
+    assert imp is not None and imp.reliable
+    assert imp.log_weights.shape == (1200,)
+    # the last round only simulates: no training, and its simulations are in the pool
+    assert res.rounds[-1]["epochs"] == 0 and res.rounds[-2]["epochs"] > 0
+    assert res.data["round"].tolist() == [1] * 400 + [2] * 400 + [3] * 400
+    se = exact_sd * np.sqrt(1 / imp.ess + 1 / 4000)
+    assert abs(res.theta.mean() - exact_mean) < Z * se, (res.theta.mean(), exact_mean, se)
+    # same seed, same draws
+    again = run_sppe(model, simulations=400, rounds=3, rqmc_points=4, draws=4000, seed=1, num_atoms=5,
+                     config=SMALL, correction="importance", proposal=proposal)
+    np.testing.assert_array_equal(res.theta, again.theta)
+
+
+def test_run_sppe_importance_warns_on_a_large_khat():
+    # one round of 40 prior simulations with a release far in the tail: a handful of weights dominate
+    model = gaussian_laplace_model(conf_sd=0.05, laplace_scale=0.05)
+    model.observed = np.array([2.5])
+    with pytest.warns(RuntimeWarning, match="k-hat .* > 0.7"):
+        res = run_sppe(model, simulations=40, rounds=1, rqmc_points=2, draws=100, seed=0, config=SMALL,
+                       correction="importance")
+    assert not res.importance.reliable
+
+
+def test_auto_falls_back_to_the_flow_exactly_as_none():
+    """correction="auto" with k-hat > 0.7: a RuntimeWarning, the last round's flow is fitted and its draws are
+    bit-identical to correction="none" (the weighting draws from its own stream)."""
+    model = gaussian_laplace_model(conf_sd=0.05, laplace_scale=0.05)
+    model.observed = np.array([2.5])
+    kw = dict(simulations=40, rounds=2, rqmc_points=2, draws=100, seed=0, num_atoms=3, config=SMALL)
+    with pytest.warns(RuntimeWarning, match="correction not applied"):
+        auto = run_sppe(model, correction="auto", **kw)
+    none = run_sppe(model, correction="none", **kw)
+    assert not auto.importance_applied and none.importance is None
+    np.testing.assert_array_equal(auto.theta, none.theta)
+    assert auto.rounds[-1]["epochs"] == none.rounds[-1]["epochs"] > 0
+
+
+def test_engine_defaults_auto_with_the_fast_preset():
+    from types import SimpleNamespace
+
+    from dpposterior.sbi.sppe import sppe_on_model
+
+    def options(**extra):
+        return SimpleNamespace(draws=50, chains=1, seed=3, quiet=True,
+                               extra=dict(simulations=300, rounds=2, max_epochs=2, rqmc_points=2, **extra))
+
+    model = gaussian_laplace_model()
+    model.observed = np.array([1.0])
+    post = sppe_on_model("toy", model, options())
+    assert post.attrs["correction"] == "auto" and post.attrs["training"] == "fast"
+    assert post.attrs["importance_applied"] == 1 and post.attrs["importance_khat"] <= KHAT_THRESHOLD
+    assert post.extras["flow"] is not None   # round 1's flow (the proposal of round 2)
+    plain = sppe_on_model("toy", model, options(correction="none"))
+    assert plain.attrs["training"] == "paper" and "importance_ess" not in plain.attrs
+
+
+def test_run_sppe_rejects_an_unknown_correction():
+    with pytest.raises(ValueError, match="correction must be one of"):
+        run_sppe(gaussian_laplace_model(), simulations=20, rounds=1, correction="psis")
+
+
+def test_engine_option_and_attrs(tmp_path):
+    from dpposterior import infer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        post = infer("examples/releases/linreg-ju-eps1.json", method="sppe", simulations=200, rounds=2,
+                     rqmc_points=2, max_epochs=3, draws=300, chains=1, seed=0, correction="importance",
+                     training="fast", quiet=True)
+    attrs = post.attrs
+    assert attrs["correction"] == "importance"
+    assert 1 <= attrs["importance_ess"] <= 400 and np.isfinite(attrs["importance_khat"])
+
+
+def test_cli_correction_bad_value_exits_2(tmp_path, capsys):
+    from dpposterior.cli import main
+
+    path = "examples/releases/linreg-ju-eps1.json"
+    for argv, message in ((["--method", "sppe", "--correction", "bogus"], "correction: must be one of auto, importance, none"),
+                          (["--method", "sple", "--correction", "importance"],
+                           "correction: not an option of method 'sple'")):
+        code = main(["infer", path, *argv, "--out", str(tmp_path / "p.nc"), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 0, err
