@@ -21,7 +21,7 @@ from dpposterior.diagnostics.sbi_calibration import (conjugate_gaussian_model, g
                                                      sbc_checks)
 from dpposterior.sbi.flows import FlowConfig
 from dpposterior.sbi.importance import (KHAT_THRESHOLD, effective_sample_size, importance_posterior,
-                                        kernel_resample, mixture_log_weights)
+                                        kernel_resample, khat_threshold, mixture_log_weights)
 from dpposterior.sbi.sppe import run_sppe
 
 Z = 4.5
@@ -123,6 +123,13 @@ def test_sbc_importance_passes_naive_fails():
     assert not any(naive_checks.values()), naive_checks
 
 
+def test_khat_threshold_depends_on_the_sample_size():
+    # Vehtari et al. (2024): min(1 - 1/log10 S, 0.7)
+    assert khat_threshold(100) == pytest.approx(0.5)
+    assert khat_threshold(1000) == pytest.approx(2 / 3)
+    assert khat_threshold(2200) == khat_threshold(10**6) == KHAT_THRESHOLD
+
+
 def test_no_finite_weight_is_refused():
     with pytest.raises(ValueError, match="no simulation has a finite importance weight"):
         importance_posterior(np.zeros((3, 1)), np.zeros(3), np.full(3, -np.inf), np.zeros((1, 3)), [3], 10,
@@ -166,7 +173,7 @@ def test_run_sppe_importance_warns_on_a_large_khat():
     # one round of 40 prior simulations with a release far in the tail: a handful of weights dominate
     model = gaussian_laplace_model(conf_sd=0.05, laplace_scale=0.05)
     model.observed = np.array([2.5])
-    with pytest.warns(RuntimeWarning, match="k-hat .* > 0.7"):
+    with pytest.warns(RuntimeWarning, match=r"k-hat \S+ > 0\.\d\d \(effective sample size"):
         res = run_sppe(model, simulations=40, rounds=1, rqmc_points=2, draws=100, seed=0, config=SMALL,
                        correction="importance")
     assert not res.importance.reliable
@@ -199,7 +206,8 @@ def test_engine_defaults_auto_with_the_fast_preset():
     model.observed = np.array([1.0])
     post = sppe_on_model("toy", model, options())
     assert post.attrs["correction"] == "auto" and post.attrs["training"] == "fast"
-    assert post.attrs["importance_applied"] == 1 and post.attrs["importance_khat"] <= KHAT_THRESHOLD
+    assert post.attrs["importance_applied"] == 1
+    assert post.attrs["importance_khat"] <= post.attrs["importance_khat_threshold"] == khat_threshold(600)
     assert post.extras["flow"] is not None   # round 1's flow (the proposal of round 2)
     plain = sppe_on_model("toy", model, options(correction="none"))
     assert plain.attrs["training"] == "paper" and "importance_ess" not in plain.attrs

@@ -132,14 +132,14 @@ def smc_abc_warnings(post) -> list[str]:
 def flow_warnings(post) -> list[str]:
     """SPPE / SPLE: a round whose flow did not train (no finite validation loss, or stopped in its
     first epochs) leaves a posterior that is the untrained flow's, not the data's.  SPPE's importance
-    correction: a PSIS k-hat above 0.7 (the weighted estimate has a large Monte Carlo error)."""
+    correction: a PSIS k-hat above its threshold (the weighted estimate has a large Monte Carlo error)."""
     rounds = post.extras.get("rounds") if isinstance(post.extras, dict) else None
     if post.method not in ("sppe", "sple", "naive") or not isinstance(rounds, list):
         return []
     out = []
-    khat = post.attrs.get("importance_khat")
-    if post.attrs.get("importance_applied") and khat is not None and float(khat) > 0.7:
-        out.append(f"importance correction: PSIS k-hat {float(khat):.2f} > 0.7 (effective sample size "
+    khat, limit = post.attrs.get("importance_khat"), float(post.attrs.get("importance_khat_threshold", 0.7))
+    if post.attrs.get("importance_applied") and khat is not None and float(khat) > limit:
+        out.append(f"importance correction: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective sample size "
                    f"{float(post.attrs.get('importance_ess', float('nan'))):.0f}): the weighted posterior has a large "
                    "Monte Carlo error -- raise --rounds or --simulations")
     for info in rounds:

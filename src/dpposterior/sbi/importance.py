@@ -16,7 +16,7 @@ simulations of all rounds are an importance sample for the posterior with the de
 The random likelihood factor keeps the self-normalised estimate consistent (it is the pseudo-marginal
 idea of Andrieu & Roberts 2009 applied to importance sampling).  The weights are Pareto-smoothed
 (PSIS, Vehtari et al. 2024, ``arviz.psislw``), whose k-hat says whether the estimate can be trusted
-(k-hat > 0.7: no), and the weighted sample is turned into draws by resampling and a kernel that keeps
+(not above min(1 - 1/log10 S, 0.7) for S weighted draws: their Sec. 3.2.4), and the weighted sample is turned into draws by resampling and a kernel that keeps
 the weighted mean and covariance (Liu & West 2001): theta* = a theta_j + (1 - a) mean + h L z, with
 a = sqrt(1 - h^2), L L' the weighted covariance and h Silverman's bandwidth at the effective sample size.
 """
@@ -29,8 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-#: PSIS k-hat above which an importance estimate is unreliable (Vehtari et al. 2024, Sec. 3.2.4)
+#: PSIS k-hat above which an importance estimate is unreliable, for large samples (Vehtari et al. 2024, Sec. 3.2.4)
 KHAT_THRESHOLD = 0.7
+
+
+def khat_threshold(draws: int) -> float:
+    """Vehtari et al.'s sample-size-dependent threshold min(1 - 1/log10 S, 0.7) (0.7 from S = 2,154 on;
+    fewer draws estimate the tail, and so k-hat, less well)."""
+    return float(min(1.0 - 1.0 / np.log10(max(draws, 11)), KHAT_THRESHOLD))
 
 
 def mixture_log_weights(log_prior, log_likelihood, log_proposals, counts) -> np.ndarray:
@@ -91,16 +97,18 @@ def kernel_resample(theta, log_weights, n: int, rng: np.random.Generator) -> np.
 @dataclass
 class ImportanceResult:
     """The corrected posterior: ``theta`` (draws), the PSIS-smoothed normalised ``log_weights`` of the
-    pooled simulations, ``ess`` (Kish, of the smoothed weights) and ``khat``."""
+    pooled simulations, ``ess`` (Kish, of the smoothed weights), ``khat`` and the ``khat_threshold`` of
+    this many weighted simulations."""
 
     theta: np.ndarray
     log_weights: np.ndarray
     ess: float
     khat: float
+    khat_threshold: float = KHAT_THRESHOLD
 
     @property
     def reliable(self) -> bool:
-        return self.khat <= KHAT_THRESHOLD
+        return self.khat <= self.khat_threshold
 
 
 def importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts, n: int,
@@ -114,4 +122,5 @@ def importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts
     smoothed = np.full(lw.shape, -np.inf)
     smoothed[finite], khat = pareto_smooth(lw[finite])
     draws = kernel_resample(theta[finite], smoothed[finite], n, rng)
-    return ImportanceResult(draws, smoothed, effective_sample_size(smoothed[finite]), khat)
+    return ImportanceResult(draws, smoothed, effective_sample_size(smoothed[finite]), khat,
+                            khat_threshold(int(finite.sum())))

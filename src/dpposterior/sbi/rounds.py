@@ -34,7 +34,7 @@ class SBIResult:
     data: dict = field(default_factory=dict)
     sampler: object = None
     log_likelihood: object = None
-    #: SPPE with correction="importance": the :class:`~dpposterior.sbi.importance.ImportanceResult`
+    #: SPPE with correction="importance" or "auto": the :class:`~dpposterior.sbi.importance.ImportanceResult`
     importance: object = None
     #: whether ``theta`` is the importance posterior (else the last flow's draws)
     importance_applied: bool = False
@@ -90,6 +90,7 @@ class RoundLoop:
         self._thetas, self._stats, self._sdps, self._log_priors, self._is_val = [], [], [], [], []
         self.theta = self.sdp = self.log_prior = self.validation = None
         self.first_round = 0
+        self._watch = None
 
     def _tensor(self, parts):
         return torch.as_tensor(np.concatenate(parts), dtype=torch.float32, device=self.device)
@@ -151,7 +152,7 @@ class RoundLoop:
 
     def train_round(self, r: int, round_loss, after_train=None) -> dict:
         """Fit the flow on all of D_r with round r's loss and settings; updates and returns round r's info."""
-        watch = getattr(self, "_watch", None) or common.Stopwatch()
+        watch = self._watch or common.Stopwatch()
         watch.lap()
         self.round_config = self.config.for_round(r)
         batch_loss = round_loss(r)

@@ -28,7 +28,7 @@ Posterior.  ``correction="none"`` (the paper; run_sppe's default): draws from th
 ``"importance"`` / ``"auto"`` (issue 19; the engine's default is "auto"): the importance sample of all
 rounds' simulations, weighted with the mechanism's density eta(s_dp^o | s_i) over the mixture of the
 rounds' proposal densities (:mod:`dpposterior.sbi.importance`); the flows only propose, so the last
-round is not trained.  "auto" falls back to the flow when the PSIS k-hat exceeds 0.7.
+round is not trained.  "auto" falls back to the flow when the PSIS k-hat exceeds min(1 - 1/log10 S, 0.7).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 import torch
 
-from .importance import KHAT_THRESHOLD, importance_posterior
+from .importance import importance_posterior
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-exported)
 from .rounds import RoundLoop, SBIResult  # noqa: F401  (SBIResult re-exported)
@@ -97,8 +97,8 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     are the importance-sampling posterior of all rounds' simulations weighted with the mechanism's
     density (:mod:`dpposterior.sbi.importance`), so the last round's simulations are not used to
     refit the flow (``result.flow`` is round R - 1's, None after one round); a RuntimeWarning says
-    when its PSIS k-hat exceeds 0.7 (a large Monte Carlo error); "auto" (the engine's default): the
-    importance posterior when k-hat <= 0.7, else (with a RuntimeWarning) the last round's flow is
+    when its PSIS k-hat exceeds min(1 - 1/log10 S, 0.7) for S simulations (a large Monte Carlo error);
+    "auto" (the engine's default): the importance posterior when k-hat is below that, else (with a RuntimeWarning) the last round's flow is
     fitted and its draws returned, exactly as with "none".
     """
     if proposal not in ("truncated", "atomic"):
@@ -190,12 +190,12 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
         imp = importance_correction(model, loop.data(), proposal_log_densities, draws,
                                     np.random.default_rng(ss.spawn(1)[0]))
         if not imp.reliable and correction == "importance":
-            warnings.warn(f"SPPE importance correction: PSIS k-hat {imp.khat:.2f} > {KHAT_THRESHOLD} (effective "
+            warnings.warn(f"SPPE importance correction: PSIS k-hat {imp.khat:.2f} > {imp.khat_threshold:.2f} (effective "
                           f"sample size {imp.ess:.0f} of {len(loop.theta)} simulations): the posterior has a large "
                           "Monte Carlo error; more rounds (or simulations per round) reduce it",
                           RuntimeWarning, stacklevel=2)
         elif not imp.reliable:   # "auto": the paper's posterior, the flow fitted to every round
-            warnings.warn(f"SPPE importance correction not applied: PSIS k-hat {imp.khat:.2f} > {KHAT_THRESHOLD} "
+            warnings.warn(f"SPPE importance correction not applied: PSIS k-hat {imp.khat:.2f} > {imp.khat_threshold:.2f} "
                           f"(effective sample size {imp.ess:.0f} of {len(loop.theta)} simulations); the draws are "
                           "the last round's flow's (correction='importance' keeps the weighted estimate)",
                           RuntimeWarning, stacklevel=2)
@@ -292,6 +292,7 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
              "correction": correction}
     if res.importance is not None:
         attrs.update(importance_ess=res.importance.ess, importance_khat=res.importance.khat,
+                     importance_khat_threshold=res.importance.khat_threshold,
                      importance_applied=int(res.importance_applied))
     return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})
