@@ -209,6 +209,13 @@ def test_engine_defaults_auto_with_the_fast_preset():
     assert post.attrs["importance_applied"] == 1
     assert post.attrs["importance_khat"] <= post.attrs["importance_khat_threshold"] == khat_threshold(600)
     assert post.extras["flow"] is not None   # round 1's flow (the proposal of round 2)
+    from dpposterior.checks import flow_warnings
+
+    assert not [w for w in flow_warnings(post) if "importance" in w]
+    post.attrs.update(importance_applied=0)   # as after a fallback of "auto"
+    assert any(w.startswith("importance correction not applied") for w in flow_warnings(post))
+    post.attrs.update(importance_applied=1, importance_khat=0.9)
+    assert any("large Monte Carlo error" in w for w in flow_warnings(post))
     plain = sppe_on_model("toy", model, options(correction="none"))
     assert plain.attrs["training"] == "paper" and "importance_ess" not in plain.attrs
 

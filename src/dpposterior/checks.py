@@ -138,10 +138,14 @@ def flow_warnings(post) -> list[str]:
         return []
     out = []
     khat, limit = post.attrs.get("importance_khat"), float(post.attrs.get("importance_khat_threshold", 0.7))
+    ess = float(post.attrs.get("importance_ess", float("nan")))
     if post.attrs.get("importance_applied") and khat is not None and float(khat) > limit:
         out.append(f"importance correction: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective sample size "
-                   f"{float(post.attrs.get('importance_ess', float('nan'))):.0f}): the weighted posterior has a large "
-                   "Monte Carlo error -- raise --rounds or --simulations")
+                   f"{ess:.0f}): the weighted posterior has a large Monte Carlo error -- raise --rounds or --simulations")
+    elif khat is not None and not post.attrs.get("importance_applied"):
+        out.append(f"importance correction not applied: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective "
+                   f"sample size {ess:.0f}), so these are the last round's flow's draws (the paper's SPPE) -- more "
+                   "--rounds or --simulations let the weighted simulations determine the posterior")
     for info in rounds:
         if not isinstance(info, dict) or info.get("trained") is False:   # by design: the last round of
             continue                                                   # the importance correction
