@@ -13,7 +13,9 @@ benchmarks/linreg_ju_reference.py (``benchmarks/results/isref_<problem>.npz``):
 
 Method specs take ``:key=value`` overrides of FlowConfig / run_sppe, e.g.
 ``sppe:batch_size=200:replicates_per_step=8``; ``training=fast`` (or ``paper``) starts from SPPE's
-engine preset (``dpposterior.sbi.sppe.TRAINING``), e.g. ``sppe-atomic:training=fast``.  Runs are
+engine preset (``dpposterior.sbi.sppe.TRAINING``), e.g. ``sppe-atomic:training=fast``;
+``correction=importance`` (or ``auto``) scores SPPE's importance-corrected posterior, which exists only at
+the end of a run (one ``--report-rounds`` value; the row adds its ESS and PSIS k-hat).  Runs are
 interleaved (seed-major, methods in turn) so machine contention is shared; torch threads are set
 equal for every system (``--threads``).  After each round in ``--report-rounds``: C2ST (2,000 draws each),
 max |mean - exact mean| / exact sd, max |sd / exact sd - 1|, the wall and CPU time of the
