@@ -99,27 +99,37 @@ def test_gaussian_laplace_against_quadrature():
     assert abs(res.theta.mean() - exact_mean) < Z * se, (res.theta.mean(), exact_mean, se)
 
 
+def sbc_study(model, datasets: int, draws: int, seed: int, conf_sd: float, posterior):
+    """SBC ranks of ``posterior(i, y, rng) -> (draws, 1)`` and of the noise-ignoring posterior
+    N(y / (1 + c^2), c^2 / (1 + c^2)) (c = conf_sd, exact for the model without noise) on the same
+    releases; returns their sbc_checks (family-wise false-alarm rate 1e-3)."""
+    rng = np.random.default_rng(seed)
+    truth = model.prior.sample(datasets, rng)
+    releases = model.privatize(model.statistics(truth, rng), rng)
+    ours, naive = np.empty((datasets, draws, 1)), np.empty((datasets, draws, 1))
+    c2 = conf_sd ** 2
+    for i in range(datasets):
+        model.observed = releases[i]
+        y = float(releases[i, 0])
+        ours[i] = posterior(i, y, rng)
+        naive[i, :, 0] = rng.normal(y / (1 + c2), np.sqrt(c2 / (1 + c2)), size=draws)
+    return (sbc_checks(rank_result("sppe-importance", truth, ours, ["mu"], rng), 1e-3),
+            sbc_checks(rank_result("naive", truth, naive, ["mu"], rng), 1e-3))
+
+
 def test_sbc_importance_passes_naive_fails():
     """SBC over L = 400 datasets of the conjugate Gaussian model; per dataset 300 prior simulations and
     600 from a data-dependent proposal N(0.6 y, 0.7^2) (a rough first-round flow).  The ranks must be
     uniform (sbc_checks, family-wise false-alarm rate 1e-3); those of the noise-ignoring posterior
     (exact for the model without noise) must not be."""
     model = conjugate_gaussian_model()
-    L, S = 400, 200
-    rng = np.random.default_rng(11)
-    truth = model.prior.sample(L, rng)
-    releases = model.privatize(model.statistics(truth, rng), rng)
-    draws, naive = np.empty((L, S, 1)), np.empty((L, S, 1))
-    c2 = 0.2 ** 2
-    for i in range(L):
-        model.observed = releases[i]
-        y = float(releases[i, 0])
-        res = importance_posterior(*pool(model, None, 300, stats.norm(0.6 * y, 0.7), 600, rng), n=S, rng=rng)
-        draws[i] = res.theta
-        naive[i, :, 0] = rng.normal(y / (1 + c2), np.sqrt(c2 / (1 + c2)), size=S)
-    checks = sbc_checks(rank_result("sppe-importance", truth, draws, ["mu"], rng), 1e-3)
+
+    def weighted(i, y, rng):
+        return importance_posterior(*pool(model, None, 300, stats.norm(0.6 * y, 0.7), 600, rng), n=200,
+                                    rng=rng).theta
+
+    checks, naive_checks = sbc_study(model, 400, 200, 11, 0.2, weighted)
     assert all(checks.values()), checks
-    naive_checks = sbc_checks(rank_result("naive", truth, naive, ["mu"], rng), 1e-3)
     assert not any(naive_checks.values()), naive_checks
 
 
@@ -256,21 +266,13 @@ def test_sbc_of_the_whole_engine_with_the_correction():
     Gaussian-Laplace toy: L = 150 datasets, 2 rounds x 300 simulations each.  Ranks uniform (sbc_checks,
     family-wise false-alarm rate 1e-3); the noise-ignoring exact posterior on the same releases fails."""
     model = gaussian_laplace_model()
-    L, S = 150, 200
-    rng = np.random.default_rng(21)
-    truth = model.prior.sample(L, rng)
-    releases = model.privatize(model.statistics(truth, rng), rng)
-    draws, naive = np.empty((L, S, 1)), np.empty((L, S, 1))
-    c2 = 0.5 ** 2
+
+    def engine(i, y, rng):
+        return run_sppe(model, simulations=300, rounds=2, rqmc_points=4, draws=200, seed=100 + i, num_atoms=5,
+                        config=SMALL, correction="importance").theta
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        for i in range(L):
-            model.observed = releases[i]
-            res = run_sppe(model, simulations=300, rounds=2, rqmc_points=4, draws=S, seed=100 + i, num_atoms=5,
-                           config=SMALL, correction="importance")
-            draws[i] = res.theta
-            y = float(releases[i, 0])
-            naive[i, :, 0] = rng.normal(y / (1 + c2), np.sqrt(c2 / (1 + c2)), size=S)
-    checks = sbc_checks(rank_result("sppe-importance", truth, draws, ["mu"], rng), 1e-3)
+        checks, naive_checks = sbc_study(model, 150, 200, 21, 0.5, engine)
     assert all(checks.values()), checks
-    assert not any(sbc_checks(rank_result("naive", truth, naive, ["mu"], rng), 1e-3).values())
+    assert not any(naive_checks.values()), naive_checks
