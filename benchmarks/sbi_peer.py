@@ -115,15 +115,18 @@ def run_dpp(name, opts, model, args, seed, ref, report):
         raise SystemExit("correction=importance scores the run's final posterior only: one --report-rounds value")
     clock = Clock()
 
+    def add_row(info, theta, **extra):
+        clock.pause()
+        rows.append({"round": info["round"], "simulations": info["simulations"], "wall_s": clock.wall,
+                     "cpu_s": clock.cpu, **{k: v for k, v in info.items() if k != "round"}, **extra,
+                     **score(theta, ref)})
+        tail = f"  ESS {extra['ess']:.0f}  k-hat {extra['khat']:.2f}" if extra else ""
+        print(f"  {name} {opts} seed {seed} round {info['round']}: " + fmt(rows[-1]) + tail, flush=True)
+        clock.resume()
+
     def callback(r, sample, info):
         if r in report and not corrected:
-            theta = sample(DRAWS)
-            clock.pause()
-            rows.append({"round": r, "simulations": info["simulations"], "wall_s": clock.wall,
-                         "cpu_s": clock.cpu, **{k: v for k, v in info.items() if k not in ("round",)},
-                         **score(theta, ref)})
-            print(f"  {name} {opts} seed {seed} round {r}: " + fmt(rows[-1]), flush=True)
-            clock.resume()
+            add_row(info, sample(DRAWS))
 
     runner = run_sppe if name in ("sppe", "sppe-atomic") else run_sple
     if name == "sppe-atomic":
@@ -133,13 +136,7 @@ def run_dpp(name, opts, model, args, seed, ref, report):
     res = runner(model, args.simulations, max(report), args.rqmc_points, True, DRAWS, seed, config=cfg,
                  round_callback=callback, **kw)
     if corrected:   # the importance posterior exists only at the end of the run
-        clock.pause()
-        info = res.rounds[-1]
-        rows.append({"round": info["round"], "simulations": info["simulations"], "wall_s": clock.wall,
-                     "cpu_s": clock.cpu, **{k: v for k, v in info.items() if k != "round"},
-                     "ess": res.importance.ess, "khat": res.importance.khat, **score(res.theta, ref)})
-        print(f"  {name} {opts} seed {seed} round {info['round']}: " + fmt(rows[-1])
-              + f"  ESS {res.importance.ess:.0f}  k-hat {res.importance.khat:.2f}", flush=True)
+        add_row(res.rounds[-1], res.theta, ess=res.importance.ess, khat=res.importance.khat)
     return rows
 
 

@@ -17,8 +17,8 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from dpposterior.diagnostics.sbi_calibration import (conjugate_gaussian_model, gaussian_laplace_model, rank_result,
-                                                     sbc_checks)
+from dpposterior.diagnostics.sbi_calibration import (conjugate_gaussian_model, gaussian_laplace_model,
+                                                     gaussian_laplace_posterior_moments, rank_result, sbc_checks)
 from dpposterior.sbi.flows import FlowConfig
 from dpposterior.sbi.importance import (KHAT_THRESHOLD, effective_sample_size, importance_posterior,
                                         kernel_resample, khat_threshold, mixture_log_weights)
@@ -27,7 +27,7 @@ from dpposterior.sbi.sppe import run_sppe
 Z = 4.5
 
 
-def pool(model, theta_obs_rng, n_prior, proposal, n_proposal, rng):
+def pool(model, n_prior, proposal, n_proposal, rng):
     """Round 1 from the prior, round 2 from ``proposal`` (a scipy frozen normal): pooled IS inputs."""
     th1 = model.prior.sample(n_prior, rng)
     th2 = proposal.rvs(size=(n_proposal, 1), random_state=rng)
@@ -72,7 +72,7 @@ def test_conjugate_gaussian_closed_form():
     exact_mean, exact_sd = 1.3 / (1 + v), np.sqrt(v / (1 + v))
     rng = np.random.default_rng(3)
     # a poor second-round proposal (shifted, too wide), as a young flow would be
-    inputs = pool(model, None, 2000, stats.norm(0.3, 1.0), 6000, rng)
+    inputs = pool(model, 2000, stats.norm(0.3, 1.0), 6000, rng)
     res = importance_posterior(*inputs, n=20_000, rng=rng)
     assert res.reliable and res.khat < KHAT_THRESHOLD
     se = exact_sd * np.sqrt(1 / res.ess + 1 / 20_000)
@@ -86,15 +86,9 @@ def test_gaussian_laplace_against_quadrature():
     """Laplace noise (scale 1) on s ~ N(theta, 0.5^2): the normal-Laplace likelihood by quadrature."""
     model = gaussian_laplace_model()
     model.observed = np.array([2.0])
-    grid = np.linspace(-6, 6, 2401)
-    d = 2.0 - grid
-    loglik = np.logaddexp(-d + stats.norm.logcdf(d / 0.5 - 0.5), d + stats.norm.logcdf(-d / 0.5 - 0.5))
-    p = np.exp(loglik + stats.norm.logpdf(grid) - (loglik + stats.norm.logpdf(grid)).max())
-    p /= p.sum()
-    exact_mean = p @ grid
-    exact_sd = np.sqrt(p @ grid ** 2 - exact_mean ** 2)
+    (exact_mean,), (exact_sd,) = gaussian_laplace_posterior_moments([2.0])
     rng = np.random.default_rng(4)
-    res = importance_posterior(*pool(model, None, 1000, stats.norm(1.0, 1.2), 4000, rng), n=20_000, rng=rng)
+    res = importance_posterior(*pool(model, 1000, stats.norm(1.0, 1.2), 4000, rng), n=20_000, rng=rng)
     se = exact_sd * np.sqrt(1 / res.ess + 1 / 20_000)
     assert abs(res.theta.mean() - exact_mean) < Z * se, (res.theta.mean(), exact_mean, se)
 
@@ -125,7 +119,7 @@ def test_sbc_importance_passes_naive_fails():
     model = conjugate_gaussian_model()
 
     def weighted(i, y, rng):
-        return importance_posterior(*pool(model, None, 300, stats.norm(0.6 * y, 0.7), 600, rng), n=200,
+        return importance_posterior(*pool(model, 300, stats.norm(0.6 * y, 0.7), 600, rng), n=200,
                                     rng=rng).theta
 
     checks, naive_checks = sbc_study(model, 400, 200, 11, 0.2, weighted)
@@ -155,14 +149,7 @@ SMALL = FlowConfig(transforms=2, hidden=(32, 32), max_epochs=30, patience=5)
 def test_run_sppe_importance_matches_quadrature(proposal):
     model = gaussian_laplace_model()
     model.observed = np.array([2.0])
-    grid = np.linspace(-6, 6, 2401)
-    d = 2.0 - grid
-    logp = np.logaddexp(-d + stats.norm.logcdf(d / 0.5 - 0.5), d + stats.norm.logcdf(-d / 0.5 - 0.5)) \
-        + stats.norm.logpdf(grid)
-    p = np.exp(logp - logp.max())
-    p /= p.sum()
-    exact_mean = p @ grid
-    exact_sd = np.sqrt(p @ grid ** 2 - exact_mean ** 2)
+    (exact_mean,), (exact_sd,) = gaussian_laplace_posterior_moments([2.0])
     res = run_sppe(model, simulations=400, rounds=3, rqmc_points=4, draws=4000, seed=1, num_atoms=5,
                    config=SMALL, correction="importance", proposal=proposal)
     imp = res.importance

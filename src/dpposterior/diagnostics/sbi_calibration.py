@@ -231,8 +231,10 @@ def gaussian_laplace_model(conf_sd: float = 0.5, laplace_scale: float = 1.0):
                           parameter_names=["mu"], name="gaussian-laplace")
 
 
-def gaussian_laplace_posterior_sd(sdp, conf_sd: float = 0.5, laplace_scale: float = 1.0) -> np.ndarray:
-    """Exact posterior sd of theta for :func:`gaussian_laplace_model` releases ``sdp`` (L,), by quadrature.
+def gaussian_laplace_posterior_moments(sdp, conf_sd: float = 0.5,
+                                       laplace_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Exact posterior mean and sd of theta for :func:`gaussian_laplace_model` releases ``sdp`` (L,), by
+    quadrature.
 
     s_dp - theta = N(0, conf_sd^2) + Laplace(b) has the normal-Laplace density (Reed 2006)
     f(d) = (1/2b) exp(sigma^2 / 2b^2) [e^{-d/b} Phi(d/sigma - sigma/b) + e^{d/b} Phi(-d/sigma - sigma/b)];
@@ -247,7 +249,12 @@ def gaussian_laplace_posterior_sd(sdp, conf_sd: float = 0.5, laplace_scale: floa
     p = np.exp(logp - logp.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
     mean = p @ grid
-    return np.sqrt(np.maximum(p @ grid ** 2 - mean ** 2, 0.0))
+    return mean, np.sqrt(np.maximum(p @ grid ** 2 - mean ** 2, 0.0))
+
+
+def gaussian_laplace_posterior_sd(sdp, conf_sd: float = 0.5, laplace_scale: float = 1.0) -> np.ndarray:
+    """Exact posterior sd of theta (:func:`gaussian_laplace_posterior_moments`)."""
+    return gaussian_laplace_posterior_moments(sdp, conf_sd, laplace_scale)[1]
 
 
 def conjugate_gaussian_model(conf_sd: float = 0.2, noise_sd: float = 0.5):

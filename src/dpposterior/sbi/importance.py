@@ -86,7 +86,7 @@ def kernel_resample(theta, log_weights, n: int, rng: np.random.Generator) -> np.
     d = theta.shape[1]
     mean = w @ theta
     cov = np.atleast_2d(np.cov(theta.T, aweights=w, bias=True))
-    ess = 1.0 / np.sum(w ** 2)
+    ess = effective_sample_size(lw)
     h = min((4.0 / ((d + 2) * ess)) ** (1.0 / (d + 4)), 1.0)
     a = np.sqrt(1.0 - h ** 2)
     chol = np.linalg.cholesky(cov + 1e-12 * np.trace(cov) / d * np.eye(d))

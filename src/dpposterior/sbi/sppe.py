@@ -202,7 +202,7 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
             loop.train_round(rounds, round_loss, after_train)
     applied = imp is not None and (imp.reliable or correction == "importance")
     draws_theta = imp.theta if applied else sample_posterior(draws)
-    trained = any(info["epochs"] > 0 for info in loop.rounds)   # one round with the correction: no flow
+    trained = any(info["trained"] for info in loop.rounds)   # one round with the correction: no flow
     return SBIResult(theta=draws_theta, flow=loop.flow if trained else None, rounds=loop.rounds,
                      sampler=sample_posterior if trained else None, data=loop.data(), importance=imp,
                      importance_applied=applied)
