@@ -23,6 +23,7 @@ method up to that round (metric computation excluded, 2,000 posterior draws incl
 
     python benchmarks/sbi_peer.py --problem linreg-ju-eps1 --rounds 2 --seeds 0,1,2 \\
         --methods sppe,sbi,sbi-nsf,sple,smc-abc --out benchmarks/results/sbi_peer_eps1.json
+    python benchmarks/sbi_peer.py --problem linreg-ju-eps1 --score p0.nc,p1.nc   # posteriors written by the CLI
 """
 
 from __future__ import annotations
@@ -220,7 +221,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
     ap.add_argument("--summarise", default=None, help="comma list of result JSONs: print their pooled table only")
+    ap.add_argument("--score", default=None, help="comma list of posterior netCDF files (dpposterior infer --out) "
+                    "of --problem: print each one's scores (first 2,000 draws) against the exact reference")
     args = ap.parse_args()
+    if args.score:
+        score_files(args.problem, args.score.split(","))
+        return
     if args.summarise:
         runs = []
         for path in args.summarise.split(","):
@@ -255,6 +261,20 @@ def main():
                                 "rows": rows})
             out_path.write_text(json.dumps(out, indent=1))
     summarise(out)
+
+
+def score_files(problem, paths):
+    """C2ST, max |dmean|/sd and sd error of written posteriors (e.g. the issue's CLI command) vs the exact one."""
+    import xarray as xr
+
+    ref = exact_reference(problem)
+    for path in paths:
+        post = xr.open_dataset(path, group="posterior")
+        beta = post["beta"].values.reshape(-1, post["beta"].shape[-1])[:DRAWS]
+        row = score(beta, ref)
+        keys = ("correction", "training", "importance_ess", "importance_khat", "importance_applied")
+        print(f"{path}: C2ST {row['c2st']:.3f}  max |dmean|/sd {row['mean_err']:.3f}  sd err {row['sd_err']:.3f}  "
+              + "  ".join(f"{k} {post.attrs[k]}" for k in keys if k in post.attrs))
 
 
 def summarise(out):

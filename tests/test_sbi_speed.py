@@ -135,6 +135,25 @@ def test_peer_benchmark_scores_the_exact_reference_as_perfect():
                                                                           "proposal": "atomic"})
 
 
+def test_peer_benchmark_scores_a_written_posterior(tmp_path, capsys):
+    """``sbi_peer.py --score``: a netCDF written by ``dpposterior infer`` is scored like the in-process runs."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from sbi_peer import DRAWS, exact_reference, score, score_files
+
+    from dpposterior import infer
+
+    post = infer(EXAMPLES / "linreg-ju-eps1.json", method="sppe", simulations=200, rounds=2, rqmc_points=2,
+                 max_epochs=3, draws=300, chains=1, seed=0, correction="importance", quiet=True)
+    path = tmp_path / "p.nc"
+    post.to_netcdf(path)
+    score_files("linreg-ju-eps1", [str(path)])
+    line = capsys.readouterr().out.strip()
+    expected = score(post.draws("beta")[:DRAWS], exact_reference("linreg-ju-eps1"))
+    assert f"max |dmean|/sd {expected['mean_err']:.3f}" in line and "correction importance" in line
+
+
 def test_training_presets_and_first_round_settings():
     """SPPE's ``training`` presets: "paper" is FlowConfig as App. E has it; "fast" trains round 1 on
     all M replicates per step; batch_size / max_epochs given set every round's."""
