@@ -247,6 +247,34 @@ def test_cli_correction_bad_value_exits_2(tmp_path, capsys):
         assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 0, err
 
 
+def test_cli_prints_the_correction_warning_once(tmp_path, capsys, monkeypatch, recwarn):
+    """The engine's RuntimeWarning is also in the posterior's warnings: the CLI prints it once, as 'warning: ...'."""
+    import dpposterior.api as api
+    from dpposterior.cli import main
+
+    real_infer = api.infer
+
+    def infer_with_fallback(*args, **kwargs):
+        post = real_infer(*args, **kwargs)
+        warnings.warn("SPPE importance correction not applied: PSIS k-hat 0.99 > 0.70", RuntimeWarning)
+        warnings.warn("some other engine warning", RuntimeWarning)
+        post.attrs.update(importance_applied=0, importance_khat=0.99, importance_khat_threshold=0.7)
+        return post
+
+    monkeypatch.setattr(api, "infer", infer_with_fallback)
+    code = main(["infer", "examples/releases/linreg-ju-eps1.json", "--method", "sppe", "--simulations", "40",
+                 "--rounds", "1", "--rqmc-points", "2", "--draws", "50", "--chains", "1", "--seed", "0", "--no-naive",
+                 "--quiet", "--out", str(tmp_path / "p.nc")])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err.count("importance correction not applied") == 1, err
+    assert "warning: importance correction not applied" in err
+    # only the repeated warnings are silenced (pytest records the rest instead of printing them)
+    messages = [str(w.message) for w in recwarn]
+    assert "some other engine warning" in messages
+    assert not [m for m in messages if m.startswith("SPPE importance correction")]
+
+
 @pytest.mark.slow
 def test_sbc_of_the_whole_engine_with_the_correction():
     """SBC of run_sppe(correction="importance") itself -- flows as proposals, then the weighting -- on the

@@ -167,9 +167,10 @@ def infer_cmd(
     for key in ("simulations", "rounds", "rqmc_points", "device", "training", "correction"):
         if key in kwargs and key not in family.analysis_keys:
             raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
+    from .console import posterior_warnings_only
     from .execution import use_workers
 
-    with use_workers(workers):
+    with use_workers(workers), posterior_warnings_only():
         post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
     if naive is None:
         naive = family.naive_by_default

@@ -3,10 +3,25 @@ the naive posterior beside it, warnings, where the file went.  The HTML report i
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+#: engine RuntimeWarnings that the posterior also carries in its ``warnings`` (checks.flow_warnings), which
+#: print_result shows as ``warning: ...``; the CLI silences the Python copy so each is printed once
+REPEATED_IN_POSTERIOR = (r"SPPE importance correction",)
+
+
+@contextmanager
+def posterior_warnings_only():
+    """Around an engine call in a command: drop the RuntimeWarnings that the posterior repeats."""
+    with warnings.catch_warnings():
+        for message in REPEATED_IN_POSTERIOR:
+            warnings.filterwarnings("ignore", message=message, category=RuntimeWarning)
+        yield
 
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:

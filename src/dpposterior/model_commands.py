@@ -79,7 +79,7 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
                         chains=None, seed=None, quiet=False, **engine_options) -> None:
     from .errors import check_output_path
     from .api import infer
-    from .console import print_result
+    from .console import posterior_warnings_only, print_result
 
     if model_spec is None:
         raise InputError("--observed", "is for a user model: give --model FILE.py:NAME too")
@@ -93,7 +93,8 @@ def infer_model_command(model_spec, observed, release, out, analysis=None, metho
     kwargs = {k: v for k, v in (("draws", draws), ("warmup", warmup), ("chains", chains), ("seed", seed))
               if v is not None}
     kwargs.update({k: v for k, v in engine_options.items() if v is not None})
-    post = infer(model, observed=values, method=method or "auto", quiet=quiet, **kwargs)
+    with posterior_warnings_only():
+        post = infer(model, observed=values, method=method or "auto", quiet=quiet, **kwargs)
     post.to_netcdf(out)
     print_result(post, out)
 
