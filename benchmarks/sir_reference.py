@@ -1,0 +1,160 @@
+"""A converged reference posterior for examples/releases/sir-eps10.json (issue 19, item 4).
+
+Method: :mod:`dpposterior.diagnostics.sir_reference` (time change tau = gamma t): every exact
+Gillespie trajectory simulated at (R0, gamma = 1) gives the release's likelihood at every gamma of
+the grid, so the likelihood is estimated without bias on a (log R0, log gamma) grid and the
+posterior is prior x likelihood on that grid.  No tolerance, no flow, no MCMC.
+
+Two independent runs (``--runs A,B``: seed streams ``SeedSequence(seed).spawn``) each simulate
+``--trajectories`` epidemics per log R0 row, in chunks run through dpposterior's executor
+(``--scheduler processes --workers 2``) and checkpointed after every chunk (rerun the same command
+to resume).  The convergence check compares the two runs' posterior means and sds (in posterior
+sd) and their C2ST; the pooled posterior is written as 200,000 equally weighted draws in
+``benchmarks/results/isref_sir-eps10.npz`` (the format of the linreg-ju references, read by
+benchmarks/sbi_peer.py) with a JSON summary beside it.
+
+    python benchmarks/sir_reference.py --trajectories 400 --workers 2      # ~25 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.special import logsumexp
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PROBLEM = "sir-eps10"
+REFERENCE_DRAWS = 200_000
+
+
+def grid(args):
+    log_r0 = np.round(np.arange(args.log_r0[0], args.log_r0[1] + 1e-9, args.log_r0[2]), 6)
+    log_gamma = np.round(np.arange(args.log_gamma[0], args.log_gamma[1] + 1e-9, args.log_gamma[2]), 6)
+    return log_r0, log_gamma
+
+
+def chunk_task(task):
+    """One chunk: (run, row, chunk, seed sequence, log_r0, log_gamma) -> sums over its trajectories."""
+    from dpposterior.diagnostics.sir_reference import time_change_log_likelihoods
+    from dpposterior.release import load_release
+
+    run, row, chunk, seed, log_r0, log_gamma, size = task
+    rel = load_release(ROOT / "examples" / "releases" / f"{PROBLEM}.json")
+    t0 = time.process_time()
+    ll = time_change_log_likelihoods(log_r0, log_gamma, rel.statistics.infected.array(), rel.mechanism(),
+                                     np.asarray(rel.times, float), size, np.random.default_rng(seed),
+                                     initial_infected=rel.initial_infected, event_cap=rel.event_cap)
+    return {"run": run, "row": row, "chunk": chunk, "n": size, "lse": logsumexp(ll, 0),
+            "lse2": logsumexp(2 * ll, 0), "cpu_s": time.process_time() - t0}
+
+
+def assemble(state, run_names, log_r0, log_gamma, model):
+    from dpposterior.diagnostics.sir_reference import grid_posterior
+
+    lse = np.full((len(log_r0), len(log_gamma)), -np.inf)
+    lse2 = lse.copy()
+    n = np.zeros(len(log_r0))
+    for res in state.values():
+        if res["run"] in run_names:
+            lse[res["row"]] = np.logaddexp(lse[res["row"]], res["lse"])
+            lse2[res["row"]] = np.logaddexp(lse2[res["row"]], res["lse2"])
+            n[res["row"]] += res["n"]
+    post = grid_posterior(log_r0, log_gamma, lse, n, model.prior)
+    ess = np.exp(2 * lse - lse2)   # Kish ESS of the trajectories behind each grid point
+    return post, ess
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trajectories", type=int, default=400, help="per log R0 row and run")
+    ap.add_argument("--chunk", type=int, default=100)
+    ap.add_argument("--runs", default="A,B")
+    ap.add_argument("--seed", type=int, default=20261123)
+    ap.add_argument("--log-r0", type=float, nargs=3, default=(2.2, 3.04, 0.02), metavar=("LO", "HI", "STEP"))
+    ap.add_argument("--log-gamma", type=float, nargs=3, default=(-3.2, -2.8, 0.0025), metavar=("LO", "HI", "STEP"))
+    ap.add_argument("--scheduler", default="processes")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--checkpoint", default=str(RESULTS / "sir_reference_checkpoint.npz"))
+    args = ap.parse_args()
+
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from sbi_peer import load_model
+    from dpposterior.diagnostics.metrics import c2st
+    from dpposterior.execution import executor
+
+    model = load_model(PROBLEM)
+    log_r0, log_gamma = grid(args)
+    runs = args.runs.split(",")
+    chunks = -(-args.trajectories // args.chunk)
+    seeds = np.random.SeedSequence(args.seed).spawn(len(runs))
+    tasks = []
+    for ri, run in enumerate(runs):
+        row_seeds = seeds[ri].spawn(len(log_r0))
+        for row in range(len(log_r0)):
+            for c, s in enumerate(row_seeds[row].spawn(chunks)):
+                size = min(args.chunk, args.trajectories - c * args.chunk)
+                tasks.append((run, row, c, s, float(log_r0[row]), log_gamma, size))
+
+    ckpt = Path(args.checkpoint)
+    state = {}
+    if ckpt.exists():
+        z = np.load(ckpt, allow_pickle=True)
+        if np.array_equal(z["log_r0"], log_r0) and np.array_equal(z["log_gamma"], log_gamma):
+            state = dict(z["state"].item())
+    todo = [t for t in tasks if (t[0], t[1], t[2]) not in state]
+    print(f"{len(tasks)} chunks of <= {args.chunk} trajectories, {len(todo)} to run", flush=True)
+    t0 = time.perf_counter()
+    wall_before = float(np.load(ckpt, allow_pickle=True)["wall_s"]) if state else 0.0
+    with executor(args.scheduler, workers=args.workers) as ex:
+        for done, (_, res) in enumerate(ex.imap_unordered(chunk_task, todo), 1):
+            state[(res["run"], res["row"], res["chunk"])] = res
+            np.savez(ckpt, state=np.array(state, dtype=object), log_r0=log_r0, log_gamma=log_gamma,
+                     wall_s=wall_before + time.perf_counter() - t0)
+            if done % 10 == 0 or done == len(todo):
+                print(f"  {done}/{len(todo)} chunks, {time.perf_counter() - t0:.0f} s", flush=True)
+    wall = wall_before + time.perf_counter() - t0
+    cpu = sum(r["cpu_s"] for r in state.values())
+    trajectories = sum(r["n"] for r in state.values())
+
+    summary = {"problem": PROBLEM, "method": "time-change grid (dpposterior.diagnostics.sir_reference)",
+               "args": {k: v for k, v in vars(args).items() if k != "checkpoint"},
+               "trajectories": trajectories, "cpu_s": cpu, "wall_s": wall, "runs": {}}
+    posts = {}
+    for run in runs:
+        post, ess = assemble(state, [run], log_r0, log_gamma, model)
+        mean, sd = post.moments()
+        posts[run] = post
+        w = np.exp(post.log_weight)
+        summary["runs"][run] = {"mean": mean.tolist(), "sd": sd.tolist(),
+                                "min_ess_in_central_mass": float(ess[w > 1e-3 * w.max()].min()),
+                                "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+    pooled, ess = assemble(state, runs, log_r0, log_gamma, model)
+    mean, sd = pooled.moments()
+    w = np.exp(pooled.log_weight)
+    summary["pooled"] = {"mean": mean.tolist(), "sd": sd.tolist(),
+                         "min_ess_in_central_mass": float(ess[w > 1e-3 * w.max()].min()),
+                         "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+    if len(runs) == 2:
+        a, b = (summary["runs"][r] for r in runs)
+        rng = np.random.default_rng(0)
+        summary["agreement"] = {
+            "max_abs_dmean_over_sd": float(np.max(np.abs(np.subtract(a["mean"], b["mean"])) / sd)),
+            "max_abs_sd_ratio_minus_1": float(np.max(np.abs(np.divide(a["sd"], b["sd"]) - 1))),
+            "c2st": float(c2st(posts[runs[0]].sample(2000, rng), posts[runs[1]].sample(2000, rng), max_samples=2000)),
+        }
+    draws = pooled.sample(REFERENCE_DRAWS, np.random.default_rng(1))
+    np.savez_compressed(RESULTS / f"isref_{PROBLEM}.npz", theta=draws, log_weight=np.zeros(len(draws)),
+                        grid_log_r0=log_r0, grid_log_gamma=log_gamma, grid_log_weight=pooled.log_weight)
+    (RESULTS / f"isref_{PROBLEM}.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
