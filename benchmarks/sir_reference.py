@@ -69,6 +69,15 @@ def assemble(state, run_names, log_r0, log_gamma, model):
     return post, ess
 
 
+def ess_summary(w, ess):
+    """How well the trajectories cover the grid: the Kish ESS behind the cells, weighted by posterior mass
+    and its minimum over the cells of the 90% highest-mass region; the mass on the grid's edges."""
+    order = np.argsort(-w.ravel())
+    top = order[: np.searchsorted(np.cumsum(w.ravel()[order]), 0.9) + 1]
+    return {"ess_mass_weighted": float((w * ess).sum()), "ess_min_in_90pct_cells": float(ess.ravel()[top].min()),
+            "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trajectories", type=int, default=400, help="per log R0 row and run")
@@ -132,15 +141,11 @@ def main():
         mean, sd = post.moments()
         posts[run] = post
         w = np.exp(post.log_weight)
-        summary["runs"][run] = {"mean": mean.tolist(), "sd": sd.tolist(),
-                                "min_ess_in_central_mass": float(ess[w > 1e-3 * w.max()].min()),
-                                "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+        summary["runs"][run] = {"mean": mean.tolist(), "sd": sd.tolist(), **ess_summary(w, ess)}
     pooled, ess = assemble(state, runs, log_r0, log_gamma, model)
     mean, sd = pooled.moments()
     w = np.exp(pooled.log_weight)
-    summary["pooled"] = {"mean": mean.tolist(), "sd": sd.tolist(),
-                         "min_ess_in_central_mass": float(ess[w > 1e-3 * w.max()].min()),
-                         "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+    summary["pooled"] = {"mean": mean.tolist(), "sd": sd.tolist(), **ess_summary(w, ess)}
     if len(runs) == 2:
         a, b = (summary["runs"][r] for r in runs)
         rng = np.random.default_rng(0)
