@@ -177,17 +177,36 @@ def test_run_sppe_importance_warns_on_a_large_khat():
 
 
 def test_auto_falls_back_to_the_flow_exactly_as_none():
-    """correction="auto" with k-hat > 0.7: a RuntimeWarning, the last round's flow is fitted and its draws are
-    bit-identical to correction="none" (the weighting draws from its own stream)."""
+    """correction="auto" with an effective sample size below min_ess(d): a RuntimeWarning, the last round's flow is
+    fitted and its draws are bit-identical to correction="none" (the weighting draws from its own stream)."""
     model = gaussian_laplace_model(conf_sd=0.05, laplace_scale=0.05)
     model.observed = np.array([2.5])
     kw = dict(simulations=40, rounds=2, rqmc_points=2, draws=100, seed=0, num_atoms=3, config=SMALL)
     with pytest.warns(RuntimeWarning, match="correction not applied"):
         auto = run_sppe(model, correction="auto", **kw)
     none = run_sppe(model, correction="none", **kw)
-    assert not auto.importance_applied and none.importance is None
+    assert not auto.importance_applied and none.importance is None and not auto.importance.usable
     np.testing.assert_array_equal(auto.theta, none.theta)
     assert auto.rounds[-1]["epochs"] == none.rounds[-1]["epochs"] > 0
+
+
+def test_auto_keeps_the_weighted_sample_above_the_ess_floor_despite_a_large_khat():
+    """correction="auto" with k-hat above its threshold but ESS >= min_ess(d): the weighted sample, bit-identical
+    to correction="importance", with the large-Monte-Carlo-error warning (not the fallback)."""
+    from dpposterior.sbi.importance import min_ess
+
+    model = gaussian_laplace_model(conf_sd=0.05, laplace_scale=0.05)
+    model.observed = np.array([1.5])
+    kw = dict(simulations=80, rounds=2, rqmc_points=2, draws=100, seed=0, num_atoms=3, config=SMALL)
+    with pytest.warns(RuntimeWarning, match="large Monte Carlo error") as record:
+        auto = run_sppe(model, correction="auto", **kw)
+    assert not [w for w in record if "not applied" in str(w.message)]
+    with pytest.warns(RuntimeWarning, match="large Monte Carlo error"):
+        forced = run_sppe(model, correction="importance", **kw)
+    imp = auto.importance
+    assert not imp.reliable and imp.usable and imp.min_ess == min_ess(1) == 4.0 and imp.ess >= 4.0
+    assert auto.importance_applied and auto.rounds[-1]["epochs"] == 0
+    np.testing.assert_array_equal(auto.theta, forced.theta)
 
 
 def test_engine_defaults_auto_with_the_fast_preset():

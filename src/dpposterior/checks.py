@@ -132,7 +132,8 @@ def smc_abc_warnings(post) -> list[str]:
 def flow_warnings(post) -> list[str]:
     """SPPE / SPLE: a round whose flow did not train (no finite validation loss, or stopped in its
     first epochs) leaves a posterior that is the untrained flow's, not the data's.  SPPE's importance
-    correction: a PSIS k-hat above its threshold (the weighted estimate has a large Monte Carlo error)."""
+    correction: a PSIS k-hat above its threshold (the weighted estimate has a large Monte Carlo error),
+    or ``auto`` falling back to the flow (an effective sample size below ``importance_min_ess``)."""
     rounds = post.extras.get("rounds") if isinstance(post.extras, dict) else None
     if post.method not in ("sppe", "sple", "naive") or not isinstance(rounds, list):
         return []
@@ -143,9 +144,12 @@ def flow_warnings(post) -> list[str]:
         out.append(f"importance correction: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective sample size "
                    f"{ess:.0f}): the weighted posterior has a large Monte Carlo error -- raise --rounds or --simulations")
     elif khat is not None and not post.attrs.get("importance_applied"):
-        out.append(f"importance correction not applied: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective "
-                   f"sample size {ess:.0f}), so these are the last round's flow's draws (the paper's SPPE) -- more "
-                   "--rounds or --simulations let the weighted simulations determine the posterior")
+        floor = post.attrs.get("importance_min_ess")
+        reason = (f"effective sample size {ess:.1f} < {float(floor):.0f}" if floor is not None
+                  else f"PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective sample size {ess:.0f})")
+        out.append(f"importance correction not applied: {reason}, so these are the last round's flow's draws "
+                   "(the paper's SPPE) -- more --rounds or --simulations let the weighted simulations determine "
+                   "the posterior")
     for info in rounds:
         if not isinstance(info, dict) or info.get("trained") is False:   # by design: the last round of
             continue                                                   # the importance correction

@@ -125,7 +125,7 @@ def infer_cmd(
                                            "importance correction) or paper (default with --correction none); "
                                            "docs/sbi.md."),
     correction: Optional[str] = typer.Option(None, "--correction", help="SPPE: auto (default: weight all rounds' "
-                                             "simulations with the mechanism's density when PSIS k-hat is small), "
+                                             "simulations with the mechanism's density unless too few count), "
                                              "importance (always) or none (the last flow); docs/sbi.md."),
     scheduler: str = typer.Option("serial", "--scheduler", help="serial, processes, local or tcp://HOST:PORT."),
     workers: Optional[int] = typer.Option(None, "--workers", help=_WORKERS_HELP),

@@ -39,6 +39,17 @@ def khat_threshold(draws: int) -> float:
     return float(min(1.0 - 1.0 / np.log10(max(draws, 11)), KHAT_THRESHOLD))
 
 
+def min_ess(dim: int) -> float:
+    """The smallest Kish ESS at which ``correction="auto"`` uses the weighted sample: 2 (d + 1).
+
+    Below it the Liu–West kernel's weighted covariance rests on fewer than two effective points per
+    free parameter of a d-dimensional mean and scale; a heuristic floor, not a published rule.  Above
+    it but with PSIS k-hat over its threshold the weighted sample is still used (with a warning): on
+    every such run measured (linreg-ju eps = 10 and SIR eps = 10, 2 rounds; docs/benchmarks.md,
+    session 5) it was closer to the exact posterior than the last round's flow."""
+    return 2.0 * (int(dim) + 1)
+
+
 def mixture_log_weights(log_prior, log_likelihood, log_proposals, counts) -> np.ndarray:
     """Unnormalised log weights log pi + log eta - log sum_r (N_r/N) g_r of the pooled simulations.
 
@@ -105,10 +116,17 @@ class ImportanceResult:
     ess: float
     khat: float
     khat_threshold: float = KHAT_THRESHOLD
+    min_ess: float = 0.0
 
     @property
     def reliable(self) -> bool:
+        """PSIS k-hat at or below its threshold: the Monte Carlo error of the estimate is under control."""
         return self.khat <= self.khat_threshold
+
+    @property
+    def usable(self) -> bool:
+        """ESS at or above :func:`min_ess`: what ``correction="auto"`` requires to use the weighted sample."""
+        return self.ess >= self.min_ess
 
 
 def importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts, n: int,
@@ -123,4 +141,4 @@ def importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts
     smoothed[finite], khat = pareto_smooth(lw[finite])
     draws = kernel_resample(theta[finite], smoothed[finite], n, rng)
     return ImportanceResult(draws, smoothed, effective_sample_size(smoothed[finite]), khat,
-                            khat_threshold(int(finite.sum())))
+                            khat_threshold(int(finite.sum())), min_ess(theta.shape[1] if theta.ndim > 1 else 1))

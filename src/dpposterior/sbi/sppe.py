@@ -28,7 +28,9 @@ Posterior.  ``correction="none"`` (the paper; run_sppe's default): draws from th
 ``"importance"`` / ``"auto"`` (issue 19; the engine's default is "auto"): the importance sample of all
 rounds' simulations, weighted with the mechanism's density eta(s_dp^o | s_i) over the mixture of the
 rounds' proposal densities (:mod:`dpposterior.sbi.importance`); the flows only propose, so the last
-round is not trained.  "auto" falls back to the flow when the PSIS k-hat exceeds min(1 - 1/log10 S, 0.7).
+round is not trained.  "auto" falls back to the flow when the effective sample size is below
+2 (d + 1) (:func:`~dpposterior.sbi.importance.min_ess`); a PSIS k-hat above min(1 - 1/log10 S, 0.7)
+only adds a warning.
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     density (:mod:`dpposterior.sbi.importance`), so the last round's simulations are not used to
     refit the flow (``result.flow`` is round R - 1's, None after one round); a RuntimeWarning says
     when its PSIS k-hat exceeds min(1 - 1/log10 S, 0.7) for S simulations (a large Monte Carlo error);
-    "auto" (the engine's default): the importance posterior when k-hat is below that, else (with a RuntimeWarning) the last round's flow is
-    fitted and its draws returned, exactly as with "none".
+    "auto" (the engine's default): the importance posterior (with that warning) unless its effective sample
+    size is below min_ess(d) = 2 (d + 1); then (with a RuntimeWarning) the last round's flow is fitted and its
+    draws returned, exactly as with "none".
     """
     if proposal not in ("truncated", "atomic"):
         raise ValueError(f"proposal must be 'truncated' or 'atomic' (got {proposal!r})")
@@ -185,22 +188,22 @@ def run_sppe(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
     loop.run(rounds, propose, make_flow, round_loss, description=description, quiet=quiet,
              round_callback=round_callback, sample_posterior=sample_posterior, after_train=after_train,
              train_last=correction == "none")
-    imp = None
+    imp, applied = None, False
     if correction != "none":
         imp = importance_correction(model, loop.data(), proposal_log_densities, draws,
                                     np.random.default_rng(ss.spawn(1)[0]))
-        if not imp.reliable and correction == "importance":
+        applied = correction == "importance" or imp.usable
+        if applied and not imp.reliable:
             warnings.warn(f"SPPE importance correction: PSIS k-hat {imp.khat:.2f} > {imp.khat_threshold:.2f} (effective "
                           f"sample size {imp.ess:.0f} of {len(loop.theta)} simulations): the posterior has a large "
                           "Monte Carlo error; more rounds (or simulations per round) reduce it",
                           RuntimeWarning, stacklevel=2)
-        elif not imp.reliable:   # "auto": the paper's posterior, the flow fitted to every round
-            warnings.warn(f"SPPE importance correction not applied: PSIS k-hat {imp.khat:.2f} > {imp.khat_threshold:.2f} "
-                          f"(effective sample size {imp.ess:.0f} of {len(loop.theta)} simulations); the draws are "
-                          "the last round's flow's (correction='importance' keeps the weighted estimate)",
+        elif not applied:   # "auto" with too few effective simulations: the paper's posterior, the last flow
+            warnings.warn(f"SPPE importance correction not applied: effective sample size {imp.ess:.1f} < "
+                          f"{imp.min_ess:.0f} of {len(loop.theta)} simulations (PSIS k-hat {imp.khat:.2f}); the draws "
+                          "are the last round's flow's (correction='importance' keeps the weighted estimate)",
                           RuntimeWarning, stacklevel=2)
             loop.train_round(rounds, round_loss, after_train)
-    applied = imp is not None and (imp.reliable or correction == "importance")
     draws_theta = imp.theta if applied else sample_posterior(draws)
     trained = any(info["trained"] for info in loop.rounds)   # one round with the correction: no flow
     return SBIResult(theta=draws_theta, flow=loop.flow if trained else None, rounds=loop.rounds,
@@ -293,6 +296,7 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     if res.importance is not None:
         attrs.update(importance_ess=res.importance.ess, importance_khat=res.importance.khat,
                      importance_khat_threshold=res.importance.khat_threshold,
+                     importance_min_ess=res.importance.min_ess,
                      importance_applied=int(res.importance_applied))
     return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
                                {"flow": res.flow, "rounds": res.rounds})
