@@ -115,8 +115,11 @@ def main():
     state = {}
     if ckpt.exists():
         z = np.load(ckpt, allow_pickle=True)
-        if np.array_equal(z["log_r0"], log_r0) and np.array_equal(z["log_gamma"], log_gamma):
-            state = dict(z["state"].item())
+        same = (np.array_equal(z["log_r0"], log_r0) and np.array_equal(z["log_gamma"], log_gamma)
+                and int(z.get("seed", args.seed)) == args.seed and int(z.get("chunk", args.chunk)) == args.chunk)
+        if not same:   # chunks of another grid, seed or chunk size are not this run's
+            raise SystemExit(f"{ckpt} belongs to another grid, --seed or --chunk: remove it or pass --checkpoint")
+        state = dict(z["state"].item())
     todo = [t for t in tasks if (t[0], t[1], t[2]) not in state]
     print(f"{len(tasks)} chunks of <= {args.chunk} trajectories, {len(todo)} to run", flush=True)
     t0 = time.perf_counter()
@@ -125,7 +128,7 @@ def main():
         for done, (_, res) in enumerate(ex.imap_unordered(chunk_task, todo), 1):
             state[(res["run"], res["row"], res["chunk"])] = res
             np.savez(ckpt, state=np.array(state, dtype=object), log_r0=log_r0, log_gamma=log_gamma,
-                     wall_s=wall_before + time.perf_counter() - t0)
+                     seed=args.seed, chunk=args.chunk, wall_s=wall_before + time.perf_counter() - t0)
             if done % 10 == 0 or done == len(todo):
                 print(f"  {done}/{len(todo)} chunks, {time.perf_counter() - t0:.0f} s", flush=True)
     wall = wall_before + time.perf_counter() - t0
