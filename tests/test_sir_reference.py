@@ -114,3 +114,5 @@ def test_reference_posterior_is_the_assembled_grid_and_the_docs_example_runs():
     np.testing.assert_allclose(post.log_likelihood, np.array(rows) - np.log(7))
     with pytest.raises(ValueError, match="trajectories"):
         reference_posterior(release, log_r0, log_gamma, 0, rng)
+    with pytest.raises(ValueError, match="log_gamma must be an increasing, evenly spaced grid"):
+        reference_posterior(release, log_r0, np.array([-2.5, -2.4, -2.0]), 1, rng)

@@ -98,6 +98,10 @@ def grid_posterior(log_r0, log_gamma, log_likelihood_sum, trajectories, prior) -
     (e.g. the family's :class:`~dpposterior.sbi.GaussianPrior`)."""
     log_r0 = np.asarray(log_r0, float)
     log_gamma = np.asarray(log_gamma, float)
+    for name, axis in (("log_r0", log_r0), ("log_gamma", log_gamma)):
+        steps = np.diff(axis)
+        if axis.ndim != 1 or axis.size < 1 or np.any(steps <= 0) or not np.allclose(steps, steps.mean() if steps.size else 0):
+            raise ValueError(f"{name} must be an increasing, evenly spaced grid (cells of one width)")
     trajectories = np.asarray(trajectories, float)
     loglik = np.asarray(log_likelihood_sum, float) - np.log(trajectories)[:, None]
     a, g = np.meshgrid(log_r0, log_gamma, indexing="ij")
