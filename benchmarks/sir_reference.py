@@ -75,7 +75,7 @@ def ess_summary(w, ess):
     order = np.argsort(-w.ravel())
     top = order[: np.searchsorted(np.cumsum(w.ravel()[order]), 0.9) + 1]
     return {"ess_mass_weighted": float((w * ess).sum()), "ess_min_in_90pct_cells": float(ess.ravel()[top].min()),
-            "edge_mass": float(w[[0, -1]].sum() + w[:, [0, -1]].sum())}
+            "edge_mass": float(w.sum() - w[1:-1, 1:-1].sum())}
 
 
 def main():
@@ -88,6 +88,9 @@ def main():
     ap.add_argument("--log-gamma", type=float, nargs=3, default=(-3.2, -2.8, 0.0025), metavar=("LO", "HI", "STEP"))
     ap.add_argument("--scheduler", default="processes")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--max-disagreement", type=float, default=0.1,
+                    help="fail (exit 1) when the two runs' means differ by more than this many posterior sds "
+                         "or their sds by more than this fraction")
     ap.add_argument("--checkpoint", default=str(RESULTS / "sir_reference_checkpoint.npz"))
     args = ap.parse_args()
 
@@ -116,9 +119,10 @@ def main():
     if ckpt.exists():
         z = np.load(ckpt, allow_pickle=True)
         same = (np.array_equal(z["log_r0"], log_r0) and np.array_equal(z["log_gamma"], log_gamma)
-                and int(z.get("seed", args.seed)) == args.seed and int(z.get("chunk", args.chunk)) == args.chunk)
+                and int(z.get("seed", args.seed)) == args.seed and int(z.get("chunk", args.chunk)) == args.chunk
+                and str(z.get("runs", args.runs)) == args.runs)   # run streams follow their place in --runs
         if not same:   # chunks of another grid, seed or chunk size are not this run's
-            raise SystemExit(f"{ckpt} belongs to another grid, --seed or --chunk: remove it or pass --checkpoint")
+            raise SystemExit(f"{ckpt} belongs to another grid, --seed, --chunk or --runs: remove it or pass --checkpoint")
         state = dict(z["state"].item())
     todo = [t for t in tasks if (t[0], t[1], t[2]) not in state]
     print(f"{len(tasks)} chunks of <= {args.chunk} trajectories, {len(todo)} to run", flush=True)
@@ -128,7 +132,7 @@ def main():
         for done, (_, res) in enumerate(ex.imap_unordered(chunk_task, todo), 1):
             state[(res["run"], res["row"], res["chunk"])] = res
             np.savez(ckpt, state=np.array(state, dtype=object), log_r0=log_r0, log_gamma=log_gamma,
-                     seed=args.seed, chunk=args.chunk, wall_s=wall_before + time.perf_counter() - t0)
+                     seed=args.seed, chunk=args.chunk, runs=args.runs, wall_s=wall_before + time.perf_counter() - t0)
             if done % 10 == 0 or done == len(todo):
                 print(f"  {done}/{len(todo)} chunks, {time.perf_counter() - t0:.0f} s", flush=True)
     wall = wall_before + time.perf_counter() - t0
@@ -162,6 +166,10 @@ def main():
                         grid_log_r0=log_r0, grid_log_gamma=log_gamma, grid_log_weight=pooled.log_weight)
     (RESULTS / f"isref_{PROBLEM}.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
+    agreement = summary.get("agreement")
+    if agreement and max(agreement["max_abs_dmean_over_sd"], agreement["max_abs_sd_ratio_minus_1"]) > args.max_disagreement:
+        raise SystemExit(f"the two runs disagree by more than {args.max_disagreement} (means in sd, sds as a "
+                         "fraction): not converged -- raise --trajectories (the run resumes)")
 
 
 if __name__ == "__main__":

@@ -21,14 +21,14 @@ TIMES = np.array([0.0, 4.0, 8.0, 12.0, 16.0, 24.0])
 
 def test_time_change_matches_direct_simulation_in_distribution():
     """I_{beta,gamma}(t) and I_{beta/gamma,1}(gamma t) have the same law at every t (two-sample KS,
-    familywise 1e-3 over the time points); reading the rescaled process at the unscaled times does not."""
+    familywise 1e-3 over the time points); reading it at times 10% off does not."""
     beta, gamma, n = 0.9, 0.3, 3000
     direct = simulate_sir(np.full(n, beta), np.full(n, gamma), np.random.default_rng(1), population=K,
                           times=TIMES)
     scaled = simulate_sir(np.full(n, beta / gamma), np.ones(n), np.random.default_rng(2), population=K,
                           times=gamma * TIMES)
     unscaled = simulate_sir(np.full(n, beta / gamma), np.ones(n), np.random.default_rng(2), population=K,
-                            times=TIMES)
+                            times=1.1 * gamma * TIMES)   # a time scale 10% off
     alpha = 1e-3 / (len(TIMES) - 1)
     for j in range(1, len(TIMES)):
         assert stats.ks_2samp(direct[:, j], scaled[:, j]).pvalue > alpha, j
@@ -83,6 +83,10 @@ def test_grid_posterior_recovers_a_conjugate_gaussian():
     np.testing.assert_allclose(draws.std(0), sd, rtol=0.02)
 
 
+def post_prior():
+    return GaussianPrior([-0.9, -2.1], [[0.5, 0.0], [0.0, 0.2]])
+
+
 def test_length_mismatch_is_refused():
     mech = BinomialTrajectory(population=K, trials=50, points=len(TIMES), epsilon=20.0)
     with pytest.raises(ValueError, match="one value per time"):
@@ -116,3 +120,7 @@ def test_reference_posterior_is_the_assembled_grid_and_the_docs_example_runs():
         reference_posterior(release, log_r0, log_gamma, 0, rng)
     with pytest.raises(ValueError, match="log_gamma must be an increasing, evenly spaced grid"):
         reference_posterior(release, log_r0, np.array([-2.5, -2.4, -2.0]), 1, rng)
+    with pytest.raises(ValueError, match="positive count for every log_r0 row"):   # a row with no trajectories
+        grid_posterior(log_r0, log_gamma, np.zeros((2, 5)), np.array([7.0, 0.0]), post_prior())
+    with pytest.raises(ValueError, match=r"shape \(2, 5\)"):
+        grid_posterior(log_r0, log_gamma, np.zeros((5, 2)), np.array([7.0, 7.0]), post_prior())
