@@ -7,8 +7,8 @@ posterior is prior x likelihood on that grid.  No tolerance, no flow, no MCMC.
 
 Two independent runs (``--runs A,B``: seed streams ``SeedSequence(seed).spawn``) each simulate
 ``--trajectories`` epidemics per log R0 row, in chunks run through dpposterior's executor
-(``--scheduler processes --workers 2``) and checkpointed after every chunk (rerun the same command
-to resume).  The convergence check compares the two runs' posterior means and sds (in posterior
+(``--scheduler processes --workers 2``) and checkpointed after every chunk by
+:func:`dpposterior.checkpoint.run_units` (rerun the same command to resume; other options are refused).  The convergence check compares the two runs' posterior means and sds (in posterior
 sd) and their C2ST; the pooled posterior is written as 200,000 equally weighted draws in
 ``benchmarks/results/isref_sir-eps10.npz`` (the format of the linreg-ju references, read by
 benchmarks/sbi_peer.py) with a JSON summary beside it.
@@ -39,16 +39,12 @@ def grid(args):
 
 
 def chunk_task(task):
-    """One chunk: (run, row, chunk, seed sequence, log_r0, log_gamma) -> sums over its trajectories."""
-    from dpposterior.diagnostics.sir_reference import time_change_log_likelihoods
-    from dpposterior.release import load_release
+    """One chunk: (run, row, chunk, seed sequence, release, log_r0, log_gamma, size) -> sums over its trajectories."""
+    from dpposterior.diagnostics.sir_reference import release_log_likelihoods
 
-    run, row, chunk, seed, log_r0, log_gamma, size = task
-    rel = load_release(ROOT / "examples" / "releases" / f"{PROBLEM}.json")
+    run, row, chunk, seed, release, log_r0, log_gamma, size = task
     t0 = time.process_time()
-    ll = time_change_log_likelihoods(log_r0, log_gamma, rel.statistics.infected.array(), rel.mechanism(),
-                                     np.asarray(rel.times, float), size, np.random.default_rng(seed),
-                                     initial_infected=rel.initial_infected, event_cap=rel.event_cap)
+    ll = release_log_likelihoods(release, log_r0, log_gamma, size, np.random.default_rng(seed))
     return {"run": run, "row": row, "chunk": chunk, "n": size, "lse": logsumexp(ll, 0),
             "lse2": logsumexp(2 * ll, 0), "cpu_s": time.process_time() - t0}
 
@@ -59,7 +55,7 @@ def assemble(state, run_names, log_r0, log_gamma, model):
     lse = np.full((len(log_r0), len(log_gamma)), -np.inf)
     lse2 = lse.copy()
     n = np.zeros(len(log_r0))
-    for res in state.values():
+    for res in state:
         if res["run"] in run_names:
             lse[res["row"]] = np.logaddexp(lse[res["row"]], res["lse"])
             lse2[res["row"]] = np.logaddexp(lse2[res["row"]], res["lse2"])
@@ -91,7 +87,7 @@ def main():
     ap.add_argument("--max-disagreement", type=float, default=0.1,
                     help="fail (exit 1) when the two runs' means differ by more than this many posterior sds "
                          "or their sds by more than this fraction")
-    ap.add_argument("--checkpoint", default=str(RESULTS / "sir_reference_checkpoint.npz"))
+    ap.add_argument("--checkpoint", default=str(RESULTS / "sir_reference_checkpoint.json"))
     args = ap.parse_args()
 
     import sys
@@ -99,9 +95,11 @@ def main():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from sbi_peer import load_model
     from dpposterior.diagnostics.metrics import c2st
-    from dpposterior.execution import executor
+    from dpposterior.checkpoint import run_units
+    from dpposterior.release import load_release
 
     model = load_model(PROBLEM)
+    release = load_release(ROOT / "examples" / "releases" / f"{PROBLEM}.json")
     log_r0, log_gamma = grid(args)
     runs = args.runs.split(",")
     chunks = -(-args.trajectories // args.chunk)
@@ -112,36 +110,25 @@ def main():
         for row in range(len(log_r0)):
             for c, s in enumerate(row_seeds[row].spawn(chunks)):
                 size = min(args.chunk, args.trajectories - c * args.chunk)
-                tasks.append((run, row, c, s, float(log_r0[row]), log_gamma, size))
-
-    ckpt = Path(args.checkpoint)
-    state = {}
-    if ckpt.exists():
-        z = np.load(ckpt, allow_pickle=True)
-        same = (np.array_equal(z["log_r0"], log_r0) and np.array_equal(z["log_gamma"], log_gamma)
-                and int(z.get("seed", args.seed)) == args.seed and int(z.get("chunk", args.chunk)) == args.chunk
-                and str(z.get("runs", args.runs)) == args.runs)   # run streams follow their place in --runs
-        if not same:   # chunks of another grid, seed or chunk size are not this run's
-            raise SystemExit(f"{ckpt} belongs to another grid, --seed, --chunk or --runs: remove it or pass --checkpoint")
-        state = dict(z["state"].item())
-    todo = [t for t in tasks if (t[0], t[1], t[2]) not in state]
-    print(f"{len(tasks)} chunks of <= {args.chunk} trajectories, {len(todo)} to run", flush=True)
+                tasks.append((run, row, c, s, release, float(log_r0[row]), log_gamma, size))
+    # resumed only by the same grid, seed, chunking and --runs (run streams follow their place in it)
+    fingerprint = {"problem": PROBLEM, "log_r0": log_r0, "log_gamma": log_gamma, "seed": args.seed,
+                   "trajectories": args.trajectories, "chunk": args.chunk, "runs": args.runs}
     t0 = time.perf_counter()
-    wall_before = float(np.load(ckpt, allow_pickle=True)["wall_s"]) if state else 0.0
-    with executor(args.scheduler, workers=args.workers) as ex:
-        for done, (_, res) in enumerate(ex.imap_unordered(chunk_task, todo), 1):
-            state[(res["run"], res["row"], res["chunk"])] = res
-            np.savez(ckpt, state=np.array(state, dtype=object), log_r0=log_r0, log_gamma=log_gamma,
-                     seed=args.seed, chunk=args.chunk, runs=args.runs, wall_s=wall_before + time.perf_counter() - t0)
-            if done % 10 == 0 or done == len(todo):
-                print(f"  {done}/{len(todo)} chunks, {time.perf_counter() - t0:.0f} s", flush=True)
-    wall = wall_before + time.perf_counter() - t0
-    cpu = sum(r["cpu_s"] for r in state.values())
-    trajectories = sum(r["n"] for r in state.values())
+    from dpposterior.errors import InputError
+
+    try:
+        state = run_units(chunk_task, tasks, scheduler=args.scheduler, checkpoint=args.checkpoint, resume=True,
+                          fingerprint=fingerprint, quiet=False, description="chunks", workers=args.workers)
+    except InputError as exc:   # a checkpoint of other options: one line, no traceback
+        raise SystemExit(f"error: {exc} (or pass another --checkpoint)") from None
+    wall = time.perf_counter() - t0
+    cpu = sum(r["cpu_s"] for r in state)
+    trajectories = sum(r["n"] for r in state)
 
     summary = {"problem": PROBLEM, "method": "time-change grid (dpposterior.diagnostics.sir_reference)",
                "args": {k: v for k, v in vars(args).items() if k != "checkpoint"},
-               "trajectories": trajectories, "cpu_s": cpu, "wall_s": wall, "runs": {}}
+               "trajectories": trajectories, "cpu_s": cpu, "wall_s_this_invocation": wall, "runs": {}}
     posts = {}
     for run in runs:
         post, ess = assemble(state, [run], log_r0, log_gamma, model)
@@ -161,16 +148,16 @@ def main():
             "max_abs_sd_ratio_minus_1": float(np.max(np.abs(np.divide(a["sd"], b["sd"]) - 1))),
             "c2st": float(c2st(posts[runs[0]].sample(2000, rng), posts[runs[1]].sample(2000, rng), max_samples=2000)),
         }
+    print(json.dumps(summary, indent=1))
+    agreement = summary.get("agreement")
+    if agreement and max(agreement["max_abs_dmean_over_sd"], agreement["max_abs_sd_ratio_minus_1"]) > args.max_disagreement:
+        # refused before the reference files are written: a failed check leaves the stored reference as it was
+        raise SystemExit(f"the two runs disagree by more than {args.max_disagreement} (means in sd, sds as a "
+                         "fraction): not converged -- raise --trajectories")
     draws = pooled.sample(REFERENCE_DRAWS, np.random.default_rng(1))
     np.savez_compressed(RESULTS / f"isref_{PROBLEM}.npz", theta=draws, log_weight=np.zeros(len(draws)),
                         grid_log_r0=log_r0, grid_log_gamma=log_gamma, grid_log_weight=pooled.log_weight)
     (RESULTS / f"isref_{PROBLEM}.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1))
-    agreement = summary.get("agreement")
-    if agreement and max(agreement["max_abs_dmean_over_sd"], agreement["max_abs_sd_ratio_minus_1"]) > args.max_disagreement:
-        raise SystemExit(f"the two runs disagree by more than {args.max_disagreement} (means in sd, sds as a "
-                         "fraction): not converged -- raise --trajectories (the run resumes)")
-
 
 if __name__ == "__main__":
     main()

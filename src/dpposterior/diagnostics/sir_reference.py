@@ -123,6 +123,14 @@ def grid_posterior(log_r0, log_gamma, log_likelihood_sum, trajectories, prior) -
     return GridPosterior(log_r0, log_gamma, loglik, log_prior, trajectories)
 
 
+def release_log_likelihoods(release, log_r0: float, log_gamma, trajectories: int,
+                            rng: np.random.Generator) -> np.ndarray:
+    """:func:`time_change_log_likelihoods` for a ``sir`` release (its mechanism, times, start and event cap)."""
+    return time_change_log_likelihoods(log_r0, log_gamma, release.statistics.infected.array(), release.mechanism(),
+                                       np.asarray(release.times, float), int(trajectories), rng,
+                                       release.initial_infected, release.event_cap)
+
+
 def reference_posterior(release, log_r0, log_gamma, trajectories: int, rng: np.random.Generator,
                         prior=None) -> GridPosterior:
     """The grid posterior of a ``sir`` release (serial; ``benchmarks/sir_reference.py`` runs the
@@ -133,9 +141,5 @@ def reference_posterior(release, log_r0, log_gamma, trajectories: int, rng: np.r
     log_r0, log_gamma = check_grid(log_r0, log_gamma)   # before any simulation
     if int(trajectories) < 1:
         raise ValueError("trajectories must be >= 1")
-    mech, times = release.mechanism(), np.asarray(release.times, float)
-    observed = release.statistics.infected.array()
-    rows = [logsumexp(time_change_log_likelihoods(a, log_gamma, observed, mech, times, int(trajectories), rng,
-                                                  release.initial_infected, release.event_cap), axis=0)
-            for a in np.asarray(log_r0, float)]
+    rows = [logsumexp(release_log_likelihoods(release, a, log_gamma, trajectories, rng), axis=0) for a in log_r0]
     return grid_posterior(log_r0, log_gamma, np.array(rows), np.full(len(rows), float(trajectories)), prior)

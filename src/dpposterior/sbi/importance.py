@@ -141,4 +141,4 @@ def importance_posterior(theta, log_prior, log_likelihood, log_proposals, counts
     smoothed[finite], khat = pareto_smooth(lw[finite])
     draws = kernel_resample(theta[finite], smoothed[finite], n, rng)
     return ImportanceResult(draws, smoothed, effective_sample_size(smoothed[finite]), khat,
-                            khat_threshold(int(finite.sum())), min_ess(theta.shape[1] if theta.ndim > 1 else 1))
+                            khat_threshold(int(finite.sum())), min_ess(theta.shape[1]))
