@@ -42,8 +42,8 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     family = release.family_entry  # found once, by load_release
     if not isinstance(method, str):
         raise InputError("method", "must be a string")
-    engine = family.engine(method)
-    resolved = family.resolve_method(method)
+    engine = family.engine(method, release=release)
+    resolved = family.resolve_method(method, release)
     unknown = set(extra) - set(family.analysis_keys)
     if unknown:
         key = sorted(unknown)[0]

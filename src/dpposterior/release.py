@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .errors import InputError, from_pydantic
 from .mechanisms.registry import from_record, get_mechanism
@@ -131,12 +131,17 @@ class StatisticRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     value: Any
-    #: a name registered in ``mechanisms.registry.MECHANISMS`` (laplace, gaussian, binomial-trajectory)
+    #: a name registered in ``mechanisms.registry.MECHANISMS`` (laplace, gaussian, binomial-trajectory,
+    #: discrete-laplace, discrete-gaussian); the mechanism says which of the fields below it needs
+    #: (``Mechanism.check_record``): epsilon for the (epsilon, delta) mechanisms, sigma (+ optional rho)
+    #: for the discrete Gaussian
     mechanism: str
-    epsilon: PositiveFloat
+    epsilon: PositiveFloat | None = None
     delta: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
     sensitivity: PositiveFloat | None = None
     sigma: PositiveFloat | None = None
+    #: discrete-gaussian: the zCDP budget rho = sensitivity^2 / (2 sigma^2) (optional; refused if it disagrees)
+    rho: PositiveFloat | None = None
     #: which sampler drew the noise (curator output), e.g. "opendp-0.16.0"
     sampler: str | None = None
     #: naive-bayes: "counts" or "proportions"
@@ -163,8 +168,20 @@ class StatisticRecord(BaseModel):
     @field_validator("epsilon")
     @classmethod
     def _epsilon_range(cls, v):
-        check_epsilon_range(v)
+        if v is not None:
+            check_epsilon_range(v)
         return v
+
+    @model_validator(mode="after")
+    def _fields_of_mechanism(self):
+        # the mechanism decides which fields it needs and refuses the others (one line, field first)
+        get_mechanism(self.mechanism).check_record(self)
+        return self
+
+    @property
+    def integer_valued(self) -> bool:
+        """Whether the mechanism releases integers (discrete noise on counts)."""
+        return get_mechanism(self.mechanism).integer_valued
 
     def array(self) -> np.ndarray:
         return np.asarray(self.value, dtype=float)
@@ -192,6 +209,9 @@ class ReleaseBase(BaseModel):
     not_dp: str | None = None
     #: free text the curator may add (data source, date); never data rows
     description: str | None = None
+    #: where a zCDP (discrete-gaussian) release reports its (epsilon, delta) equivalent; default
+    #: min(1e-6, 1/n^2) (``default_delta``)
+    report_delta: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
 
     @field_validator("neighbouring")
     @classmethod
@@ -243,14 +263,36 @@ class ReleaseBase(BaseModel):
         os.replace(tmp, path)
         self._sha256 = hashlib.sha256(text.encode()).hexdigest()
 
+    def reporting_delta(self) -> float:
+        """The delta at which a zCDP release states its (epsilon, delta)."""
+        if self.report_delta is not None:
+            return float(self.report_delta)
+        n = getattr(self, "n", None)
+        return default_delta(n) if isinstance(n, int) and n > 0 else 1e-6
+
+    def privacy(self):
+        """The release's :class:`~dpposterior.mechanisms.accounting.PrivacyCost`: basic composition of
+        (epsilon, delta) statistics, rho-zCDP where any statistic is accounted in rho (docs/privacy.md)."""
+        from .mechanisms.accounting import compose
+
+        delta = self.reporting_delta()
+        return compose([record_cost(rec, delta) for rec in _records(self)], delta)
+
     def total_privacy_cost(self) -> tuple[float, float]:
-        """(epsilon, delta) of the whole release by basic composition; families may override."""
-        eps = 0.0
-        delta = 0.0
-        for rec in _records(self):
-            eps += rec.epsilon
-            delta += rec.delta or 0.0
-        return eps, delta
+        """(epsilon, delta) of the whole release (:meth:`privacy`); families may override."""
+        return self.privacy().as_tuple()
+
+
+def record_cost(rec: StatisticRecord, delta: float, sensitivity: float | None = None):
+    """One statistic's PrivacyCost: its mechanism's accounting when it is stated in rho (no epsilon),
+    else the stated (epsilon, delta)."""
+    from .mechanisms.accounting import PrivacyCost
+
+    if rec.epsilon is None:
+        return from_record(rec, sensitivity).privacy_accounting(delta, int(np.size(rec.value)))
+    dlt = float(rec.delta or 0.0)
+    return PrivacyCost(float(rec.epsilon), dlt, None, "approximate" if dlt > 0 else "pure",
+                       "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP")
 
 
 #: the largest record count: beyond 2^53 integers are not exact in double precision

@@ -94,10 +94,13 @@ class Family:
     #: the mechanisms (names in ``mechanisms.registry.MECHANISMS``) its releases may use; its release
     #: model refuses the others, and tests/test_mechanisms.py checks the two agree
     mechanisms: tuple[str, ...] = ("laplace",)
+    #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
+    #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
+    auto_rule: Callable[[Any], str] | None = None
 
-    def engine(self, method: str, field_name: str = "method") -> Callable:
+    def engine(self, method: str, field_name: str = "method", release=None) -> Callable:
         if method == "auto":
-            method = self.auto_method
+            method = self.resolve_method(method, release)
         if method not in self.methods:
             known = ", ".join(sorted([*self.methods, "auto"]))
             raise InputError(field_name, f"unknown method {method!r} for family {self.name!r} (one of: {known})")
@@ -116,8 +119,12 @@ class Family:
         """Whether any of the family's engines has a batched calibration path."""
         return any(isinstance(spec, EngineSpec) and spec.batch for spec in self.methods.values())
 
-    def resolve_method(self, method: str) -> str:
-        return self.auto_method if method == "auto" else method
+    def resolve_method(self, method: str, release=None) -> str:
+        if method != "auto":
+            return method
+        if release is not None and self.auto_rule is not None:
+            return self.auto_rule(release)
+        return self.auto_method
 
 
 def available_families() -> list[str]:

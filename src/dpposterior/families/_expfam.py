@@ -35,11 +35,22 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
 # --------------------------------------------------------------------------- releases
-def _check_laplace(record: StatisticRecord, name: str, derived: float) -> None:
-    """Laplace only; sensitivity derived when omitted, refused when given and different."""
-    if record.mechanism != "laplace":
-        raise ValueError(f"statistics.{name}.mechanism: must be 'laplace' for this family (Bernstein & Sheldon "
-                         f"release noisy sufficient statistics through the Laplace mechanism)")
+#: the mechanisms of the count families (binomial, multinomial, poisson): their statistics are integer
+#: counts, so integer noise applies (issue 27); exponential data are real, so Laplace only
+COUNT_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
+
+
+def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
+                     allowed: tuple[str, ...] = ("laplace",)) -> None:
+    """The record's mechanism is one the family takes; its sensitivity is derived in the mechanism's norm
+    (``derived``: a number, or {"L1": .., "L2": ..}) when omitted, refused when given and different."""
+    if record.mechanism not in allowed:
+        raise ValueError(f"statistics.{name}.mechanism: must be one of {', '.join(allowed)} for this family "
+                         f"(got {record.mechanism!r})")
+    from ..mechanisms.registry import from_record, get_mechanism
+
+    if isinstance(derived, dict):
+        derived = derived[get_mechanism(record.mechanism).sensitivity_norm]
     if record.sensitivity is None:
         record.sensitivity = float(derived)
     elif not math.isclose(record.sensitivity, derived, rel_tol=1e-9, abs_tol=1e-12):
@@ -48,8 +59,38 @@ def _check_laplace(record: StatisticRecord, name: str, derived: float) -> None:
                              f"replace-one sensitivity {derived:g} of this release")
         raise ValueError(f"statistics.{name}.sensitivity: must be {derived:g} for this release "
                          f"(got {record.sensitivity:g})")
-    if record.sigma is not None or record.delta is not None:
+    if record.rho is not None:  # a stated rho must agree with the (now known) sensitivity and sigma
+        try:
+            from_record(record)
+        except InputError as exc:
+            raise ValueError(f"statistics.{name}.{exc.field}: {exc.reason}") from None
+    if record.mechanism == "laplace" and (record.sigma is not None or record.delta is not None):
         raise ValueError(f"statistics.{name}: sigma/delta are not fields of a Laplace release")
+
+
+class _NoisyStatistic:
+    """What a count release says about its one noisy statistic (``noisy_record``): the mechanism and its scale."""
+
+    @property
+    def mechanism(self):
+        """The :class:`~dpposterior.mechanisms.base.Mechanism` that released the statistic."""
+        from ..mechanisms.registry import from_record
+
+        return from_record(self.noisy_record)
+
+    @property
+    def noise_scale(self) -> float:
+        """Laplace / discrete-Laplace scale, or the (discrete) Gaussian sigma."""
+        return self.mechanism.noise_scale
+
+    @property
+    def laplace_scale(self) -> float:
+        """The continuous-Laplace scale b (Bernstein & Sheldon's engines need Laplace noise)."""
+        rec = self.noisy_record
+        if rec.mechanism != "laplace":
+            raise RefusedError("release.mechanism", f"this engine assumes continuous Laplace noise (Bernstein & "
+                               f"Sheldon 2018); the release uses {rec.mechanism!r}: use method 'exact' (auto)")
+        return rec.sensitivity / rec.epsilon
 
 
 def _scalar(record: StatisticRecord, name: str) -> float:
@@ -63,8 +104,9 @@ class BinomialStatistics(BaseModel):
     successes: StatisticRecord
 
 
-class BinomialRelease(ReleaseBase):
-    """Bernoulli records; released statistic ``successes`` = sum of the 0/1 records + Laplace(1/eps)."""
+class BinomialRelease(_NoisyStatistic, ReleaseBase):
+    """Bernoulli records; released statistic ``successes`` = sum of the 0/1 records + noise (Laplace(1/eps),
+    discrete Laplace or discrete Gaussian; sensitivity 1 in every norm)."""
 
     family: Literal["binomial"]
     n: PositiveInt
@@ -73,22 +115,21 @@ class BinomialRelease(ReleaseBase):
     @model_validator(mode="after")
     def _check(self):
         rec = self.statistics.successes
-        _check_laplace(rec, "successes", 1.0)
+        _check_mechanism(rec, "successes", 1.0, COUNT_MECHANISMS)
         y = _scalar(rec, "successes")
-        b = rec.sensitivity / rec.epsilon
+        b = self.noise_scale
         if y < -INCONSISTENCY_SCALES * b or y > self.n + INCONSISTENCY_SCALES * b:
-            raise ValueError(f"statistics.successes.value: {y:g} is impossible for n = {self.n} with Laplace "
+            raise ValueError(f"statistics.successes.value: {y:g} is impossible for n = {self.n} with noise "
                              f"scale {b:g} (more than {INCONSISTENCY_SCALES:g} scales outside [0, n])")
         return self
 
     @property
-    def released(self) -> np.ndarray:
-        return np.array([_scalar(self.statistics.successes, "successes")])
+    def noisy_record(self) -> StatisticRecord:
+        return self.statistics.successes
 
     @property
-    def laplace_scale(self) -> float:
-        rec = self.statistics.successes
-        return rec.sensitivity / rec.epsilon
+    def released(self) -> np.ndarray:
+        return np.array([_scalar(self.statistics.successes, "successes")])
 
 
 class MultinomialStatistics(BaseModel):
@@ -96,8 +137,9 @@ class MultinomialStatistics(BaseModel):
     counts: StatisticRecord
 
 
-class MultinomialRelease(ReleaseBase):
-    """Categorical records; released ``counts`` (one per category) + Laplace(2/eps) each (L1 sensitivity 2)."""
+class MultinomialRelease(_NoisyStatistic, ReleaseBase):
+    """Categorical records; released ``counts`` (one per category) + noise on each (replace-one moves one
+    record between two categories: L1 sensitivity 2, L2 sensitivity sqrt(2))."""
 
     family: Literal["multinomial"]
     n: PositiveInt
@@ -108,7 +150,7 @@ class MultinomialRelease(ReleaseBase):
     @model_validator(mode="after")
     def _check(self):
         rec = self.statistics.counts
-        _check_laplace(rec, "counts", 2.0)
+        _check_mechanism(rec, "counts", {"L1": 2.0, "L2": math.sqrt(2.0)}, COUNT_MECHANISMS)
         value = rec.value
         if not isinstance(value, list) or any(isinstance(v, list) for v in value):
             raise ValueError("statistics.counts.value: must be a flat list with one count per category")
@@ -120,25 +162,24 @@ class MultinomialRelease(ReleaseBase):
             if len(set(self.categories)) != len(self.categories):
                 raise ValueError("categories: must be distinct")
         y = np.asarray(value, float)
-        b = rec.sensitivity / rec.epsilon
+        b = self.noise_scale
         k = len(y)
         # the sum of K Laplace(b) noises exceeds K*50*b with probability < K*exp(-50)
         if abs(y.sum() - self.n) > INCONSISTENCY_SCALES * k * b:
             raise ValueError(f"statistics.counts.value: sums to {y.sum():g}, impossible for n = {self.n} with "
-                             f"Laplace scale {b:g} per count")
+                             f"noise scale {b:g} per count")
         if np.any(y < -INCONSISTENCY_SCALES * b) or np.any(y > self.n + INCONSISTENCY_SCALES * b):
-            raise ValueError(f"statistics.counts.value: has a count more than {INCONSISTENCY_SCALES:g} Laplace "
+            raise ValueError(f"statistics.counts.value: has a count more than {INCONSISTENCY_SCALES:g} noise "
                              f"scales outside [0, n]")
         return self
 
     @property
-    def released(self) -> np.ndarray:
-        return np.asarray(self.statistics.counts.value, float)
+    def noisy_record(self) -> StatisticRecord:
+        return self.statistics.counts
 
     @property
-    def laplace_scale(self) -> float:
-        rec = self.statistics.counts
-        return rec.sensitivity / rec.epsilon
+    def released(self) -> np.ndarray:
+        return np.asarray(self.statistics.counts.value, float)
 
     @property
     def category_labels(self) -> list:
@@ -155,35 +196,34 @@ def truncated_sensitivity(lo: float, hi: float) -> float:
     return float(max(abs(lo), abs(hi), hi - lo))
 
 
-class _TruncatedRelease(ReleaseBase):
+class _TruncatedRelease(_NoisyStatistic, ReleaseBase):
     n: PositiveInt
     bounds: tuple[Annotated[float, Field(strict=True, allow_inf_nan=False)],
                   Annotated[float, Field(strict=True, allow_inf_nan=False)]]
     statistics: TruncatedStatistics
 
-    def _check_common(self):
+    def _check_common(self, allowed=("laplace",)):
         lo, hi = self.bounds
         if lo < 0:
             raise ValueError(f"bounds: lower bound must be >= 0, {self.family} data are non-negative (got {lo:g})")
         if not lo < hi:
             raise ValueError(f"bounds: must be increasing [a, b] with a < b (got [{lo:g}, {hi:g}])")
         rec = self.statistics.truncated_sum
-        _check_laplace(rec, "truncated_sum", truncated_sensitivity(lo, hi))
+        _check_mechanism(rec, "truncated_sum", truncated_sensitivity(lo, hi), allowed)
         y = _scalar(rec, "truncated_sum")
-        b = rec.sensitivity / rec.epsilon
+        b = self.noise_scale
         if y < -INCONSISTENCY_SCALES * b or y > self.n * hi + INCONSISTENCY_SCALES * b:
             raise ValueError(f"statistics.truncated_sum.value: {y:g} is impossible for n = {self.n}, bounds "
-                             f"[{lo:g}, {hi:g}] with Laplace scale {b:g}")
+                             f"[{lo:g}, {hi:g}] with noise scale {b:g}")
         return self
+
+    @property
+    def noisy_record(self) -> StatisticRecord:
+        return self.statistics.truncated_sum
 
     @property
     def released(self) -> np.ndarray:
         return np.array([_scalar(self.statistics.truncated_sum, "truncated_sum")])
-
-    @property
-    def laplace_scale(self) -> float:
-        rec = self.statistics.truncated_sum
-        return rec.sensitivity / rec.epsilon
 
 
 class ExponentialRelease(_TruncatedRelease):
@@ -206,7 +246,7 @@ class PoissonRelease(_TruncatedRelease):
         lo, hi = self.bounds
         if math.ceil(lo) > math.floor(hi) or hi < 1:
             raise ValueError(f"bounds: [{lo:g}, {hi:g}] excludes every positive count")
-        return self._check_common()
+        return self._check_common(COUNT_MECHANISMS)
 
 
 # --------------------------------------------------------------------------- priors
@@ -526,12 +566,20 @@ ENGINE_KEYS = frozenset({"confidential"})
 _BATCH = "dpposterior.inference.expfam_baselines:run_batch"
 
 
-def family_methods(ops: bool = False) -> dict[str, EngineSpec]:
+def auto_for_noise(release) -> str:
+    """``auto`` of the count families: Gibbs-SS (Bernstein & Sheldon) for continuous Laplace noise, the exact
+    enumeration engine for every other mechanism (integer noise: there is no Laplace scale mixture)."""
+    return "gibbs-ss" if release.noisy_record.mechanism == "laplace" else "exact"
+
+
+def family_methods(ops: bool = False, exact: bool = False) -> dict[str, EngineSpec]:
     methods = {
         "gibbs-ss": EngineSpec("dpposterior.inference.gibbs_ss:gibbs_ss", batch=_BATCH),
         "naive": EngineSpec("dpposterior.inference.expfam_baselines:naive", batch=_BATCH),
         "non-private": EngineSpec("dpposterior.inference.expfam_baselines:non_private", batch=_BATCH),
     }
+    if exact:
+        methods["exact"] = EngineSpec("dpposterior.inference.exact_counts:exact")
     if ops:
         methods["ops"] = EngineSpec("dpposterior.inference.expfam_baselines:ops", batch=_BATCH)
     return methods

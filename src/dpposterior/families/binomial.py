@@ -8,17 +8,19 @@ auto), ``naive``, ``non-private`` (simulations only), ``ops`` (one-posterior sam
 from __future__ import annotations
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, BinomialRelease, curate_binomial, family_methods,
+from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
                       parse_beta_prior, simulate_binomial)
 
 FAMILY = Family(
     name="binomial",
     release_model=BinomialRelease,
-    methods=family_methods(ops=True),
+    methods=family_methods(ops=True, exact=True),
     auto_method="gibbs-ss",
+    auto_rule=auto_for_noise,
+    mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_beta_prior,
     curate=curate_binomial,
-    analysis_keys=ENGINE_KEYS,
+    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
     simulate=simulate_binomial,

@@ -9,17 +9,19 @@ variable ``p`` with dim ``category``.  Methods: ``gibbs-ss`` (Algorithm 1, auto)
 from __future__ import annotations
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, MultinomialRelease, curate_multinomial, family_methods,
+from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
                       parse_dirichlet_prior, simulate_multinomial)
 
 FAMILY = Family(
     name="multinomial",
     release_model=MultinomialRelease,
-    methods=family_methods(),
+    methods=family_methods(exact=True),
     auto_method="gibbs-ss",
+    auto_rule=auto_for_noise,
+    mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_dirichlet_prior,
     curate=curate_multinomial,
-    analysis_keys=ENGINE_KEYS,
+    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
     simulate=simulate_multinomial,

@@ -11,17 +11,19 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family
-from ._expfam import (ENGINE_KEYS, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
+from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
 FAMILY = Family(
     name="poisson",
     release_model=PoissonRelease,
-    methods=family_methods(),
+    methods=family_methods(exact=True),
     auto_method="gibbs-ss",
+    auto_rule=auto_for_noise,
+    mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_gamma_prior,
     curate=curate_poisson,
-    analysis_keys=ENGINE_KEYS,
+    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="Poisson counts, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "poisson"),

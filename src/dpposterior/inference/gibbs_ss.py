@@ -560,7 +560,7 @@ def sample_batch(family: str, y, n, scale, prior, *, bounds=None, chains: int = 
 
 def release_arrays(release) -> dict:
     """(y, n, scale, bounds) of a release as the kernels want them."""
-    out = {"y": release.released, "n": float(release.n), "scale": release.laplace_scale, "bounds": None}
+    out = {"y": release.released, "n": float(release.n), "scale": release.noise_scale, "bounds": None}
     if release.family in TRUNCATED_CODES:
         out["bounds"] = np.asarray(release.bounds, float)
     return out
@@ -588,6 +588,7 @@ def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_
 
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
+    release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
     arrays = release_arrays(release)
     y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]
     out = sample_batch(release.family, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],

@@ -1,14 +1,17 @@
-"""Release mechanisms: Laplace, Gaussian (classical and analytic), binomial trajectory.
+"""Release mechanisms: Laplace, Gaussian (classical and analytic), binomial trajectory, and the integer
+mechanisms for counts: discrete Laplace and discrete Gaussian (zCDP; Canonne, Kamath & Steinke 2020).
 
 The names a release file may use are registered in :mod:`.registry` (``MECHANISMS``).
 """
 
 from .base import Mechanism
 from .binomial_trajectory import BinomialTrajectory
+from .discrete_gaussian import DiscreteGaussian
+from .discrete_laplace import DiscreteLaplace
 from .gaussian import Gaussian, analytic_sigma, classical_sigma
 from .laplace import Laplace
 from .noise import draw_noise
 from .registry import MECHANISMS, from_record, get_mechanism
 
-__all__ = ["Mechanism", "Laplace", "Gaussian", "BinomialTrajectory", "analytic_sigma",
+__all__ = ["Mechanism", "Laplace", "Gaussian", "BinomialTrajectory", "DiscreteGaussian", "DiscreteLaplace", "analytic_sigma",
            "classical_sigma", "draw_noise", "from_record", "get_mechanism", "MECHANISMS"]

@@ -50,7 +50,41 @@ class Mechanism(ABC):
     def privacy_cost(self) -> tuple[float, float]:
         """(epsilon, delta) spent by one release."""
 
+    #: whether released values are integers (integer noise on an integer statistic)
+    integer_valued: bool = False
+    #: whether the noise is additive, symmetric about 0 and log-concave in its argument (so a window
+    #: |y - s| <= W bounds the mass outside it by the density at W: the exact count engines need it)
+    additive_symmetric: bool = False
+
+    def privacy_accounting(self, delta: float | None = None, dim: int = 1):
+        """:class:`~dpposterior.mechanisms.accounting.PrivacyCost` of one release (``dim`` coordinates);
+        ``delta`` is where a zCDP mechanism reports its (epsilon, delta)."""
+        from .accounting import PrivacyCost
+
+        eps, dlt = self.privacy_cost()
+        return PrivacyCost(float(eps), float(dlt), None, "approximate" if dlt > 0 else "pure",
+                           "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP")
+
+    def tail_window(self, tail: float = 1e-12) -> float:
+        """A half-width W with P(|noise| > W) <= tail (additive mechanisms)."""
+        raise ValueError(f"mechanism: {self.name!r} has no additive noise window")
+
+    def log_mass_shape(self):
+        """("laplace" | "gaussian", scale) when log p(y | s) is -|y - s|/scale or -(y - s)^2/(2 scale^2) up to
+        a constant on the release's support -- what the compiled da-mcmc sweep needs; None otherwise."""
+        return None
+
     # ------------------------------------------------------------------ the release-file side
+    @classmethod
+    def check_record(cls, record) -> None:
+        """Refuse a statistic record whose fields do not describe this mechanism (ValueError, field first).
+
+        The default: an (epsilon, delta) mechanism; ``rho`` belongs to zCDP mechanisms only."""
+        if record.epsilon is None:
+            raise ValueError(f"epsilon: is required for a {cls.name} statistic")
+        if getattr(record, "rho", None) is not None:
+            raise ValueError(f"rho: not a field of a {cls.name} statistic (only discrete-gaussian is accounted in rho)")
+
     @classmethod
     def from_record(cls, record, sensitivity: float | None = None) -> "Mechanism":
         """The mechanism described by a release's statistic record (``release.StatisticRecord``)."""

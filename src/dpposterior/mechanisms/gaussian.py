@@ -85,6 +85,7 @@ class Gaussian(Mechanism):
     """
 
     name = "gaussian"
+    additive_symmetric = True
 
     def __init__(self, sigma: float, epsilon: float | None = None, delta: float | None = None,
                  sensitivity: float | None = None, calibration: str | None = None):
@@ -120,6 +121,12 @@ class Gaussian(Mechanism):
             if self.sensitivity is None:
                 raise ValueError("privacy_cost: unknown without epsilon/delta or sensitivity")
         return (float(self.epsilon), float(self.delta))
+
+    def tail_window(self, tail=1e-12):
+        return self.sigma * math.sqrt(2.0 * math.log(2.0 / tail))
+
+    def log_mass_shape(self):
+        return ("gaussian", self.sigma)
 
     @classmethod
     def from_record(cls, record, sensitivity=None):

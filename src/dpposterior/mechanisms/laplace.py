@@ -17,6 +17,7 @@ class Laplace(Mechanism):
     """Laplace noise of scale ``scale`` = sensitivity / epsilon (pure epsilon-DP)."""
 
     name = "laplace"
+    additive_symmetric = True
 
     def __init__(self, epsilon: float, sensitivity: float):
         require(np.isfinite(epsilon) and epsilon > 0, "epsilon", "must be a finite number > 0")
@@ -37,6 +38,12 @@ class Laplace(Mechanism):
 
     def privacy_cost(self):
         return (self.epsilon, 0.0)
+
+    def tail_window(self, tail=1e-12):
+        return self.scale * float(np.log(1.0 / tail))
+
+    def log_mass_shape(self):
+        return ("laplace", self.scale)
 
     @classmethod
     def from_record(cls, record, sensitivity=None):

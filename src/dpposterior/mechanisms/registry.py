@@ -12,11 +12,14 @@ from __future__ import annotations
 from ..errors import InputError
 from .base import Mechanism
 from .binomial_trajectory import BinomialTrajectory
+from .discrete_gaussian import DiscreteGaussian
+from .discrete_laplace import DiscreteLaplace
 from .gaussian import Gaussian
 from .laplace import Laplace
 
 #: release-file name -> mechanism class
-MECHANISMS: dict[str, type[Mechanism]] = {cls.name: cls for cls in (Laplace, Gaussian, BinomialTrajectory)}
+MECHANISMS: dict[str, type[Mechanism]] = {cls.name: cls for cls in (Laplace, Gaussian, BinomialTrajectory,
+                                                                  DiscreteLaplace, DiscreteGaussian)}
 
 
 def get_mechanism(name, field: str = "mechanism") -> type[Mechanism]:

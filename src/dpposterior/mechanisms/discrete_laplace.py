@@ -1,0 +1,139 @@
+"""Discrete Laplace (two-sided geometric) mechanism: y = s + k, P(k) proportional to exp(-|k| eps / Delta).
+
+Ghosh, Roughgarden & Sundararajan (STOC 2009) for counts; Canonne, Kamath & Steinke (NeurIPS 2020,
+Sec. 2.2 and Algorithm 2) as an exact integer sampler.  With q = exp(-eps / Delta) the mass is
+P(k) = (1 - q) / (1 + q) q^|k|.  For an integer statistic of L1 sensitivity Delta the release is pure
+eps-DP: the mass ratio at any k of two releases shifted by d <= Delta is at most q^-d <= e^eps.
+Pure eps-DP implies (eps^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), which is how it composes with
+discrete-Gaussian statistics.  OpenDP releases it as ``make_laplace`` over an integer domain.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import require
+from .accounting import PrivacyCost
+from .integer import IntegerNoise, two_sided_geometric
+
+
+class DiscreteLaplace(IntegerNoise):
+    """Discrete Laplace noise, P(k) proportional to exp(-|k| epsilon / sensitivity) on the integers."""
+
+    name = "discrete-laplace"
+
+    def __init__(self, epsilon: float, sensitivity: float = 1.0):
+        require(np.isfinite(epsilon) and epsilon > 0, "epsilon", "must be a finite number > 0")
+        require(np.isfinite(sensitivity) and sensitivity > 0, "sensitivity", "must be a finite number > 0")
+        self.epsilon = float(epsilon)
+        self.sensitivity = float(sensitivity)
+        #: the scale t of P(k) ~ exp(-|k| / t) (OpenDP's ``scale``)
+        self.scale = self.sensitivity / self.epsilon
+
+    def log_kernel(self, k):
+        return -np.abs(np.asarray(k, float)) / self.scale
+
+    @property
+    def log_norm(self) -> float:
+        # log sum_k q^|k| = log((1 + q) / (1 - q)), q = exp(-1/t), without cancellation for large t
+        inv = 1.0 / self.scale
+        return math.log1p(math.exp(-inv)) - math.log(-math.expm1(-inv))
+
+    def tail_window(self, tail=1e-12):
+        # P(|k| > W) = 2 q^(W+1) / (1 + q) <= 2 q^(W+1)
+        inv = 1.0 / self.scale
+        return max(0, int(math.ceil(math.log(2.0 / tail) / inv)) - 1)
+
+    def cdf(self, k):
+        """Closed form: F(k) = q^-k / (1 + q) for k < 0, 1 - q^(k+1) / (1 + q) for k >= 0."""
+        k = np.floor(np.asarray(k, float))
+        inv = 1.0 / self.scale
+        log_q1 = math.log1p(math.exp(-inv))
+        neg = np.exp(np.minimum(k, 0.0) * inv - log_q1)
+        pos = 1.0 - np.exp(-(np.maximum(k, 0.0) + 1.0) * inv - log_q1)
+        return np.where(k < 0, neg, pos)
+
+    def draw(self, shape, rng):
+        return two_sided_geometric(1.0 / self.scale, shape, rng)
+
+    def log_mass_shape(self):
+        return ("laplace", self.scale)
+
+    @property
+    def noise_variance(self) -> float:
+        q = math.exp(-1.0 / self.scale)
+        return 2.0 * q / (1.0 - q) ** 2
+
+    def privacy_cost(self):
+        return (self.epsilon, 0.0)
+
+    def privacy_accounting(self, delta=None, dim=1) -> PrivacyCost:
+        return PrivacyCost(self.epsilon, 0.0, 0.5 * self.epsilon ** 2, "pure", "pure epsilon-DP")
+
+    # ------------------------------------------------------------------ release-file side
+    @classmethod
+    def check_record(cls, record) -> None:
+        if record.epsilon is None:
+            raise ValueError("epsilon: is required for a discrete-laplace statistic")
+        for name in ("sigma", "delta", "rho"):
+            if getattr(record, name) is not None:
+                raise ValueError(f"{name}: not a field of a discrete-laplace statistic (it is pure epsilon-DP)")
+        cls.check_integer_values(record.value)
+
+    @classmethod
+    def from_record(cls, record, sensitivity=None):
+        return cls(record.epsilon, sensitivity if sensitivity is not None else record.sensitivity)
+
+    @property
+    def noise_scale(self) -> float:
+        return self.scale
+
+    @classmethod
+    def _from_scale(cls, scale):
+        return cls(1.0, float(scale))
+
+    @classmethod
+    def opendp_noise(cls, values, scale):
+        import opendp.prelude as dp
+
+        return opendp_integer_vector(values, lambda domain: dp.m.make_laplace(
+            domain, dp.l1_distance(T=int), scale=float(scale)))
+
+    # ------------------------------------------------------------------ audit side
+    sensitivity_norm = "L1"
+
+    @staticmethod
+    def norm(diff):
+        return float(np.abs(diff).sum())
+
+    @classmethod
+    def audit_noise(cls, release, record):
+        eps = float(record["epsilon"])
+        t = float(record["sensitivity"]) / eps
+        return eps, 0.0, t, t * eps
+
+    @classmethod
+    def audit_epsilon(cls, noise, sensitivity):
+        return sensitivity / noise[2]
+
+    @classmethod
+    def audit_log_density(cls, noise, out, s):
+        return -np.abs(out - s).sum(-1) / noise[2]
+
+    def __repr__(self):
+        return f"DiscreteLaplace(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"
+
+
+def opendp_integer_vector(values, make_measurement) -> np.ndarray:
+    """Apply an OpenDP measurement over integer vectors to integer ``values`` (publication noise)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    values = np.asarray(values, float)
+    if not np.all(np.isfinite(values) & (values == np.round(values))):
+        raise ValueError("values: integer noise needs integer statistics")
+    meas = make_measurement(dp.vector_domain(dp.atom_domain(T=int)))
+    flat = [int(v) for v in values.ravel()]
+    return np.asarray(meas(flat), dtype=float).reshape(values.shape)
