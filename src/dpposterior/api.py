@@ -57,6 +57,11 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     eps, delta = release.total_privacy_cost()
     post.attrs.setdefault("release_epsilon", eps)
     post.attrs.setdefault("release_delta", delta)
+    cost = release.privacy()
+    if cost.accounting == "zcdp":
+        # a zCDP release: its rho, and how (epsilon, delta) was obtained from it (docs/privacy.md)
+        post.attrs.setdefault("release_rho", cost.rho)
+        post.attrs.setdefault("release_privacy", f"{cost.describe()}; {cost.note}")
     # the release itself (public by construction) and the prior, when it is plain data, so that
     # `dpposterior report` can draw the feasible region and recompute the naive posterior
     post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))

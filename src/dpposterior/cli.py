@@ -58,8 +58,11 @@ def _impl(module: str, func: str):
 def release_cmd(
     data: Path = typer.Argument(..., help="CSV of confidential records (with a header row)."),
     family: str = typer.Option(..., "--family", help=f"Data model: {_FAMILY_LIST}."),
-    epsilon: float = typer.Option(..., "--epsilon", help="Total privacy budget (per table for naive-bayes counts)."),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon",
+                                            help="Total privacy budget (per table for naive-bayes counts)."),
     out: Path = typer.Option(..., "--out", help="Release file to write (JSON)."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
+                                        "(instead of --epsilon)."),
     column: Optional[str] = typer.Option(None, "--column", help="The data column (univariate families)."),
     columns: Optional[str] = typer.Option(None, "--columns", help="Comma-separated columns (naive-bayes: class first)."),
     features: Optional[str] = typer.Option(None, "--features", help="Comma-separated feature columns (regression)."),
@@ -70,7 +73,8 @@ def release_cmd(
     epsilon_split: Optional[str] = typer.Option(None, "--epsilon-split",
                                                 help="How epsilon is split between statistics."),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta of (epsilon, delta)-DP mechanisms."),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="laplace or gaussian, where a family offers both."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="laplace or gaussian, where a family offers "
+                                            "both; discrete-laplace or discrete-gaussian for counts."),
     scale: Optional[str] = typer.Option(None, "--scale", help="naive-bayes: counts or proportions."),
     parties: int = typer.Option(1, "--parties", help="Split the rows into J data holders (regression)."),
     intercept: bool = typer.Option(False, "--intercept", help="Add an intercept column (regression)."),
@@ -88,16 +92,15 @@ def release_cmd(
 
     check_output_path(out, "--out")
     options = CurateOptions(
-        family=family, epsilon=epsilon, column=column, columns=_split(columns), features=_split(features),
+        family=family, epsilon=epsilon, rho=rho, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
         epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
         intercept=intercept, seed=seed, population=population, trials=trials, times=times, design=design,
     )
     release = build_release(data, options)
     release.save(out)
-    eps, dlt = release.total_privacy_cost()
-    typer.echo(f"wrote {out} (family {release.family}, total epsilon {eps:g}"
-               + (f", delta {dlt:g}" if dlt else "") + f", neighbouring {release.neighbouring})")
+    cost = release.privacy()
+    typer.echo(f"wrote {out} (family {release.family}, total {cost.describe()}, neighbouring {release.neighbouring})")
     if seed is not None:
         typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
                    "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)

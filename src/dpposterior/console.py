@@ -54,7 +54,9 @@ def run_header(post) -> list[str]:
                  + (f" after {warm} warm-up iterations" if warm not in (None, 0) and not post.iid
                     else ""))
     eps, delta = a.get("release_epsilon"), a.get("release_delta")
-    if eps is not None:
+    if a.get("release_privacy") not in (None, "none"):  # zCDP: rho first, then its (epsilon, delta)
+        lines.append(f"release: total {a['release_privacy']}, neighbouring replace-one")
+    elif eps is not None:
         lines.append(f"release: total epsilon {float(eps):g}" + (f", delta {float(delta):g}" if delta else "")
                      + ", neighbouring replace-one")
     return lines

@@ -28,15 +28,34 @@ def read_csv(path):
         raise InputError("data", f"cannot read CSV ({exc})") from None
 
 
+def check_budget(options: CurateOptions) -> None:
+    """Exactly one budget: ``--rho`` for the discrete Gaussian (zCDP), ``--epsilon`` for everything else."""
+    from .release import check_epsilon_range
+
+    if options.mechanism == "discrete-gaussian":
+        if options.epsilon is not None:
+            raise InputError("epsilon", "not a budget of --mechanism discrete-gaussian (give its zCDP budget --rho)")
+        if options.rho is None:
+            raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
+        if not (isinstance(options.rho, (int, float)) and 1e-12 <= options.rho <= 1e6):
+            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {options.rho!r})")
+        return
+    if options.rho is not None:
+        raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
+    if options.epsilon is None:
+        raise InputError("epsilon", "is required (the privacy budget)")
+    if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
+        raise InputError("epsilon", f"must be a finite number > 0 (got {options.epsilon})")
+    check_epsilon_range(options.epsilon, "epsilon")
+
+
 def build_release(data_path, options: CurateOptions):
     """Read the CSV, let the family build the release, validate it; returns the release."""
     from .errors import check_seed
     from .families import get_family
-    from .release import check_epsilon_range, load_release
+    from .release import load_release
 
-    if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
-        raise InputError("epsilon", f"must be a finite number > 0 (got {options.epsilon})")
-    check_epsilon_range(options.epsilon, "epsilon")
+    check_budget(options)
     check_seed(options.seed, "seed")  # --delta is the linear-regression curator's: checked there
     family = get_family(options.family)
     if family.curate is None:

@@ -17,7 +17,9 @@ from ..errors import InputError
 @dataclass
 class CurateOptions:
     family: str
-    epsilon: float
+    epsilon: float | None = None
+    #: zCDP budget of the discrete Gaussian (``--rho``), instead of ``epsilon``
+    rho: float | None = None
     column: str | None = None
     columns: list[str] | None = None
     features: list[str] | None = None

@@ -364,9 +364,33 @@ def parse_gamma_prior(prior, release=None) -> GammaPrior:
 
 
 # --------------------------------------------------------------------------- curators
-def _noisy(value, scale: float, seed):
-    noisy, sampler = draw_noise("laplace", value, scale, seed)
-    return noisy, sampler
+def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> dict:
+    """The statistic record of ``values`` released through ``options.mechanism`` (default laplace) at the
+    budget the options give: epsilon (laplace, discrete-laplace) or rho (discrete-gaussian, zCDP).
+
+    ``sensitivity``: the replace-one sensitivity, a number or {"L1": .., "L2": ..} by the mechanism's norm.
+    """
+    from ..mechanisms.registry import get_mechanism
+
+    name = options.mechanism or "laplace"
+    if name not in COUNT_MECHANISMS:
+        raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
+                         f"curator (got {name!r})")
+    kind = get_mechanism(name)
+    sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
+    if name == "discrete-gaussian":
+        scale = sens / math.sqrt(2.0 * options.rho)
+        budget = {"sigma": scale, "rho": float(options.rho)}
+    else:
+        scale = sens / options.epsilon
+        budget = {"epsilon": float(options.epsilon)}
+    noisy, sampler = draw_noise(name, np.asarray(values, float), scale, options.seed)
+    if kind.integer_valued:
+        vals = [int(v) for v in np.round(noisy)]  # already integers: exact integer noise on integer counts
+    else:
+        vals = [float(v) for v in noisy]
+    return {"value": vals[0] if scalar else vals, "mechanism": name, **budget, "sensitivity": sens,
+            "sampler": sampler}
 
 
 def _column(frame, options):
@@ -392,7 +416,7 @@ def _numeric(col, name: str) -> np.ndarray:
 
 
 def curate_binomial(frame, options) -> dict:
-    reject_unused(options, {"column"}, "binomial")
+    reject_unused(options, {"column", "mechanism"}, "binomial")
     col = _column(frame, options)
     if col.dtype == bool:
         x = col.to_numpy(dtype=float)
@@ -400,15 +424,12 @@ def curate_binomial(frame, options) -> dict:
         x = _numeric(col, options.column)
     if not np.all((x == 0) | (x == 1)):
         raise InputError("column", f"column {options.column!r} must hold only 0/1 values for the binomial family")
-    noisy, sampler = _noisy(np.array([x.sum()]), 1.0 / options.epsilon, options.seed)
     return {"format": FORMAT, "family": "binomial", "n": int(len(x)),
-            "statistics": {"successes": {"value": float(noisy[0]), "mechanism": "laplace",
-                                         "epsilon": float(options.epsilon), "sensitivity": 1.0,
-                                         "sampler": sampler}}}
+            "statistics": {"successes": noisy_record(options, [x.sum()], 1.0, scalar=True)}}
 
 
 def curate_multinomial(frame, options) -> dict:
-    reject_unused(options, {"column"}, "multinomial")
+    reject_unused(options, {"column", "mechanism"}, "multinomial")
     col = _column(frame, options).astype(str)
     categories = options.extra.get("categories") if options.extra else None
     note = None
@@ -424,9 +445,8 @@ def curate_multinomial(frame, options) -> dict:
     if len(categories) < 2:
         raise InputError("column", "the multinomial family needs at least 2 categories")
     counts = np.array([(col == c).sum() for c in categories], dtype=float)
-    noisy, sampler = _noisy(counts, 2.0 / options.epsilon, options.seed)
-    record = {"value": [float(v) for v in noisy], "mechanism": "laplace", "epsilon": float(options.epsilon),
-              "sensitivity": 2.0, "sampler": sampler}
+    # one record moves between two categories: L1 2, L2 sqrt(2)
+    record = noisy_record(options, counts, {"L1": 2.0, "L2": math.sqrt(2.0)}, scalar=False)
     if note:
         record["note"] = note
     return {"format": FORMAT, "family": "multinomial", "n": int(len(col)), "categories": list(categories),
@@ -434,7 +454,7 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    reject_unused(options, {"column", "bounds"}, family)
+    reject_unused(options, {"column", "bounds"} | ({"mechanism"} if family == "poisson" else set()), family)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:
@@ -448,11 +468,12 @@ def _curate_truncated(frame, options, family: str) -> dict:
         raise InputError("bounds", f"must be finite with 0 <= a < b (got [{lo:g}, {hi:g}])")
     inside = (x >= lo) & (x <= hi)
     sens = truncated_sensitivity(lo, hi)
-    noisy, sampler = _noisy(np.array([x[inside].sum()]), sens / options.epsilon, options.seed)
+    if family == "poisson" and options.mechanism not in (None, "laplace"):
+        # integer records inside integer-valued public bounds: the truncated sum is an integer
+        lo, hi = float(math.ceil(lo)), float(math.floor(hi))
+        sens = truncated_sensitivity(lo, hi)
     return {"format": FORMAT, "family": family, "n": int(len(x)), "bounds": [lo, hi],
-            "statistics": {"truncated_sum": {"value": float(noisy[0]), "mechanism": "laplace",
-                                             "epsilon": float(options.epsilon), "sensitivity": sens,
-                                             "sampler": sampler}}}
+            "statistics": {"truncated_sum": noisy_record(options, [x[inside].sum()], sens, scalar=True)}}
 
 
 def curate_exponential(frame, options) -> dict:

@@ -81,9 +81,9 @@ class Mechanism(ABC):
 
         The default: an (epsilon, delta) mechanism; ``rho`` belongs to zCDP mechanisms only."""
         if record.epsilon is None:
-            raise ValueError(f"epsilon: is required for a {cls.name} statistic")
+            raise ValueError(f"epsilon: is required by mechanism {cls.name!r}")
         if getattr(record, "rho", None) is not None:
-            raise ValueError(f"rho: not a field of a {cls.name} statistic (only discrete-gaussian is accounted in rho)")
+            raise ValueError(f"rho: not a field of mechanism {cls.name!r} (only discrete-gaussian is accounted in rho)")
 
     @classmethod
     def from_record(cls, record, sensitivity: float | None = None) -> "Mechanism":

@@ -156,13 +156,13 @@ class DiscreteGaussian(IntegerNoise):
     @classmethod
     def check_record(cls, record) -> None:
         if record.sigma is None:
-            raise ValueError("sigma: is required for a discrete-gaussian statistic (the parameter sigma of "
+            raise ValueError("sigma: is required by mechanism 'discrete-gaussian' (the parameter sigma of "
                              "N_Z(0, sigma^2), not the noise's standard deviation)")
         if record.epsilon is not None:
-            raise ValueError("epsilon: not a field of a discrete-gaussian statistic (it spends rho = "
+            raise ValueError("epsilon: not a field of mechanism 'discrete-gaussian' (it spends rho = "
                              "sensitivity^2 / (2 sigma^2); its (epsilon, delta) is derived)")
         if record.delta is not None:
-            raise ValueError("delta: not a field of a discrete-gaussian statistic (set the release's "
+            raise ValueError("delta: not a field of mechanism 'discrete-gaussian' (set the release's "
                              "report_delta for its (epsilon, delta))")
         cls.check_integer_values(record.value)
         if record.rho is not None and record.sensitivity is not None:

@@ -76,10 +76,10 @@ class DiscreteLaplace(IntegerNoise):
     @classmethod
     def check_record(cls, record) -> None:
         if record.epsilon is None:
-            raise ValueError("epsilon: is required for a discrete-laplace statistic")
+            raise ValueError("epsilon: is required by mechanism 'discrete-laplace'")
         for name in ("sigma", "delta", "rho"):
             if getattr(record, name) is not None:
-                raise ValueError(f"{name}: not a field of a discrete-laplace statistic (it is pure epsilon-DP)")
+                raise ValueError(f"{name}: not a field of mechanism 'discrete-laplace' (it is pure epsilon-DP)")
         cls.check_integer_values(record.value)
 
     @classmethod

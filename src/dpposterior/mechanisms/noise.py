@@ -29,6 +29,8 @@ _EXACT = contextvars.ContextVar("dpposterior_exact_statistics", default=False)
 
 #: what every seeded release says about itself
 SEEDED_NOTE = "reproducible, not for publication: floating-point noise, Mironov 2012"
+#: ... and what a seeded integer-noise release says (an exact sampler, but a seeded, predictable generator)
+SEEDED_INTEGER_NOTE = "reproducible, not for publication: exact integer sampler on a seeded numpy generator"
 
 
 def seeded_sampler_name(seed) -> str:
@@ -63,7 +65,10 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
         except ImportError:  # pragma: no cover - opendp is a hard dependency
             pass
     rng = np.random.default_rng(seed)
-    return values + kind.numpy_noise(scale, values.shape, rng), seeded_sampler_name(seed)
+    name = seeded_sampler_name(seed)
+    if kind.integer_valued:  # exact integer samplers on numpy's (non-cryptographic) generator
+        name = f"numpy-{np.__version__} (seed {seed}; {SEEDED_INTEGER_NOTE})"
+    return values + kind.numpy_noise(scale, values.shape, rng), name
 
 
 def _opendp_name():
