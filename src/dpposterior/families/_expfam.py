@@ -40,11 +40,20 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 COUNT_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 
+def _integer_noise(name: str) -> bool:
+    """A registered mechanism adding integer, additive, symmetric noise: every count engine can use it by
+    asking it (log-mass, tail window, sampler), so the count families take it without naming it."""
+    from ..mechanisms.registry import MECHANISMS
+
+    cls = MECHANISMS.get(name)
+    return cls is not None and cls.integer_valued and cls.additive_symmetric
+
+
 def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
                      allowed: tuple[str, ...] = ("laplace",)) -> None:
     """The record's mechanism is one the family takes; its sensitivity is derived in the mechanism's norm
     (``derived``: a number, or {"L1": .., "L2": ..}) when omitted, refused when given and different."""
-    if record.mechanism not in allowed:
+    if record.mechanism not in allowed and not (allowed is COUNT_MECHANISMS and _integer_noise(record.mechanism)):
         raise ValueError(f"statistics.{name}.mechanism: must be one of {', '.join(allowed)} for this family "
                          f"(got {record.mechanism!r})")
     from ..mechanisms.registry import from_record, get_mechanism
@@ -373,7 +382,7 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
     from ..mechanisms.registry import get_mechanism
 
     name = options.mechanism or "laplace"
-    if name not in COUNT_MECHANISMS:
+    if name not in COUNT_MECHANISMS and not _integer_noise(name):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
                          f"curator (got {name!r})")
     kind = get_mechanism(name)

@@ -124,14 +124,27 @@ def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transfo
 
 def mechanism_kernel(mechanism, r: int) -> tuple[int, np.ndarray]:
     """(kind, 1 / scale per coordinate) of the compiled sweep for an additive mechanism."""
-    from ..mechanisms import Gaussian, Laplace
+    # the mechanism says what its log-mass is up to a constant (discrete Laplace / discrete Gaussian have
+    # the Laplace / Gaussian form on the integers): the sweep only needs log-ratios
+    shape = mechanism.log_mass_shape() if hasattr(mechanism, "log_mass_shape") else None
+    if shape is not None:
+        kind, scale = shape
+        return (LAPLACE if kind == "laplace" else GAUSSIAN), np.full(r, 1.0 / scale)
+    raise InputError("model.mechanism", f"da-mcmc needs additive noise whose log-mass is Laplace- or "
+                     f"Gaussian-shaped (got {type(mechanism).__name__})")
 
-    if isinstance(mechanism, Laplace):
-        return LAPLACE, np.full(r, 1.0 / mechanism.scale)
-    if isinstance(mechanism, Gaussian):
-        return GAUSSIAN, np.full(r, 1.0 / mechanism.sigma)
-    raise InputError("model.mechanism", f"da-mcmc needs additive Laplace or Gaussian noise "
-                     f"(got {type(mechanism).__name__})")
+
+def check_integer_release(mechanism, observed, contributions) -> None:
+    """Integer noise: the release and every record's contribution must be integers, or the likelihood is 0."""
+    if not getattr(mechanism, "integer_valued", False):
+        return
+    from ..mechanisms.integer import is_integral
+
+    if not np.all(is_integral(observed)):
+        raise InputError("observed", f"must hold integers: {mechanism.name} releases integer counts")
+    if not np.all(is_integral(contributions)):
+        raise InputError("model.statistic", f"must be integer-valued: {mechanism.name} adds integer noise "
+                         "(a non-integer statistic has likelihood 0)")
 
 
 @dataclass
@@ -180,6 +193,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     values = model.sample_prior(chains, rng) if init is None else {k: np.asarray(v, float) for k, v in init.items()}
     thetas = [model.theta_dict(values, c) for c in range(chains)]
     recs, t = _records_and_stats(model, thetas, n, r, rng)
+    check_integer_release(model.mechanism, obs, t)
     use_conjugate = model.complete_posterior is not None
     z = model.to_unconstrained(values)
     d = z.shape[1]
