@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(dpposterior.__file__).parent
 #: the rooms, lowest first; a module may import its own layer and those below.  Listed prefixes
 #: match a module and its submodules; the longest matching prefix decides.
 LAYERS = [
-    ("foundation", ["dpposterior._version", "dpposterior.errors"]),
+    ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.execution", "dpposterior.checkpoint",
                                  # the family registry only (names -> module strings, Family, EngineSpec)

@@ -190,6 +190,18 @@ def test_report_renders_in_headless_chromium(files, tmp_path):
     assert blue > 0.001
 
 
+def _sealed_checkpoint(path, fingerprint, units, total):
+    """A checkpoint as run_units writes it (format 2: run id and one content hash per unit)."""
+    from dpposterior.checkpoint import FORMAT, run_id, unit_hash
+    from dpposterior.diagnostics.calibration import study_id
+
+    rid = run_id(fingerprint)
+    path.write_text(json.dumps({"format": FORMAT, "run_id": rid, "fingerprint": fingerprint, "total": total,
+                                "results": units,
+                                "sha256": {k: unit_hash(rid, int(k), v) for k, v in units.items()}}))
+    return study_id(fingerprint)
+
+
 def test_calibration_ranks_read_from_the_checkpoint(tmp_path):
     # `dpposterior calibrate` keeps per-trial quantiles only in its checkpoint <out>.ckpt.json
     rng = np.random.default_rng(5)
@@ -197,11 +209,18 @@ def test_calibration_ranks_read_from_the_checkpoint(tmp_path):
               "methods": {"gibbs-ss": {"ks": 0.1, "coverage": {}}, "naive": {"ks": 0.3, "coverage": {}}}}
     units = {str(i): {"ranks": {m: rng.uniform(size=(15, 1)).tolist() for m in result["methods"]}}
              for i in range(2)}
+    ck = tmp_path / "cal.json.ckpt.json"
+    result["run_id"] = _sealed_checkpoint(ck, {"seed": 1}, units, 2)
     (tmp_path / "cal.json").write_text(json.dumps(result))
-    (tmp_path / "cal.json.ckpt.json").write_text(json.dumps({"fingerprint": {}, "total": 2, "results": units}))
     html = write_report(tmp_path / "cal.json", tmp_path / "out").read_text()
     assert (tmp_path / "out" / "rank_ecdf.png").exists() and "checkpoint" in html
     # an unfinished checkpoint is not used (its ranks would not match the summary)
-    (tmp_path / "cal.json.ckpt.json").write_text(json.dumps({"fingerprint": {}, "total": 3, "results": units}))
+    result["run_id"] = _sealed_checkpoint(ck, {"seed": 1}, units, 3)
+    (tmp_path / "cal.json").write_text(json.dumps(result))
     html = write_report(tmp_path / "cal.json", tmp_path / "out2").read_text()
-    assert not (tmp_path / "out2" / "rank_ecdf.png").exists() and "no per-trial quantiles" in html
+    assert not (tmp_path / "out2" / "rank_ecdf.png").exists() and "unfinished" in html
+    # a result without a run id (older dpposterior) cannot be matched to a checkpoint: not used
+    del result["run_id"]
+    (tmp_path / "cal.json").write_text(json.dumps(result))
+    html = write_report(tmp_path / "cal.json", tmp_path / "out3").read_text()
+    assert not (tmp_path / "out3" / "rank_ecdf.png").exists() and "no run id" in html

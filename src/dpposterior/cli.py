@@ -239,7 +239,12 @@ def calibrate_cmd(
     unit_size: Optional[int] = typer.Option(None, "--unit-size", help="Trials per work unit (default: sized from trials and workers; results do not depend on it)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output (the result table is still printed "
                                                        "when there is no --out)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the checkpoint beside --out (every unit "
+                                "is verified first)."),
+    repair: bool = typer.Option(False, "--repair", help="With --resume: recompute the checkpoint's units that "
+                                "fail verification instead of refusing them."),
+    worker_timeout: Optional[float] = typer.Option(None, "--worker-timeout", help="Dask: seconds with no worker "
+                                                   "connected before giving up (default 120)."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
     if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
@@ -248,7 +253,8 @@ def calibrate_cmd(
         # a Model's callables cannot be sent to worker processes: its trials run serially, so the
         # options that steer workers or the family's prior would be silently ignored -- refuse them
         for name, value in (("--prior", prior), ("--workers", workers), ("--unit-size", unit_size),
-                            ("--resume", resume or None)):
+                            ("--resume", resume or None), ("--repair", repair or None),
+                            ("--worker-timeout", worker_timeout)):
             if value is not None:
                 raise InputError(name, "not an option of calibrate --model (a Model's trials run serially with "
                                  "its own prior)")
@@ -262,7 +268,7 @@ def calibrate_cmd(
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
         draws=draws, out=out, plot=plot, scheduler=scheduler or "processes", quiet=quiet, resume=resume,
-        workers=workers, unit_size=unit_size)
+        workers=workers, unit_size=unit_size, repair=repair, worker_timeout=worker_timeout)
 
 
 @app.command("report")

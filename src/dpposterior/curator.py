@@ -22,6 +22,7 @@ def read_csv(path):
 
     path = Path(path)
     check_input_file(path, "data")
+    refuse_duplicate_columns(path)
     try:
         return pd.read_csv(path)
     except Exception as exc:  # pandas raises many parser error types
@@ -47,6 +48,25 @@ def check_budget(options: CurateOptions) -> None:
     if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
         raise InputError("epsilon", f"must be a finite number > 0 (got {options.epsilon})")
     check_epsilon_range(options.epsilon, "epsilon")
+
+
+def refuse_duplicate_columns(path) -> None:
+    """Refuse a header that names a column twice: pandas would silently rename the second 'x' to
+    'x.1', and ``--column x`` would then read only one of the two."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, csv.Error) as exc:
+        raise InputError("data", f"cannot read CSV header ({exc})") from None
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        name = name.strip()
+        if name in seen:
+            raise InputError("data", f"column {name!r} appears twice in the header (columns {seen[name]} and "
+                             f"{position}); give every column its own name")
+        seen[name] = position
 
 
 def build_release(data_path, options: CurateOptions):

@@ -49,9 +49,9 @@ def from_pydantic(exc, prefix: str) -> InputError:
 def check_output_path(path, field: str = "out") -> None:
     """Refuse an output file that cannot be written, before any work (never lose a computed result).
 
-    The folder must exist and be a folder, the path must not be a folder, and the file must be
-    creatable there: a trial create-and-remove catches read-only places such as ``/proc`` that
-    permission bits do not show.
+    The folder must exist and be a folder, the path must not be a folder, and a file must be
+    creatable there: a trial file with no name (or a unique one, removed at once) catches read-only
+    places such as ``/proc`` that permission bits do not show, and never collides with another run.
     """
     import os
     from pathlib import Path
@@ -72,16 +72,13 @@ def check_output_path(path, field: str = "out") -> None:
         if not os.access(p, os.W_OK):
             raise InputError(field, f"{p} is not writable")
         return
-    probe = parent / f".{p.name}.dpposterior-write-test"
-    try:
-        with open(probe, "x"):
+    try:  # a nameless trial file (O_TMPFILE where the OS has it): nothing to collide with or leave behind
+        import tempfile
+
+        with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as exc:
         raise InputError(field, f"cannot write in folder {parent} ({exc.strerror or exc})") from None
-    try:
-        probe.unlink()
-    except OSError:  # pragma: no cover - created but not removable: leave it
-        pass
 
 
 def check_input_file(path, field: str) -> None:

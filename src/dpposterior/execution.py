@@ -28,6 +28,18 @@ from .errors import InputError
 SCHEDULERS = ("serial", "processes", "local")
 #: seconds to wait for an existing Dask scheduler (tcp://) before giving up with a one-line error
 CONNECT_TIMEOUT = 10
+#: default seconds a tcp:// run waits while no worker is connected (``--worker-timeout``): long enough
+#: for workers that are being started or restarted to join, short enough not to look like a hang
+WORKER_TIMEOUT = 120.0
+#: seconds between checks of a tcp:// cluster's workers while units are in flight
+_MONITOR_EVERY = 1.0
+
+
+class ClusterError(InputError):
+    """The Dask cluster cannot finish the work: no worker for too long, or the scheduler is gone."""
+
+    def __init__(self, reason: str):
+        super().__init__("scheduler", reason)
 
 
 def check_scheduler(scheduler: str, reachable: bool = False) -> str:
@@ -152,10 +164,15 @@ def worker_count(scheduler: str, workers: int | None = None) -> int:
 
 
 class Executor:
-    def __init__(self, kind: str, pool=None, client=None):
+    def __init__(self, kind: str, pool=None, client=None, address: str | None = None,
+                 worker_timeout: float | None = None):
         self.kind = kind
         self._pool = pool
         self._client = client
+        self.address = address
+        self.worker_timeout = WORKER_TIMEOUT if worker_timeout is None else float(worker_timeout)
+        #: called with the number of connected workers whenever it changes (Dask backends; progress)
+        self.on_workers: Callable[[int], None] | None = None
 
     def imap_unordered(self, fn: Callable, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         items = list(items)
@@ -180,15 +197,61 @@ class Executor:
                 for fut in futures:
                     fut.cancel()
         else:
-            from dask.distributed import as_completed
+            yield from self._dask_imap(fn, items)
 
-            futures = self._client.map(fn, items, pure=False)
-            index = {fut.key: i for i, fut in enumerate(futures)}
-            try:
-                for fut in as_completed(futures):
-                    yield index[fut.key], fut.result()
-            finally:
-                self._client.cancel(futures)
+    def _dask_imap(self, fn: Callable, items: list) -> Iterator[tuple[int, Any]]:
+        """Dask futures as they finish, watching the cluster.
+
+        Each future is released as soon as its result is in hand, so the scheduler forgets it: a
+        worker that dies later does not make Dask recompute units already finished.  While no
+        worker is connected for ``worker_timeout`` seconds, or once the scheduler is gone, a
+        :class:`ClusterError` ends the run (one line) instead of a silent wait or a traceback.
+        """
+        import time
+        from concurrent.futures import CancelledError
+
+        client = self._client
+        pending = {fut.key: (i, fut) for i, fut in enumerate(client.map(fn, items, pure=False))}
+        workers, idle_since, next_check = None, None, 0.0
+        try:
+            while pending:
+                finished = [key for key, (_, fut) in pending.items() if fut.done()]
+                for key in finished:
+                    i, fut = pending.pop(key)
+                    try:
+                        result = fut.result()
+                    except CancelledError:
+                        raise ClusterError(f"lost the Dask scheduler {self.address} (its tasks were "
+                                           "cancelled)") from None
+                    fut.release()
+                    del fut
+                    yield i, result
+                now = time.monotonic()
+                if now >= next_check:
+                    next_check = now + _MONITOR_EVERY
+                    count = self._connected_workers()
+                    if count != workers:
+                        workers = count
+                        if self.on_workers is not None:
+                            self.on_workers(count)
+                    idle_since = (idle_since or now) if count == 0 else None
+                    if idle_since is not None and now - idle_since >= self.worker_timeout:
+                        raise ClusterError(f"no Dask worker connected to {self.address} for "
+                                           f"{self.worker_timeout:g} s (--worker-timeout)")
+                if not finished:
+                    time.sleep(0.05)
+        finally:
+            if pending and client.status == "running":
+                client.cancel([fut for _, fut in pending.values()])
+
+    def _connected_workers(self) -> int:
+        """Workers the scheduler knows now; a :class:`ClusterError` when it no longer answers."""
+        if self._client.status not in ("running", "connecting", "newly-created"):
+            raise ClusterError(f"lost the Dask scheduler {self.address} (client {self._client.status})")
+        try:
+            return len(self._client.nthreads())
+        except Exception as exc:  # noqa: BLE001 - comm errors come in many types (OSError, CommClosedError...)
+            raise ClusterError(f"lost the Dask scheduler {self.address} ({type(exc).__name__})") from None
 
     def map(self, fn: Callable, items: Iterable[Any]) -> list:
         items = list(items)
@@ -263,13 +326,14 @@ def current_executor():
 
 
 @contextmanager
-def executor(scheduler: str = "processes", workers: int | None = None):
+def executor(scheduler: str = "processes", workers: int | None = None, worker_timeout: float | None = None):
     """Context manager yielding an :class:`Executor` for ``scheduler``.
 
     ``workers`` (processes / local only) defaults to :func:`default_workers`.
     ``fn`` passed to the executor must be a module-level (picklable) function for
     every backend but ``serial``; with ``tcp://`` the Dask workers must also be able
-    to import ``dpposterior`` (install it in the workers' environment).
+    to import ``dpposterior`` (install it in the workers' environment).  ``worker_timeout`` (Dask):
+    seconds without a connected worker before a :class:`ClusterError` (default :data:`WORKER_TIMEOUT`).
     """
     check_scheduler(scheduler)
     workers = check_workers(workers) or default_workers()
@@ -306,7 +370,8 @@ def executor(scheduler: str = "processes", workers: int | None = None):
             except OSError as exc:
                 raise InputError("scheduler", f"cannot reach Dask scheduler {scheduler} ({exc})") from None
         try:
-            yield Executor("dask", client=client)
+            yield Executor("dask", client=client, address=scheduler if scheduler != "local" else "local",
+                           worker_timeout=worker_timeout)
         finally:
             client.close()
             if cluster is not None:

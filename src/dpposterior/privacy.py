@@ -626,7 +626,9 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
 def write_json(results: list[AuditResult], path) -> None:
     from pathlib import Path
 
-    Path(path).write_text(json.dumps([r.to_dict() for r in results], indent=2, default=float) + "\n")
+    from .files import write_bytes
+
+    write_bytes(path, json.dumps([r.to_dict() for r in results], indent=2, default=float) + "\n", field="out")
 
 
 def print_table(results: list[AuditResult]) -> None:

@@ -257,10 +257,10 @@ class ReleaseBase(BaseModel):
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
     def save(self, path: str | os.PathLike) -> None:
+        from .files import write_bytes
+
         text = self.to_json()
-        tmp = Path(str(path) + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        write_bytes(path, text, field="out")  # atomic: unique temporary name, fsync, rename
         self._sha256 = hashlib.sha256(text.encode()).hexdigest()
 
     def reporting_delta(self) -> float:

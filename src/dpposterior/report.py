@@ -98,11 +98,13 @@ def write_report(posterior_path, out_dir, compare=None) -> Path:
             title, sections = _calibration_sections(path)
         else:
             title, sections = _posterior_sections(path, compare)
+    from .files import write_bytes
+
     figures = [s for s in sections if isinstance(s, Figure)]
     for fig in figures:
-        (out_dir / f"{fig.name}.png").write_bytes(fig.png)
+        write_bytes(out_dir / f"{fig.name}.png", fig.png, field="out")
     html_path = out_dir / "report.html"
-    html_path.write_text(_html(title, sections), encoding="utf-8")
+    write_bytes(html_path, _html(title, sections), field="out")
     return html_path
 
 
@@ -565,6 +567,12 @@ def load_calibration(path: Path) -> dict:
         raise InputError("posterior", f"cannot read {path} as a calibration result ({exc})") from None
     if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
         raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
+    if "sha256" in result:  # written by calibrate since issue 31: refuse a result edited afterwards
+        from .checkpoint import content_hash
+
+        if result["sha256"] != content_hash(result):
+            raise InputError("posterior", f"{path} does not match its sha256 (edited or corrupted after "
+                                          "calibrate wrote it)")
     return result
 
 
@@ -590,29 +598,51 @@ def calibration_ranks(entry: dict) -> dict[str, np.ndarray]:
     return {"theta": arr.reshape(-1)}
 
 
-def ranks_from_checkpoint(path: Path, result: dict) -> dict[str, dict[str, np.ndarray]]:
+def ranks_from_checkpoint(path: Path, result: dict) -> tuple[dict[str, dict[str, np.ndarray]], str | None]:
     """Per-trial quantiles from the checkpoint ``dpposterior calibrate`` writes beside its JSON
-    (``<out>.ckpt.json``: one entry per unit with ``ranks[method]`` of shape (trials, coordinates))."""
+    (``<out>.ckpt.json``: one entry per unit with ``ranks[method]`` of shape (trials, coordinates)),
+    and a note on why none were used (None when used, or when there is no checkpoint).
+
+    The checkpoint must be this result's run (the same ``run_id``; another run's is refused: its
+    ranks would be drawn under this run's table) and every unit must match its content hash.
+    """
+    from .checkpoint import read_checkpoint
+
     ck = path.with_name(path.name + ".ckpt.json")
+    if not ck.is_file():
+        return {}, None
+    rid = result.get("run_id")
+    if not isinstance(rid, str):
+        return {}, (f"Its checkpoint {ck.name} was not used: this result carries no run id (written by an "
+                    "older dpposterior), so nothing shows that the two belong to one run.")
+    from .diagnostics.calibration import study_id
+
     try:
         state = json.loads(ck.read_text())
-        units = state["results"]
-        if state.get("total") != len(units):
-            return {}  # an unfinished run: its ranks would not match the summary
-        coords = [str(c) for c in result.get("coordinates", [])]
-        out: dict[str, dict[str, np.ndarray]] = {}
+        total, theirs = state["total"], study_id(state["fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise InputError("posterior", f"{ck} (the checkpoint beside {path.name}) is unreadable") from None
+    if theirs != rid:
+        raise InputError("posterior", f"{path.name} and its checkpoint {ck.name} belong to different runs (run ids "
+                         f"{rid[:12]} and {theirs[:12]}): rerun calibrate, or remove the checkpoint")
+    units = read_checkpoint(ck, total=total, fingerprint=state["fingerprint"], field="posterior")
+    if len(units) != total:
+        return {}, f"Its checkpoint {ck.name} is unfinished ({len(units)} of {total} units), so it was not used."
+    coords = [str(c) for c in result.get("coordinates") or []]
+    out: dict[str, dict[str, np.ndarray]] = {}
+    try:
         for method in result["methods"]:
-            u = np.concatenate([np.asarray(units[str(i)]["ranks"][method], dtype=float)
-                                for i in range(len(units))])
-            if u.ndim == 1:
-                u = u[:, None]
+            rows = [r for i in range(total) for r in units[i]["ranks"][method] if r is not None]
+            u = np.asarray(rows, dtype=float).reshape(len(rows), -1)
             names = coords if len(coords) == u.shape[1] else [f"theta[{j}]" for j in range(u.shape[1])]
             out[method] = {name: u[:, j] for j, name in enumerate(names)}
-        if any(len(next(iter(v.values()))) != result.get("trials", -1) for v in out.values()):
-            return {}
-        return out
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return {}
+    except (KeyError, TypeError, ValueError):
+        raise InputError("posterior", f"{ck} does not hold ranks for this result's methods") from None
+    used = {m: len(next(iter(v.values()))) for m, v in out.items()}
+    expected = {m: e.get("trials_used") for m, e in result["methods"].items() if isinstance(e, dict)}
+    if any(expected.get(m) not in (None, n) for m, n in used.items()):
+        raise InputError("posterior", f"{ck} holds {used} ranks per method, {path.name} says {expected}")
+    return out, None
 
 
 def rank_ecdf_band(ntrials: int, prob: float = 0.95, points: int = 199, sims: int = 2000):
@@ -658,13 +688,14 @@ def _calibration_sections(path: Path):
     sections.append(("table", "Calibration summary", header, rows))
     ranks = {name: calibration_ranks(m) for name, m in methods.items() if isinstance(m, dict)}
     ranks = {k: v for k, v in ranks.items() if v}
+    why_not = None
     if not ranks:
-        ranks = ranks_from_checkpoint(path, result)
+        ranks, why_not = ranks_from_checkpoint(path, result)
         if ranks:
             sections.append(("note", f"Per-trial quantiles read from the run's checkpoint "
-                                     f"{path.name}.ckpt.json."))
+                                     f"{path.name}.ckpt.json (same run id, every unit's hash verified)."))
     if not ranks:
-        sections.append(("note", "This result holds no per-trial quantiles (and its checkpoint "
+        sections.append(("note", why_not or "This result holds no per-trial quantiles (and its checkpoint "
                                  f"{path.name}.ckpt.json is missing), so no rank ECDF can be drawn."))
         return f"dpposterior calibration report: {result.get('family', '?')}", sections
     coords = sorted({c for r in ranks.values() for c in r})[:6]

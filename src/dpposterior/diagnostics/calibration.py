@@ -261,6 +261,50 @@ def calibration_unit(unit: dict) -> dict:
     return results
 
 
+def check_unit_result(unit: dict, result) -> None:
+    """Raise ``ValueError(reason)`` unless ``result`` is what :func:`calibration_unit` returns for
+    ``unit``: one rank row (D quantiles in [0, 1]) or null per trial and method, one finite MMD or
+    null per trial where MMDs are kept, failures naming the unit's trials.  Run on every resumed unit,
+    so a hand-edited checkpoint cannot feed the summary a NaN, an out-of-range rank or a lost trial."""
+    if not isinstance(result, dict) or not {"ranks", "mmd", "coordinates", "failures"} <= set(result):
+        raise ValueError("is not a calibration unit (expected ranks, mmd, coordinates and failures)")
+    trials, methods = unit["trials"], list(unit["methods"])
+    coords = result["coordinates"]
+    if coords is not None and (not isinstance(coords, list) or not all(isinstance(c, str) for c in coords)):
+        raise ValueError("has malformed coordinates")
+    if not isinstance(result["ranks"], dict) or set(result["ranks"]) != set(methods):
+        raise ValueError(f"has ranks for {sorted(result['ranks']) if isinstance(result['ranks'], dict) else '?'}, "
+                         f"not for the run's methods {sorted(methods)}")
+    for m in methods:
+        rows = result["ranks"][m]
+        if not isinstance(rows, list) or len(rows) != trials:
+            raise ValueError(f"holds {len(rows) if isinstance(rows, list) else 'no'} rank rows of method {m}, "
+                             f"not one per trial ({trials})")
+        for t, row in enumerate(rows):
+            if row is None:
+                continue
+            if not isinstance(row, list) or (coords is not None and len(row) != len(coords)) or not all(
+                    isinstance(u, (int, float)) and not isinstance(u, bool) and 0.0 <= u <= 1.0 for u in row):
+                raise ValueError(f"has an invalid rank for method {m} in trial {unit['start'] + t} (posterior "
+                                 "quantiles are numbers in [0, 1])")
+        mmds = result["mmd"].get(m, "missing") if isinstance(result["mmd"], dict) else "missing"
+        if mmds is None:
+            continue
+        if not isinstance(mmds, list) or len(mmds) != trials or not all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+                for v in mmds):
+            raise ValueError(f"has invalid MMDs for method {m} (one finite number or null per trial)")
+    first, last = unit["start"], unit["start"] + trials
+    if not isinstance(result["failures"], list) or not all(
+            isinstance(f, dict) and isinstance(f.get("trial"), int) and first <= f["trial"] < last
+            for f in result["failures"]):
+        raise ValueError(f"lists failures outside its trials {first}-{last - 1}")
+
+
+def unit_label(unit: dict) -> str:
+    return f"trials {unit['start']}-{unit['start'] + unit['trials'] - 1}"
+
+
 # --------------------------------------------------------------------------- summary
 def _stored_chunk(checkpoint) -> int | None:
     """The unit size recorded in an existing checkpoint (None if absent or unreadable)."""
@@ -274,7 +318,7 @@ def _stored_chunk(checkpoint) -> int | None:
 def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, prior=None, seed: int = 0,
               draws: int | None = None, *, scheduler: str = "serial", quiet: bool = True, resume: bool = False,
               checkpoint=None, chunk: int | None = None, workers: int | None = None,
-              return_ranks: bool = False) -> dict:
+              return_ranks: bool = False, repair: bool = False, worker_timeout: float | None = None) -> dict:
     """Run the calibration study; returns the result dict (the JSON of ``dpposterior calibrate``).
 
     Headline ``ks``/``ks_pvalue``/``coverage`` are for the first coordinate of theta
@@ -289,7 +333,12 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
     worker processes (for ``tcp://``: the cluster's size, used only to size units).
 
     Trials in which a method failed (raised, or returned non-finite draws) are left out of
-    that method's statistics and listed in ``failures``; ``failed_trials`` counts them.
+    that method's statistics and listed in ``failures``; ``failed_trials`` counts them, and each
+    method's ``trials_used`` counts the trials its statistics rest on.
+
+    On ``resume`` every checkpointed unit is verified (``checkpoint.read_checkpoint``: content hash
+    and :func:`check_unit_result`); ``repair`` recomputes a unit that fails instead of refusing.
+    The result carries the study's ``run_id`` (:func:`study_id` of the checkpoint's fingerprint).
     """
     from ..model import Model
 
@@ -318,9 +367,21 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
         print(f"calibrate: {trials} trials in {n_units} units of <= {chunk}", file=sys.stderr)
     results = run_units(calibration_unit, units, scheduler=scheduler, checkpoint=checkpoint, resume=resume,
                         fingerprint=fingerprint, quiet=quiet, description=f"calibrate {fam.name}",
-                        workers=workers)
-    return summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
-                           return_ranks=return_ranks)
+                        workers=workers, repair=repair, worker_timeout=worker_timeout,
+                        check=lambda i, result: check_unit_result(units[i], result),
+                        label=lambda i: f"unit {i} ({unit_label(units[i])})")
+    out = summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
+                          return_ranks=return_ranks)
+    out["run_id"] = study_id(fingerprint)
+    return out
+
+
+def study_id(fingerprint: dict) -> str:
+    """The id of a study: its checkpoint's fingerprint less the unit size, which does not change the
+    result (so the result JSON is the same for every unit size); ``report`` matches it."""
+    from ..checkpoint import run_id
+
+    return run_id({k: v for k, v in fingerprint.items() if k != "chunk"})
 
 
 #: failures listed one by one in the result JSON (all are counted)
@@ -356,6 +417,7 @@ def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed,
             entry["mmd"] = float(np.mean(vals)) if vals else None
         entry["by_coordinate"] = {c: summarise_ranks(u[:, j]) for j, c in enumerate(coords or [])} if len(rows) else {}
         entry["failed_trials"] = failed
+        entry["trials_used"] = len(rows)
         out["methods"][method] = entry
     if return_ranks:
         out["_ranks"] = ranks
@@ -396,19 +458,29 @@ def plot_rank_ecdf(ranks: dict, path, title: str = "", ax=None) -> None:
         ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     if own:
+        from ..files import atomic_path
+
         fig.tight_layout()
-        tmp = Path(str(path) + ".tmp.png")
-        fig.savefig(tmp, dpi=110)
-        plt.close(fig)
-        tmp.replace(path)
+        try:
+            with atomic_path(path, field="plot") as tmp:
+                fig.savefig(tmp, dpi=110, format="png")
+        finally:
+            plt.close(fig)
 
 
 # --------------------------------------------------------------------------- CLI
 def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed=0, draws=None, out=None,
                       plot=None, scheduler="processes", quiet=False, resume=False, workers=None,
-                      unit_size=None) -> dict:
-    """``dpposterior calibrate``: run, print a table, write ``--out`` JSON and ``--plot`` PNG."""
+                      unit_size=None, repair=False, worker_timeout=None) -> dict:
+    """``dpposterior calibrate``: run, print a table, write ``--out`` JSON and ``--plot`` PNG.
+
+    The run holds a lock on ``--out`` (``files.exclusive_run``): a second run to the same ``--out``
+    -- which would share its checkpoint -- is refused in one line while the first one runs.
+    """
+    from contextlib import nullcontext
+
     from ..errors import check_output_path, check_seed
+    from ..files import exclusive_run
 
     checkpoint = None
     check_seed(seed, "seed")
@@ -420,12 +492,20 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
         check_output_path(plot, "plot")
     if resume and out is None:
         raise InputError("resume", "needs --out (the checkpoint is written beside it)")
+    if repair and not resume:
+        raise InputError("repair", "only with --resume (it recomputes the checkpoint's units that fail verification)")
     if unit_size is not None:
         unit_size = _check_int(unit_size, "unit-size")
-    result = calibrate(family, n, epsilon, trials, methods, prior, seed, draws, scheduler=scheduler, quiet=quiet,
-                       resume=resume, checkpoint=checkpoint, chunk=unit_size, workers=workers,
-                       return_ranks=plot is not None)
-    emit_study(result, result.pop("_ranks", None), out, plot, quiet)
+    if worker_timeout is not None and (isinstance(worker_timeout, bool) or not isinstance(worker_timeout, (int, float))
+                                       or not (math.isfinite(worker_timeout) and worker_timeout > 0)):
+        raise InputError("worker-timeout", f"must be a number of seconds > 0 (got {worker_timeout!r})")
+    if worker_timeout is not None and not str(scheduler).startswith(("tcp://", "local")):
+        raise InputError("worker-timeout", f"only with a Dask scheduler (tcp://HOST:PORT or local), not {scheduler!r}")
+    with exclusive_run(out, "out") if out is not None else nullcontext():
+        result = calibrate(family, n, epsilon, trials, methods, prior, seed, draws, scheduler=scheduler,
+                           quiet=quiet, resume=resume, checkpoint=checkpoint, chunk=unit_size, workers=workers,
+                           return_ranks=plot is not None, repair=repair, worker_timeout=worker_timeout)
+        emit_study(result, result.pop("_ranks", None), out, plot, quiet)
     return result
 
 
@@ -434,9 +514,13 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
     ECDFs of each method's first coordinate, the table (``quiet`` silences it only when the result
     goes to a file), and where each file went."""
     if out is not None:
-        from ..checkpoint import atomic_write_json
+        from ..checkpoint import content_hash, to_json_value
+        from ..files import write_json
 
-        atomic_write_json(out, result)
+        result.update(to_json_value(result))  # as it reads back, so that the seal verifies
+        result["sha256"] = content_hash(result)
+        hint = "its checkpoint is kept: free space and rerun with --resume" if result.get("run_id") else ""
+        write_json(out, result, field="out", hint=hint)
     if plot is not None:
         plot_rank_ecdf({m: u[:, 0] for m, u in ranks.items()}, plot,
                        title=f"{result['family']}, n={result['n']}, eps={result['epsilon']:g}, "

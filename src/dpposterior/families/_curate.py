@@ -101,3 +101,29 @@ def require_column(frame, name: str | None, field: str):
     if name not in frame.columns:
         raise InputError(field, f"no column {name!r} in the data (columns: {', '.join(map(str, frame.columns))})")
     return frame[name]
+
+
+def numeric_column(frame, name: str | None, field: str):
+    """Column ``name`` of ``frame`` as finite floats (:func:`numeric_values`)."""
+    return numeric_values(require_column(frame, name, field), name)
+
+
+def numeric_values(raw, name: str):
+    """A CSV column (pandas Series) as finite floats; the first bad cell -- empty, not a number,
+    infinite -- is refused in one line naming the column and its data row (1 = the first row after
+    the header), e.g. ``data.x: row 7: 'abc' is not a finite number (column 'x')``."""
+    import numpy as np
+    import pandas as pd
+
+    if raw.dtype == bool:
+        return raw.to_numpy(dtype=float)
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        cell = raw.iloc[row]
+        if pd.isna(cell) or (isinstance(cell, str) and not cell.strip()):
+            raise InputError(f"data.{name}", f"row {row + 1} is empty (column {name!r})")
+        cell = cell.item() if isinstance(cell, np.generic) else cell
+        raise InputError(f"data.{name}", f"row {row + 1}: {cell!r} is not a finite number (column {name!r})")
+    return values

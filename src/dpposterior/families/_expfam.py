@@ -28,7 +28,7 @@ from . import EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
-from ._curate import reject_unused, require_column
+from ._curate import numeric_values, reject_unused, require_column
 
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -405,23 +405,15 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
 def _column(frame, options):
     col = require_column(frame, options.column, "column")
     if col.isna().any():
-        raise InputError("column", f"column {options.column!r} has missing values")
+        row = int(np.flatnonzero(col.isna().to_numpy())[0])
+        raise InputError(f"data.{options.column}", f"row {row + 1} is empty (column {options.column!r})")
     if len(col) == 0:
         raise InputError("data", "has no rows")
     return col
 
 
 def _numeric(col, name: str) -> np.ndarray:
-    import pandas as pd
-
-    values = pd.to_numeric(col, errors="coerce")
-    if values.isna().any():
-        raise InputError("column", f"column {name!r} must be numeric")
-    out = values.to_numpy(dtype=float)
-    if not np.all(np.isfinite(out)):
-        row = int(np.flatnonzero(~np.isfinite(out))[0])
-        raise InputError("column", f"column {name!r} row {row + 1} is {out[row]:g}: values must be finite")
-    return out
+    return numeric_values(col, name)
 
 
 def curate_binomial(frame, options) -> dict:

@@ -36,7 +36,7 @@ from . import EngineSpec, Family, SimulatedRelease
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import reject_unused, require_column
+from ._curate import numeric_values, reject_unused, require_column
 
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -253,16 +253,8 @@ def curate(frame, options) -> dict:
                          f"precision (at most {MAX_WIDTH:g})")
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", f"the gaussian family releases through 'laplace' only (got {options.mechanism!r})")
-    try:
-        values = np.asarray(column, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError("column", f"column {options.column!r} is not numeric") from None
-    if np.isnan(values).any():
-        raise InputError("column", f"column {options.column!r} has {int(np.isnan(values).sum())} missing values")
-    if not np.all(np.isfinite(values)):
-        row = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise InputError("column", f"column {options.column!r} row {row + 1} is {values[row]:g}: values must be "
-                         "finite (clamping an infinite record would hide a data error)")
+    # the first bad cell is named by row: an infinite record is refused (clamping it would hide a data error)
+    values = numeric_values(column, options.column)
     n = values.size
     if n < 2:
         raise InputError("column", f"needs at least 2 records (got {n})")

@@ -31,7 +31,7 @@ from ..mechanisms import Laplace, draw_noise
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from ._curate import reject_unused, require_column
+from ._curate import numeric_column, reject_unused
 from ._simulator import sbi_family
 
 
@@ -199,10 +199,8 @@ def curate(frame, options):
     features = list(options.features or [])
     if len(features) != 2:
         raise InputError("features", "linreg-ju needs exactly 2 feature columns")
-    x0 = np.stack([np.asarray(require_column(frame, f, "features"), float) for f in features], axis=-1)
-    y = np.asarray(require_column(frame, options.response, "response"), float)
-    if not (np.all(np.isfinite(x0)) and np.all(np.isfinite(y))):
-        raise InputError("data", "feature and response columns must be finite numbers")
+    x0 = np.stack([numeric_column(frame, f, "features") for f in features], axis=-1)
+    y = numeric_column(frame, options.response, "response")
     n = len(y)
     warn_design_mismatch(x0, y, design, given=options.design is not None)
     s = confidential_statistics(x0, y, design.clamp)

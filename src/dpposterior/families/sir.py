@@ -36,7 +36,7 @@ from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from ._curate import reject_unused, require_column
+from ._curate import numeric_column, reject_unused
 from ._simulator import sbi_family
 
 
@@ -163,23 +163,6 @@ POPULATION_COLUMN = "population"
 DEFAULT_TRIALS = 1000
 
 
-def _numeric_column(frame, name: str, field: str) -> np.ndarray:
-    """A CSV column as finite floats; the first bad cell is named by its data row (1 = first row)."""
-    import pandas as pd
-
-    raw = require_column(frame, name, field)
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(float)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        cell = raw.iloc[row]
-        if pd.isna(cell):
-            raise InputError(f"data.{name}", f"row {row + 1} is empty")
-        cell = cell.item() if isinstance(cell, np.generic) else cell
-        raise InputError(f"data.{name}", f"row {row + 1}: {cell!r} is not a finite number")
-    return values
-
-
 def _whole(value, field: str, minimum: int) -> int:
     """An integer-valued option (int, a float/numpy number equal to an integer, or such a number
     written as a string on the command line) >= minimum."""
@@ -202,7 +185,7 @@ def _population(frame, extra: dict) -> int:
     """K: the public population size, from a constant ``population`` column and/or ``extra``."""
     from_option = None if extra.get("population") is None else _whole(extra["population"], "population", 2)
     if POPULATION_COLUMN in frame.columns:
-        col = _numeric_column(frame, POPULATION_COLUMN, POPULATION_COLUMN)
+        col = numeric_column(frame, POPULATION_COLUMN, POPULATION_COLUMN)
         if np.any(col != col[0]):
             row = int(np.flatnonzero(col != col[0])[0])
             raise InputError(f"data.{POPULATION_COLUMN}", f"row {row + 1}: {col[row]:g} differs from row 1 "
@@ -254,12 +237,12 @@ def _times(frame, option):
     """Release times: the ``time`` column, or ``--times`` (rows in order) when the CSV has none;
     both given must agree row by row."""
     if option is None:
-        return _numeric_column(frame, TIME_COLUMN, "data")
+        return numeric_column(frame, TIME_COLUMN, "data")
     grid = np.asarray(parse_times(option), float)
     if grid.size != len(frame):
         raise InputError("times", f"{grid.size} time points for {len(frame)} data rows (one per row)")
     if TIME_COLUMN in frame.columns:
-        col = _numeric_column(frame, TIME_COLUMN, "data")
+        col = numeric_column(frame, TIME_COLUMN, "data")
         if not np.array_equal(col, grid):
             row = int(np.flatnonzero(col != grid)[0])
             raise InputError("times", f"row {row + 1}: --times gives {grid[row]:g} but the data's time column "
@@ -313,7 +296,7 @@ def curate(frame, options) -> dict:
     infected_column = options.column or INFECTED_COLUMN
     if infected_column in (TIME_COLUMN, POPULATION_COLUMN):
         raise InputError("column", f"{infected_column!r} is the {infected_column} column, not the infected counts")
-    counts = _numeric_column(frame, infected_column, "column")
+    counts = numeric_column(frame, infected_column, "column")
     times = _times(frame, extra.get("times"))
     population = _population(frame, extra)
     trials = _whole(extra.get("trials", DEFAULT_TRIALS), "trials", 1)

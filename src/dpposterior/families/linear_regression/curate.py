@@ -12,7 +12,7 @@ from . import sensitivity
 from ...errors import InputError
 from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT, default_delta
-from .._curate import reject_unused, require_column
+from .._curate import numeric_column, reject_unused, require_column
 from .release import FAMILY_NAME, SPLITS
 from .sensitivity import design_row_norm
 
@@ -36,17 +36,13 @@ def curate(frame, options) -> dict:
     feats = options.features
     if not feats:
         raise InputError("features", "is required for linear-regression (--features A,B)")
-    cols = [require_column(frame, f, "features") for f in feats]
-    ycol = require_column(frame, options.response, "response")
+    for f in feats:
+        require_column(frame, f, "features")
+    require_column(frame, options.response, "response")
     if options.response in feats:
         raise InputError("response", "must not also be a feature")
-    try:
-        X = np.column_stack([np.asarray(c, dtype=float) for c in cols])
-        y = np.asarray(ycol, dtype=float)
-    except (ValueError, TypeError):
-        raise InputError("features", "feature and response columns must be numeric") from None
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise InputError("data", "feature and response columns must not hold missing or infinite values")
+    X = np.column_stack([numeric_column(frame, f, "features") for f in feats])
+    y = numeric_column(frame, options.response, "response")
     mechanism = options.mechanism or "gaussian"
     if mechanism not in ("gaussian", "laplace"):
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
