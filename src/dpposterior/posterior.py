@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 @dataclass
@@ -90,24 +89,44 @@ class Posterior:
 
         idata = self.to_arviz()
         kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
-        return SummaryFrame(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
+        return _summary_frame_class()(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
 
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)
 
 
-class SummaryFrame(pd.DataFrame):
-    """ArviZ's summary DataFrame, printed whole: ``print(post.summary())`` never cuts rows or columns."""
+_SUMMARY_FRAME = None
 
-    @property
-    def _constructor(self):
-        return SummaryFrame
 
-    def __repr__(self) -> str:
-        return self.to_string()
+def _summary_frame_class():
+    """``SummaryFrame``, built on first use: pandas is imported only where a summary is made (about 0.3 s;
+    docs/architecture.md, "Imports stay light")."""
+    global _SUMMARY_FRAME
+    if _SUMMARY_FRAME is None:
+        import pandas as pd
 
-    def __str__(self) -> str:
-        return self.to_string()
+        class SummaryFrame(pd.DataFrame):
+            """ArviZ's summary DataFrame, printed whole: ``print(post.summary())`` never cuts rows or columns."""
+
+            @property
+            def _constructor(self):
+                return SummaryFrame
+
+            def __repr__(self) -> str:
+                return self.to_string()
+
+            def __str__(self) -> str:
+                return self.to_string()
+
+        SummaryFrame.__module__ = __name__
+        _SUMMARY_FRAME = SummaryFrame
+    return _SUMMARY_FRAME
+
+
+def __getattr__(name):  # ``dpposterior.posterior.SummaryFrame`` still resolves (PEP 562)
+    if name == "SummaryFrame":
+        return _summary_frame_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _attr_value(value):
