@@ -22,7 +22,7 @@ PACKAGE = pathlib.Path(dpposterior.__file__).parent
 LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
-                                 "dpposterior.convergence",
+                                 "dpposterior.convergence", "dpposterior.netcdf",
                                  "dpposterior.execution", "dpposterior.checkpoint",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),

@@ -55,9 +55,8 @@ class Posterior:
         arr = self.posterior[name]
         return arr.reshape(-1, *arr.shape[2:])
 
-    def to_arviz(self):
-        import arviz as az
-
+    def netcdf_attrs(self) -> dict:
+        """The attributes of the file and of each of its groups (netCDF types: str, numbers, 1-d arrays)."""
         from ._version import __version__
 
         attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
@@ -65,6 +64,12 @@ class Posterior:
             attrs[key] = _attr_value(value)
         attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
         attrs["iid_draws"] = int(bool(self.iid))
+        return attrs
+
+    def to_arviz(self):
+        import arviz as az
+
+        attrs = self.netcdf_attrs()
         groups = {"posterior": self.posterior}
         if self.posterior_predictive:
             groups["posterior_predictive"] = self.posterior_predictive
@@ -80,7 +85,10 @@ class Posterior:
         import os
 
         tmp = f"{path}.tmp"
-        self.to_arviz().to_netcdf(tmp, engine="h5netcdf")
+        # ArviZ's InferenceData layout, written with h5netcdf alone: no ArviZ/xarray import (issue 29)
+        from .netcdf import write_posterior
+
+        write_posterior(self, tmp, self.netcdf_attrs())
         os.replace(tmp, path)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
