@@ -35,7 +35,8 @@ LAYERS = [
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.console", "dpposterior.gallery",
-                  "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands"]),
+                  "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
+                  "dpposterior.worker_preload"]),
 ]
 
 
