@@ -22,6 +22,7 @@ PACKAGE = pathlib.Path(dpposterior.__file__).parent
 LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
+                                 "dpposterior.convergence", "dpposterior.netcdf",
                                  "dpposterior.execution", "dpposterior.checkpoint",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),
@@ -34,7 +35,8 @@ LAYERS = [
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.console", "dpposterior.gallery",
-                  "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands"]),
+                  "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
+                  "dpposterior.worker_preload"]),
 ]
 
 

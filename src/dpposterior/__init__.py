@@ -10,11 +10,31 @@ docs/architecture.md.
 
 from ._version import __version__
 from .errors import InputError, RefusedError  # noqa: E402
-from .api import infer  # noqa: E402
-from .options import InferenceOptions  # noqa: E402
-from .model import Model  # noqa: E402
-from .posterior import Posterior  # noqa: E402
-from .release import load_release  # noqa: E402
+
+#: the public names, imported on first use (PEP 562): ``import dpposterior`` and ``dpposterior --help``
+#: load neither numpy nor pydantic, and a command imports only what it runs (docs/architecture.md,
+#: "Imports stay light").  ``from dpposterior import infer`` imports the orchestrator as before.
+_LAZY = {"infer": "api", "InferenceOptions": "options", "Model": "model", "Posterior": "posterior",
+         "load_release": "release"}
 
 __all__ = ["infer", "Model", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
            "__version__"]
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    try:  # a subpackage or module, e.g. dpposterior.mechanisms after a bare ``import dpposterior``
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from .convergence import ess_bulk, rhat as rank_rhat
 from .errors import RefusedError
 
 #: split R-hat threshold (Vehtari et al. 2021)
@@ -85,9 +86,10 @@ def _scalar_components(post):
 
 
 def mcmc_warnings(post) -> list[str]:
-    """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains)."""
-    import arviz as az
+    """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains).
 
+    Computed by :mod:`dpposterior.convergence` (ArviZ's numbers, to rounding) so that no ``infer`` pays
+    ArviZ's import (issue 29)."""
     if post.iid:  # independent draws (set by the engine): nothing to converge
         return []
     chains, draws = post.nchains, post.ndraws
@@ -98,11 +100,11 @@ def mcmc_warnings(post) -> list[str]:
     for label, x in _scalar_components(post):
         if not np.all(np.isfinite(x)) or np.ptp(x) == 0:
             continue  # padding of a ragged variable, or a constant component: no R-hat or ESS
-        ess = float(az.ess(x, method="bulk"))
+        ess = ess_bulk(x)
         if ess < worst_ess[1]:
             worst_ess = (label, ess)
         if chains > 1:
-            rhat = float(az.rhat(x, method="rank"))
+            rhat = rank_rhat(x)
             if rhat > worst_rhat[1]:
                 worst_rhat = (label, rhat)
     out = []

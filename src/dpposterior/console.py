@@ -25,16 +25,22 @@ def posterior_warnings_only():
 
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
-    df = post.summary(hdi_prob=hdi_prob)
+    """The columns of ``post.summary()`` (ArviZ's, rounded as it rounds) that a terminal needs, computed by
+    :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ (issue 29)."""
+    import numpy as np
+
+    from .convergence import DECIMALS, summary_rows
+
+    columns, rows = summary_rows(post, hdi_prob=hdi_prob)
     table = Table(title=title, title_justify="left")
     table.add_column("variable")
-    cols = [c for c in df.columns if c in ("mean", "sd", f"hdi_{(1 - hdi_prob) / 2 * 100:g}%",
-                                            f"hdi_{(1 + hdi_prob) / 2 * 100:g}%", "ess_bulk", "r_hat")]
-    for c in cols:
-        table.add_column(c, justify="right")
-    for name, row in df.iterrows():
+    shown = [i for i, c in enumerate(columns) if c != "ess_tail"]
+    for i in shown:
+        table.add_column(columns[i], justify="right")
+    for name, values in rows:
         # escape: labels such as "class_prob[a]" would otherwise be eaten as rich markup tags
-        table.add_row(escape(str(name)), *[f"{row[c]:.4g}" for c in cols])
+        table.add_row(escape(str(name)),
+                      *[f"{np.round(values[i], DECIMALS.get(columns[i], 3)):.4g}" for i in shown])
     return table
 
 

@@ -340,14 +340,13 @@ def executor(scheduler: str = "processes", workers: int | None = None, worker_ti
     if scheduler == "serial":
         yield Executor("serial")
     elif scheduler == "processes":
-        import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        # spawn, not fork: forking a process that holds torch/numba/BLAS threads can deadlock.
+        # not a plain fork: forking a process that holds torch/numba/BLAS threads can deadlock.
         # One BLAS/OpenMP thread per worker (as Dask does): W workers x C BLAS threads on C
-        # cores oversubscribe.  Spawned children read the environment when they start.
+        # cores oversubscribe.  Children (and the forkserver) read the environment when they start.
         with _environ(WORKER_THREAD_ENV), \
-                ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+                ProcessPoolExecutor(max_workers=workers, mp_context=process_context()) as pool:
             yield Executor("processes", pool=pool)
     else:
         from dask.distributed import Client, LocalCluster
@@ -376,6 +375,28 @@ def executor(scheduler: str = "processes", workers: int | None = None, worker_ti
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+#: imported once by the forkserver that forks the ``processes`` workers (dpposterior/worker_preload.py)
+WORKER_PRELOAD = ("dpposterior.worker_preload",)
+
+
+def process_context():
+    """The multiprocessing context of ``processes`` pools: forkserver, preloaded, where the platform has it.
+
+    A spawned worker re-imports numpy, scipy.special, numba and the package (~1.9 s each here, the start-up
+    C of docs/scaling.md); a forkserver imports :data:`WORKER_PRELOAD` once -- it stays up for later pools
+    of this process -- and forks each worker from itself, a single-threaded process, so workers start warm
+    (issue 29).  Elsewhere (Windows) workers are spawned.  Results do not depend on it: every task carries
+    its own seed.
+    """
+    import multiprocessing as mp
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["__main__", *WORKER_PRELOAD])  # '__main__': the default's entry
+    return context
 
 
 #: thread caps for local worker processes (the user's own settings win)

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 @dataclass
@@ -56,9 +55,8 @@ class Posterior:
         arr = self.posterior[name]
         return arr.reshape(-1, *arr.shape[2:])
 
-    def to_arviz(self):
-        import arviz as az
-
+    def netcdf_attrs(self) -> dict:
+        """The attributes of the file and of each of its groups (netCDF types: str, numbers, 1-d arrays)."""
         from ._version import __version__
 
         attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
@@ -66,6 +64,12 @@ class Posterior:
             attrs[key] = _attr_value(value)
         attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
         attrs["iid_draws"] = int(bool(self.iid))
+        return attrs
+
+    def to_arviz(self):
+        import arviz as az
+
+        attrs = self.netcdf_attrs()
         groups = {"posterior": self.posterior}
         if self.posterior_predictive:
             groups["posterior_predictive"] = self.posterior_predictive
@@ -84,13 +88,19 @@ class Posterior:
         temporary name, fsync, rename).  HDF5 writing straight to a full disk ended in a
         segmentation fault when h5py freed its half-written objects (issue 31, 3 of 3 runs); from
         memory a full disk is one ``OSError`` on a plain write: one line, nothing left behind.
+        ArviZ's InferenceData layout is written with h5netcdf alone: no ArviZ/xarray import (issue 29).
         """
+        import io
+
         from .files import write_bytes
+        from .netcdf import write_posterior
 
         seed = self.attrs.get("seed")
         hint = "the same command" + (f" (seed {seed})" if seed is not None else " with a --seed") + \
             " gives the same draws again"
-        write_bytes(path, netcdf_bytes(self.to_arviz()), field=field, hint=hint)
+        buf = io.BytesIO()
+        write_posterior(self, buf, self.netcdf_attrs())
+        write_bytes(path, buf.getvalue(), field=field, hint=hint)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
         """ArviZ summary table with ``hdi_prob`` HPD intervals (prints whole, never cut by pandas)."""
@@ -98,48 +108,44 @@ class Posterior:
 
         idata = self.to_arviz()
         kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
-        return SummaryFrame(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
+        return _summary_frame_class()(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
 
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)
 
 
-def netcdf_bytes(idata) -> bytes:
-    """An ArviZ InferenceData as the bytes of the netCDF4 file ``idata.to_netcdf`` would write.
-
-    The same groups, attributes and zlib compression as ArviZ 0.23's ``to_netcdf`` (which accepts
-    only a path), written through xarray's h5netcdf engine into memory.
-    """
-    import io
-
-    import xarray as xr
-
-    buf = io.BytesIO()
-    mode = "w"
-    if idata.attrs:
-        xr.Dataset(attrs=idata.attrs).to_netcdf(buf, mode=mode, engine="h5netcdf", group="/")
-        mode = "a"
-    for group in idata.groups():
-        data = getattr(idata, group)
-        encoding = {name: {"zlib": True} for name, var in data.variables.items()
-                    if var.dtype.kind in "biufcS"}
-        data.to_netcdf(buf, mode=mode, engine="h5netcdf", group=group, encoding=encoding)
-        mode = "a"
-    return buf.getvalue()
+_SUMMARY_FRAME = None
 
 
-class SummaryFrame(pd.DataFrame):
-    """ArviZ's summary DataFrame, printed whole: ``print(post.summary())`` never cuts rows or columns."""
+def _summary_frame_class():
+    """``SummaryFrame``, built on first use: pandas is imported only where a summary is made (about 0.3 s;
+    docs/architecture.md, "Imports stay light")."""
+    global _SUMMARY_FRAME
+    if _SUMMARY_FRAME is None:
+        import pandas as pd
 
-    @property
-    def _constructor(self):
-        return SummaryFrame
+        class SummaryFrame(pd.DataFrame):
+            """ArviZ's summary DataFrame, printed whole: ``print(post.summary())`` never cuts rows or columns."""
 
-    def __repr__(self) -> str:
-        return self.to_string()
+            @property
+            def _constructor(self):
+                return SummaryFrame
 
-    def __str__(self) -> str:
-        return self.to_string()
+            def __repr__(self) -> str:
+                return self.to_string()
+
+            def __str__(self) -> str:
+                return self.to_string()
+
+        SummaryFrame.__module__ = __name__
+        _SUMMARY_FRAME = SummaryFrame
+    return _SUMMARY_FRAME
+
+
+def __getattr__(name):  # ``dpposterior.posterior.SummaryFrame`` still resolves (PEP 562)
+    if name == "SummaryFrame":
+        return _summary_frame_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _attr_value(value):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from ..errors import InputError, RefusedError
 from ..families._expfam import require_confidential
@@ -69,6 +68,8 @@ def clip_statistic(family: str, y, n, bounds=None) -> np.ndarray:
 
 def ops_draws(s, n, prior, epsilon, rng, samples: int = OPS_SAMPLES, a0: float = OPS_A0) -> np.ndarray:
     """OPS for the binomial: (T, samples) draws, each at epsilon/samples."""
+    from scipy import stats  # only OPS needs it (docs/architecture.md, "Imports stay light")
+
     s = np.asarray(s, float)
     n = np.broadcast_to(np.asarray(n, float), s.shape)
     eps = np.broadcast_to(np.asarray(epsilon, float), s.shape)

@@ -9,7 +9,6 @@ The release lives on the grid {0, 1/N, ..., 1}; ``logpdf`` is a log-mass.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from ..errors import require
 from .base import Mechanism, as_rng
@@ -44,9 +43,13 @@ class BinomialTrajectory(Mechanism):
 
     def logpdf(self, y, s):
         k = np.rint(np.asarray(y, float) * self.trials)
+        from scipy import stats  # here, not at import: scipy.stats costs ~1 s (docs/architecture.md)
+
         return stats.binom.logpmf(k, self.trials, self.success_prob(s))
 
     def transform(self, u, s):
+        from scipy import stats
+
         k = stats.binom.ppf(np.asarray(u, float), self.trials, self.success_prob(s))
         return k / self.trials
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special, stats
 
 from ..errors import require
 from .base import Mechanism, as_rng, opendp_vector
@@ -25,6 +24,8 @@ from .base import Mechanism, as_rng, opendp_vector
 
 def _delta_of_sigma(sigma: float, epsilon: float, sensitivity: float) -> float:
     """delta achieved by N(0, sigma^2) noise (Balle & Wang 2018, Thm 8)."""
+    from scipy import special  # scipy is imported where used: docs/architecture.md, "Imports stay light"
+
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     return float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)))
@@ -32,6 +33,8 @@ def _delta_of_sigma(sigma: float, epsilon: float, sensitivity: float) -> float:
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest sigma giving (epsilon, delta)-DP for L2 sensitivity ``sensitivity``."""
+    from scipy import optimize
+
     _check(epsilon, delta, sensitivity)
     # delta(sigma) runs from ~1 (sigma -> 0) down to 0 (sigma -> inf); bracket the root.
     lo, hi = sensitivity * 1e-3, sensitivity
@@ -57,6 +60,8 @@ def classical_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> f
 
 def epsilon_of_sigma(sigma, delta, sensitivity):
     """Smallest epsilon with delta(sigma, epsilon, Delta) <= delta (Balle & Wang Thm 8)."""
+    from scipy import optimize
+
     if sensitivity <= 0:
         return 0.0
 
@@ -111,9 +116,13 @@ class Gaussian(Mechanism):
         return s + as_rng(rng).normal(0.0, self.sigma, size=s.shape)
 
     def logpdf(self, y, s):
+        from scipy import stats
+
         return stats.norm.logpdf(np.asarray(y, float), loc=np.asarray(s, float), scale=self.sigma)
 
     def transform(self, u, s):
+        from scipy import special
+
         return np.asarray(s, float) + self.sigma * special.ndtri(np.asarray(u, float))
 
     def privacy_cost(self):

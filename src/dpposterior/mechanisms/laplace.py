@@ -7,7 +7,6 @@ Bernstein & Sheldon Sec. 2, Karwa et al. Sec. 3, Xiong et al. App. E).
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from ..errors import require
 from .base import Mechanism, as_rng, opendp_vector
@@ -31,9 +30,13 @@ class Laplace(Mechanism):
         return s + as_rng(rng).laplace(0.0, self.scale, size=s.shape)
 
     def logpdf(self, y, s):
+        from scipy import stats  # here, not at import: scipy.stats costs ~1 s (docs/architecture.md)
+
         return stats.laplace.logpdf(np.asarray(y, float) - np.asarray(s, float), scale=self.scale)
 
     def transform(self, u, s):
+        from scipy import stats
+
         return np.asarray(s, float) + stats.laplace.ppf(np.asarray(u, float), scale=self.scale)
 
     def privacy_cost(self):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import stats, special
+from scipy import special
 
 from ..errors import InputError
 from ..mechanisms.base import Mechanism
@@ -48,6 +48,8 @@ class GaussianPrior:
             self._chol = np.linalg.cholesky(self.cov)
         except np.linalg.LinAlgError:
             raise InputError("prior.cov", "must be symmetric positive definite") from None
+        from scipy import stats  # here: scipy.stats costs ~1 s and only a Gaussian prior needs it (issue 29)
+
         self._dist = stats.multivariate_normal(self.mean, self.cov)
 
     @property

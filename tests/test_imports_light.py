@@ -1,0 +1,60 @@
+"""Imports stay light (issue 29; docs/architecture.md): which heavy libraries each entry point loads, checked
+by the module list of a fresh interpreter -- not by timing.  torch, matplotlib, Dask and ArviZ cost seconds
+to import; pandas, xarray and scipy.stats most of a second."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dpposterior
+
+SRC = str(Path(dpposterior.__file__).resolve().parents[1])
+RELEASE = str(Path(dpposterior.__file__).parent / "data" / "blood_lead_release.json")
+#: never on the paths below
+HEAVY = ("torch", "zuko", "matplotlib", "dask", "distributed", "arviz", "xarray", "pandas", "scipy.stats")
+
+
+def loaded_after(code: str, *args: str) -> set[str]:
+    """The HEAVY modules loaded after running ``code`` in a fresh interpreter."""
+    probe = (f"{code}\nimport json, sys\n"
+             f"print('\\nLOADED', json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return set(json.loads(out.stdout.rsplit("LOADED", 1)[1]))
+
+
+def test_import_dpposterior_loads_no_heavy_library():
+    assert loaded_after("import dpposterior") == set()
+    # nor numpy: the public names are resolved on first use
+    assert loaded_after("import dpposterior, sys; assert 'numpy' not in sys.modules, 'numpy'") == set()
+
+
+def test_the_public_api_loads_no_heavy_library():
+    assert loaded_after("from dpposterior import infer, Model, Posterior, load_release, InferenceOptions") == set()
+
+
+def test_cli_help_loads_no_heavy_library():
+    code = ("import sys\nfrom dpposterior.cli import main\nfor argv in (['--help'], ['infer', '--help'], "
+            "['calibrate', '--help']):\n    assert main(argv) == 0\nassert 'numpy' not in sys.modules, 'numpy'")
+    assert loaded_after(code) == set()
+
+
+def test_infer_command_loads_no_heavy_library(tmp_path):
+    """The default infer on the bundled release, naive companion and --out included: the posterior is checked
+    (dpposterior.convergence), printed and written (dpposterior.netcdf) without ArviZ, xarray or pandas."""
+    code = ("import sys\nfrom dpposterior.cli import main\n"
+            "assert main(['infer', sys.argv[1], '--out', sys.argv[2], '--seed', '1', '--quiet']) == 0")
+    assert loaded_after(code, RELEASE, str(tmp_path / "p.nc")) == set()
+    az = pytest.importorskip("arviz")
+    assert set(az.from_netcdf(tmp_path / "p.nc").posterior.data_vars) == {"mu", "sigma2"}
+
+
+def test_worker_preload_loads_no_heavy_library():
+    assert loaded_after("import dpposterior.worker_preload") == set()
