@@ -299,7 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point; turns every input problem into one line and exit code 2."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
+        # without standalone mode click returns a command's typer.Exit code instead of raising it
+        # (audit's 1 when a check fails): it must reach the exit status, not be dropped
+        code = command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _exit(2)
@@ -319,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return _exit(130)
-    return _exit(0)
+    return _exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 def _exit(code) -> int:

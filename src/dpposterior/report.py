@@ -559,10 +559,13 @@ def _png(fig) -> bytes:
 # ------------------------------------------------------------------------------ calibration report
 
 def load_calibration(path: Path) -> dict:
+    from .release import parse_json
+
     try:
-        result = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise InputError("posterior", f"cannot read {path} as a calibration result ({exc})") from None
+    result = parse_json(raw, "posterior", limit=64)
     if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
         raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
     return result

@@ -127,6 +127,9 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (
             math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+    from ..release import check_epsilon_range
+
+    check_epsilon_range(float(epsilon), "epsilon")  # as a release file's: the simulated releases stay finite
     if methods is None:
         methods = ["auto", "naive"]
     if isinstance(methods, str):
@@ -450,8 +453,9 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
 
 
 def _print_table(result: dict) -> None:
+    coordinates = result.get("coordinates") or ["no coordinate: every trial failed"]
     print(f"calibration of {result['family']} (n={result['n']}, epsilon={result['epsilon']:g}, "
-          f"{result['trials']} trials, {result['coordinates'][0]})")
+          f"{result['trials']} trials, {coordinates[0]})")
     print(f"{'method':<14}{'KS':>8}{'p-value':>10}{'cov50':>8}{'cov90':>8}{'cov95':>8}{'MMD':>10}")
     for method, r in result["methods"].items():
         mmd = "-" if r["mmd"] is None else f"{r['mmd']:.4f}"

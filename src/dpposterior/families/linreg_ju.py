@@ -215,14 +215,12 @@ def load_design(path) -> Design:
     """The public design (``--design FILE.json``: x_mean, x_cov, noise_variance, clamp), else the paper's."""
     if path is None:
         return Design()
-    import json
     from pathlib import Path
 
+    from ..release import parse_json
+
     check_input_file(path, "design")
-    try:
-        data = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("design", f"not valid JSON ({exc})") from None
+    data = parse_json(Path(path).read_bytes(), "design")
     try:
         return Design.model_validate(data)
     except ValidationError as exc:

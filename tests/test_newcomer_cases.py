@@ -1,0 +1,134 @@
+"""Issue 32: the silent cases, tracebacks and refused valid inputs a newcomer hit, one test each,
+named after the case.  Every test here failed before its fix (a wrong result printed without a word,
+a traceback, or a refusal of input that ``infer`` itself wrote)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import dpposterior
+from dpposterior.cli import main
+from dpposterior.errors import InputError
+from dpposterior.mechanisms import Laplace
+
+GAUSSIAN_RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bounds": [0.0, 100.0],
+                    "statistics": {"mean": {"value": 34.30, "mechanism": "laplace", "epsilon": 0.25},
+                                   "variance": {"value": 2224.07, "mechanism": "laplace", "epsilon": 0.25}}}
+
+
+def poisson_model(**kw):
+    """README's model: counts clamped to [0, 10], Laplace sensitivity 10."""
+    args = dict(params={"lam": st.gamma(2.0, scale=2.0)}, n=200,
+                records=lambda theta, size, rng: rng.poisson(theta["lam"], size=size),
+                statistic=lambda x: np.clip(x, 0, 10), mechanism=Laplace(epsilon=0.5, sensitivity=10.0),
+                record_logpdf=lambda x, th: st.poisson.logpmf(x, th["lam"]))
+    args.update(kw)
+    return dpposterior.Model(**args)
+
+
+def one_line_error(capsys, argv, field, code=2):
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and err.count("\n") == 0 and err.startswith(f"error: {field}"), err
+    return err
+
+
+# ------------------------------------------------------------------------------------ models
+
+@pytest.mark.parametrize("statistic", [lambda x: x * 1.0,                      # unclamped counts
+                                       lambda x: np.clip(x, 0, 10) * 1e300])    # scaled far past it
+def test_model_statistic_exceeding_its_sensitivity_is_refused(statistic):
+    with pytest.raises(InputError, match=r"^model.mechanism: sensitivity 10 is below") as exc:
+        dpposterior.infer(poisson_model(statistic=statistic), observed=[1137.5], method="da-mcmc", draws=10,
+                          warmup=10, chains=1, seed=1)
+    assert "\n" not in str(exc.value)
+
+
+def test_model_stated_clamp_makes_the_sensitivity_check_exact():
+    # the statistic clamps to [0, 12] but the model states [0, 10]: the contributions break the claim
+    with pytest.raises(InputError, match=r"^model.statistic: returned 1[12] .*outside the stated clamp \[0, 10\]"):
+        dpposterior.infer(poisson_model(statistic=lambda x: np.clip(x, 0, 12), clamp=(0, 10)), observed=[1137.5],
+                          method="da-mcmc", draws=10, warmup=10, chains=1, seed=1)
+    # a clamp wider than the sensitivity is refused before any draw would have shown it
+    with pytest.raises(InputError, match=r"^model.mechanism: sensitivity 10 is below 20, .*stated clamp \[0, 20\]"):
+        dpposterior.infer(poisson_model(clamp=(0, 20)), observed=[1137.5], method="da-mcmc", draws=10, warmup=10,
+                          chains=1, seed=1)
+    with pytest.raises(InputError, match=r"^model.clamp: must be \(lo, hi\)"):
+        poisson_model(clamp=(10, 0))
+    # the honest statement runs
+    post = dpposterior.infer(poisson_model(clamp=(0, 10)), observed=[1137.5], method="da-mcmc", draws=20,
+                             warmup=20, chains=1, seed=1)
+    assert post.draws("lam").shape == (20,)
+
+
+@pytest.mark.parametrize("observed", [1e308, -1e6])
+def test_model_observed_far_outside_what_the_statistic_can_produce_is_refused(observed):
+    with pytest.raises(InputError, match=r"^observed: .* outside \[.*\], the range of the statistic summed over "
+                                         r"n = 200 records"):
+        dpposterior.infer(poisson_model(), observed=[observed], method="da-mcmc", draws=10, warmup=10, chains=1,
+                          seed=1)
+    # the same through the command line: one line, exit 2
+    # (the stated clamp gives the range [0, 2000]; 50 noise scales of 20 around it are allowed)
+    with pytest.raises(InputError, match=r"^observed: 3001 is more than 50 noise scales"):
+        dpposterior.infer(poisson_model(clamp=(0, 10)), observed=[3001], method="smc-abc", seed=1)
+
+
+def test_model_records_as_strings_are_one_line_errors():
+    model = poisson_model(records=lambda theta, size, rng: np.array(["a"] * size), statistic=lambda x: x,
+                          record_logpdf=None)
+    with pytest.raises(InputError, match=r"^model.statistic: statistic\(records\) returned .*non-numbers"):
+        dpposterior.infer(model, observed=[1.0], method="smc-abc", seed=1)
+
+
+# ------------------------------------------------------------------------------------ release JSON
+
+def test_release_json_duplicate_key_is_refused(tmp_path, capsys):
+    text = json.dumps(GAUSSIAN_RELEASE).replace('"n": 43', '"n": 50, "n": 5000')
+    path = tmp_path / "dup.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"^release: key 'n' appears twice"):
+        dpposterior.infer(str(path), seed=1)
+    one_line_error(capsys, ["infer", str(path), "--out", str(tmp_path / "p.nc")], "release: key 'n' appears twice")
+
+
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_release_json_deep_nesting_is_refused(tmp_path, capsys, depth):
+    data = dict(GAUSSIAN_RELEASE, description="[" * depth + "]" * depth)
+    text = json.dumps(data).replace('"' + "[" * depth + "]" * depth + '"', "[" * depth + "]" * depth)
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    one_line_error(capsys, ["infer", str(path), "--out", str(tmp_path / "p.nc")], "release: is nested more than")
+
+
+# ------------------------------------------------------------------------------------ audit
+
+@pytest.mark.parametrize("option, value, field", [("--samplers", "", "samplers: is empty"),
+                                                  ("--restarts", "-2", "restarts: must be an integer >= 0"),
+                                                  ("--seed", "-1", "seed: must be an integer between 0")])
+def test_audit_bad_options_are_refused(capsys, option, value, field):
+    one_line_error(capsys, ["audit", "--family", "binomial", "--draws", "20", option, value], field)
+
+
+def test_audit_exits_1_when_a_check_fails(monkeypatch, capsys):
+    import dpposterior.privacy as privacy
+
+    class Failed:
+        ok = False
+
+    monkeypatch.setattr(privacy, "audit", lambda *a, **k: [Failed()])
+    monkeypatch.setattr(privacy, "print_table", lambda results: print("FAILED"))
+    assert main(["audit", "--family", "binomial"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------ calibrate
+
+def test_calibrate_epsilon_1e300_is_refused(tmp_path, capsys):
+    out = tmp_path / "cal.json"
+    one_line_error(capsys, ["calibrate", "--family", "binomial", "--n", "50", "--epsilon", "1e300", "--trials", "2",
+                            "--scheduler", "serial", "--out", str(out)], "epsilon: 1e+300 is outside")
+    assert not out.exists()
