@@ -132,3 +132,93 @@ def test_calibrate_epsilon_1e300_is_refused(tmp_path, capsys):
     one_line_error(capsys, ["calibrate", "--family", "binomial", "--n", "50", "--epsilon", "1e300", "--trials", "2",
                             "--scheduler", "serial", "--out", str(out)], "epsilon: 1e+300 is outside")
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ report
+
+RAGGED_NB = {"format": "dpposterior-release/1", "family": "naive-bayes", "n": 60, "classes": 3, "levels": [2, 4],
+             "statistics": {"tables": {"value": [[[10, 9], [11, 10], [12, 8]],
+                                                 [[5, 5, 5, 5], [4, 6, 5, 6], [3, 7, 6, 4]]],
+                                       "mechanism": "laplace", "epsilon": 0.5, "scale": "counts"}}}
+MODEL_FILE = "examples/models/poisson_counts.py:model"
+
+
+@pytest.fixture(scope="module")
+def posteriors(tmp_path_factory):
+    """Posteriors written by infer: the Gaussian release, the same family from another release, a
+    naive-bayes release with ragged levels, and the example user model."""
+    d = tmp_path_factory.mktemp("posteriors")
+    dpposterior.infer(GAUSSIAN_RELEASE, seed=1, draws=100, chains=2).to_netcdf(d / "gauss.nc")
+    other = json.loads(json.dumps(GAUSSIAN_RELEASE))
+    other["statistics"]["mean"]["value"] = 40.0
+    dpposterior.infer(other, method="naive", seed=1, draws=100, chains=2).to_netcdf(d / "gauss_other.nc")
+    dpposterior.infer(RAGGED_NB, method="vb", seed=1, draws=100, chains=2).to_netcdf(d / "nb.nc")
+    dpposterior.infer(poisson_model(), observed=[1137.5], method="da-mcmc", draws=50, warmup=50, chains=2,
+                      seed=1).to_netcdf(d / "model.nc")
+    return d
+
+
+def test_report_naive_bayes_ragged_levels_written_by_infer(posteriors, tmp_path, capsys):
+    assert main(["report", str(posteriors / "nb.nc"), "--out", str(tmp_path / "rep")]) == 0
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "feature_prob[0,0,0]" in html and "feature_prob[0,0,2]" not in html  # padding is no parameter
+    assert ">nan<" not in html.lower()
+
+
+def test_report_compare_of_another_family_is_refused(posteriors, tmp_path, capsys):
+    err = one_line_error(capsys, ["report", str(posteriors / "gauss.nc"), "--compare", str(posteriors / "nb.nc"),
+                                  "--out", str(tmp_path / "rep")], "compare: ")
+    assert "of family 'naive-bayes'" in err
+
+
+def test_report_compare_of_another_release_is_refused(posteriors, tmp_path, capsys):
+    err = one_line_error(capsys, ["report", str(posteriors / "gauss.nc"), "--compare",
+                                  str(posteriors / "gauss_other.nc"), "--out", str(tmp_path / "rep")], "compare: ")
+    assert "another release" in err
+
+
+def test_report_edited_release_json_is_refused(posteriors, tmp_path, capsys):
+    import arviz as az
+
+    idata = az.from_netcdf(posteriors / "gauss.nc")
+    edited = json.loads(idata.posterior.attrs["release_json"])
+    edited["n"] = 5000
+    for group in idata.groups():
+        getattr(idata, group).attrs["release_json"] = json.dumps(edited, sort_keys=True)
+    idata.to_netcdf(tmp_path / "edited.nc", engine="h5netcdf")
+    err = one_line_error(capsys, ["report", str(tmp_path / "edited.nc"), "--out", str(tmp_path / "rep")],
+                         "posterior: its release_json attribute was edited")
+    assert "sha256" in err
+
+
+def test_report_model_of_another_family_is_refused(posteriors, tmp_path, capsys):
+    out = tmp_path / "rep"
+    err = one_line_error(capsys, ["report", str(posteriors / "gauss.nc"), "--model", MODEL_FILE, "--out", str(out)],
+                         "--model: ")
+    assert "names no model" in err and not (out / "prior.nc").exists()
+
+
+def test_report_compare_model_posterior_against_family_is_refused(posteriors, tmp_path, capsys):
+    one_line_error(capsys, ["report", str(posteriors / "model.nc"), "--compare", str(posteriors / "gauss.nc"),
+                            "--out", str(tmp_path / "rep")], "compare: ")
+
+
+def test_report_model_posterior_with_its_model_overlays_the_prior(posteriors, tmp_path):
+    assert main(["report", str(posteriors / "model.nc"), "--model", MODEL_FILE, "--out", str(tmp_path / "rep")]) == 0
+    assert "prior" in (tmp_path / "rep" / "report.html").read_text()
+
+
+def test_report_calibration_json_with_model(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    cal = {"family": "model", "model": "model", "n": 200, "epsilon": 0.5, "trials": 50, "coordinates": ["lam"],
+           "methods": {"da-mcmc": {"ks": 0.03, "ks_pvalue": 0.7, "coverage": {"0.5": 0.5, "0.9": 0.9, "0.95": 0.95},
+                                   "ranks": {"lam": rng.uniform(size=50).tolist()}}}}
+    (tmp_path / "cal.json").write_text(json.dumps(cal))
+    out = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "cal.json"), "--model", MODEL_FILE, "--out", str(out)]) == 0
+    assert (out / "report.html").exists() and not (out / "prior.nc").exists()
+    cal["model"] = "households"
+    (tmp_path / "cal2.json").write_text(json.dumps(cal))
+    one_line_error(capsys, ["report", str(tmp_path / "cal2.json"), "--model", MODEL_FILE, "--out",
+                            str(tmp_path / "rep2")], "--model: ")
+    assert not (tmp_path / "rep2" / "prior.nc").exists()

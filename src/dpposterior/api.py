@@ -9,6 +9,7 @@ Engines never import this module; it sits above them (docs/architecture.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -60,6 +61,8 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     # the release itself (public by construction) and the prior, when it is plain data, so that
     # `dpposterior report` can draw the feasible region and recompute the naive posterior
     post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))
+    # release_sha256 is of the file's bytes; this one lets `report` notice an edited release_json
+    post.attrs.setdefault("release_json_sha256", hashlib.sha256(post.attrs["release_json"].encode()).hexdigest())
     if prior is None or isinstance(prior, dict):
         try:
             post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))

@@ -48,6 +48,17 @@ class NonFiniteDraws(RefusedError):
     """An engine returned NaN or infinite draws (a study records the trial as failed; a command refuses)."""
 
 
+def is_padding(arr) -> bool:
+    """Whether the non-finite values of a (chain, draw, *event) array are padding of a ragged variable:
+    NaN only, in the same cells of every draw, covering part of the event shape."""
+    arr = np.asarray(arr)
+    bad = ~np.isfinite(arr)
+    if arr.ndim <= 2 or np.isinf(arr).any():
+        return False
+    pattern = bad.reshape(-1, *arr.shape[2:])
+    return bool(np.all(pattern == pattern[0]) and not pattern[0].all())
+
+
 def check_finite(post) -> None:
     """Refuse a posterior with any NaN or infinite draw, naming the variable.
 
@@ -61,10 +72,8 @@ def check_finite(post) -> None:
         if arr.dtype.kind not in "fc":
             continue
         bad = ~np.isfinite(arr)
-        if bad.any() and arr.ndim > 2 and not np.isinf(arr).any():
-            pattern = bad.reshape(-1, *arr.shape[2:])
-            if np.all(pattern == pattern[0]) and not pattern[0].all():
-                continue  # the same cells in every draw: padding of a ragged variable
+        if bad.any() and is_padding(arr):
+            continue  # the same cells in every draw: padding of a ragged variable
         if bad.any():
             raise NonFiniteDraws(f"posterior.{name}",
                                f"{int(bad.sum())} of {arr.size} draws are not finite (NaN or infinite): the "

@@ -272,8 +272,9 @@ def report_cmd(
 ):
     """Write PNG figures and a self-contained report.html."""
     if model is not None:  # a user model (issue 13): its prior beside the posterior
-        compare = [*(compare or []), _impl("model_commands", "prior_posterior_file")(model, out)]
-    html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+        html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
+    else:
+        html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
     typer.echo(f"wrote {html}")
 
 

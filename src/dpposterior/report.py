@@ -128,9 +128,11 @@ def load_posterior(path: Path, field_name: str = "posterior"):
                                      f"({type(exc).__name__})") from None
     if "posterior" not in idata.groups() or not idata.posterior.data_vars:
         raise InputError(field_name, f"{path} has no posterior group")
+    from .checks import is_padding
+
     for name, var in idata.posterior.data_vars.items():
         values = np.asarray(var.values)
-        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)):
+        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)) and not is_padding(values):
             bad = int((~np.isfinite(values)).sum())
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
@@ -151,7 +153,10 @@ def components(idata, max_components: int | None = None) -> dict[str, np.ndarray
         coords = [list(da.coords[d].values) if d in da.coords else list(range(da.sizes[d])) for d in event_dims]
         for index in np.ndindex(*values.shape[2:]):
             label = ",".join(str(coords[k][i]) for k, i in enumerate(index))
-            out[f"{name}[{label}]"] = values[(slice(None), slice(None), *index)].astype(float)
+            component = values[(slice(None), slice(None), *index)].astype(float)
+            if np.isnan(component).all():
+                continue  # padding of a ragged variable (naive-bayes levels), not a parameter
+            out[f"{name}[{label}]"] = component
             if max_components and len(out) >= max_components:
                 return out
         if max_components and len(out) >= max_components:
@@ -182,6 +187,15 @@ def _release_of(attrs: dict) -> dict | None:
     text = attrs.get("release_json")
     if not isinstance(text, str):
         return None
+    stated = attrs.get("release_json_sha256")
+    if stated is not None:  # written by infer since issue 32; older files cannot be checked
+        import hashlib
+
+        if hashlib.sha256(text.encode()).hexdigest() != str(stated):
+            raise InputError("posterior", "its release_json attribute was edited after infer wrote it (its sha256 "
+                             "no longer matches release_json_sha256): the naive overlay and feasible region would "
+                             f"come from another release than the one (sha256 {attrs.get('release_sha256', '?')}) "
+                             "the posterior was computed from")
     try:
         release = json.loads(text)
     except json.JSONDecodeError:
@@ -243,6 +257,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     for p in compare:
         idata = load_posterior(p, "compare")
         attrs = _attrs(idata)
+        _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata), attrs))
     family = str(main_attrs.get("family", "?"))
     if not any(o.method in ("naive", "non-private") for o in others):
@@ -297,6 +312,20 @@ def _posterior_sections(path: Path, compare: list[Path]):
         if pp is not None:
             sections.append(pp)
     return f"dpposterior report: {family} posterior ({main.label})", sections
+
+
+def _check_belongs(main: dict, other: dict, main_path: Path, other_path: Path) -> None:
+    """Refuse a ``--compare`` posterior that does not belong beside the main one: another family or
+    model (its columns would be empty without a word), or another release (a different question)."""
+    for key, what in (("family", "family"), ("model", "model")):
+        a, b = main.get(key), other.get(key)
+        if a is not None and b is not None and str(a) != str(b):
+            raise InputError("compare", f"{other_path} is a posterior of {what} {str(b)!r}, {main_path} of {what} "
+                             f"{str(a)!r}: they have no parameters in common to compare")
+    a, b = main.get("release_sha256"), other.get("release_sha256")
+    if a is not None and b is not None and str(a) != str(b):
+        raise InputError("compare", f"{other_path} was computed from another release (sha256 {str(b)[:12]}...) than "
+                         f"{main_path} ({str(a)[:12]}...): compare posteriors of the same release")
 
 
 #: run attributes shown in the report's "Run" table: (netCDF attribute, words)
