@@ -222,3 +222,66 @@ def test_report_calibration_json_with_model(tmp_path, capsys):
     one_line_error(capsys, ["report", str(tmp_path / "cal2.json"), "--model", MODEL_FILE, "--out",
                             str(tmp_path / "rep2")], "--model: ")
     assert not (tmp_path / "rep2" / "prior.nc").exists()
+
+
+# ------------------------------------------------------------------------------------ prior = posterior
+
+def test_model_likelihood_ignoring_theta_is_flagged_prior_equals_posterior():
+    ignores = poisson_model(records=lambda theta, size, rng: rng.poisson(4.0, size=size),
+                            record_logpdf=lambda x, th: st.poisson.logpmf(x, 4.0))
+    post = dpposterior.infer(ignores, observed=[800.0], method="da-mcmc", draws=1000, warmup=200, chains=2, seed=1)
+    assert any(w.startswith("lam: the posterior is its prior") for w in post.warnings), post.warnings
+    # the informative model is not flagged
+    post = dpposterior.infer(poisson_model(), observed=[1137.5], method="da-mcmc", draws=300, warmup=200, chains=2,
+                             seed=1)
+    assert not any("posterior is its prior" in w for w in post.warnings), post.warnings
+
+
+def _prior_draws_as_posterior(family_name, release, prior=None):
+    """A posterior whose draws are the prior's (4 x 1000 draws from the family's stated moments are not
+    enough for vector families, so: draws with exactly the prior's mean and sd, per component)."""
+    from dpposterior.posterior import Posterior
+    from dpposterior.release import load_release
+
+    rel = load_release(release)
+    fam = rel.family_entry
+    prior_obj = fam.parse_prior(prior, rel)
+    moments = fam.hooks["prior_moments"](prior_obj, rel)
+    rng = np.random.default_rng(0)
+    variables = {}
+    for name, (m, s) in moments.items():
+        m, s = np.asarray(m, float), np.asarray(s, float)
+        z = rng.standard_normal((2, 2000, *m.shape))
+        z = (z - z.mean(axis=(0, 1))) / z.std(axis=(0, 1))
+        variables[name] = m + s * z
+    return Posterior(family_name, "test", variables), fam, prior_obj, rel
+
+
+@pytest.mark.parametrize("release, prior", [
+    ({"format": "dpposterior-release/1", "family": "binomial", "n": 10,
+      "statistics": {"successes": {"value": 5.0, "mechanism": "laplace", "epsilon": 0.01}}}, None),
+    ({"format": "dpposterior-release/1", "family": "multinomial", "n": 10,
+      "statistics": {"counts": {"value": [3.0, 3.0, 4.0], "mechanism": "laplace", "epsilon": 0.01}}}, None),
+    (GAUSSIAN_RELEASE, {"kind": "normal-inverse-gamma", "mu0": 30.0, "sigma0_sq": 400.0, "kappa0": 1.0,
+                        "nu0": 6.0}),
+    (RAGGED_NB, None),
+    (json.load(open("examples/releases/linreg-ju-eps10.json")), None),
+    (json.load(open("examples/releases/sir-eps10.json")), None),
+])
+def test_prior_equals_posterior_flag_covers_every_family(release, prior):
+    from dpposterior.checks import prior_warnings
+
+    post, fam, prior_obj, rel = _prior_draws_as_posterior(release["family"], release, prior)
+    warnings = prior_warnings(post, fam, prior_obj, rel)
+    assert warnings and "the posterior is its prior" in warnings[0], warnings
+    # shifted by half a prior sd: informed, not flagged
+    for name in post.posterior:
+        post.posterior[name] = post.posterior[name] + 0.5 * np.std(post.posterior[name], axis=(0, 1))
+    assert prior_warnings(post, fam, prior_obj, rel) == []
+
+
+def test_every_family_states_its_prior_moments():
+    from dpposterior.families import FAMILY_MODULES, get_family
+
+    missing = [name for name in FAMILY_MODULES if "prior_moments" not in get_family(name).hooks]
+    assert missing == []

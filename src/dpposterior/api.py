@@ -51,7 +51,7 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
         raise InputError(key, f"unknown option for family {family.name!r}")
     options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
     prior_obj = family.parse_prior(prior, release)
-    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj)
+    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj, release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
     post.attrs.setdefault("constrained", options.constrained)
@@ -84,7 +84,7 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
     return options.validate()
 
 
-def _run(compute, options, family=None, prior_obj=None):
+def _run(compute, options, family=None, prior_obj=None, release=None):
     """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
@@ -92,7 +92,7 @@ def _run(compute, options, family=None, prior_obj=None):
     with use_executor(options.scheduler):
         post = compute()
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
-    check_posterior(post, family, prior_obj)
+    check_posterior(post, family, prior_obj, release)
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
         post.attrs.setdefault(f"options_{name}", getattr(options, name))

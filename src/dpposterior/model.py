@@ -467,6 +467,17 @@ class Model:
         # every contribution lies in an interval of width <= sensitivity holding those seen
         return self.n * (t.max(axis=0) - sensitivity), self.n * (t.min(axis=0) + sensitivity)
 
+    def prior_moments(self, draws: int = 4000) -> dict:
+        """``{variable: (mean, sd)}`` of the prior in the posterior's variables, from ``draws`` prior
+        draws (fixed seed): the prior-equals-posterior check (``dpposterior.checks``) on a Model."""
+        cache = self.__dict__.setdefault("_prior_moments_cache", {})
+        if draws not in cache:
+            variables, _, _ = self.posterior_variables(self.sample_prior(draws, np.random.default_rng(20240601)))
+            with np.errstate(all="ignore"):
+                cache[draws] = {name: (np.asarray(v, float).mean(axis=0), np.asarray(v, float).std(axis=0))
+                                for name, v in variables.items()}
+        return cache[draws]
+
     # ----------------------------------------------------------------- outputs
     def posterior_variables(self, values: dict) -> tuple[dict, dict, dict]:
         """Named posterior arrays (N, *shape), their dims and coords."""
