@@ -285,3 +285,32 @@ def test_every_family_states_its_prior_moments():
 
     missing = [name for name in FAMILY_MODULES if "prior_moments" not in get_family(name).hooks]
     assert missing == []
+
+
+# ------------------------------------------------------------------------------------ Python sees the flags
+
+def test_python_users_see_the_flags_as_posterior_warnings():
+    import warnings
+
+    from dpposterior import PosteriorWarning
+
+    assert issubclass(PosteriorWarning, UserWarning)
+    with pytest.warns(PosteriorWarning, match=r"R-hat|bulk ESS") as record:
+        post = dpposterior.infer(poisson_model(), observed=[1137.5], method="da-mcmc", draws=20, warmup=10, chains=2,
+                                 seed=1)
+    assert post.warnings and [str(w.message) for w in record] == post.warnings
+    assert record[0].filename == __file__  # attributed to the caller's line
+    # users filter it like any category
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PosteriorWarning)
+        with pytest.raises(PosteriorWarning):
+            dpposterior.infer(poisson_model(), observed=[1137.5], method="da-mcmc", draws=20, warmup=10, chains=2,
+                              seed=1)
+
+
+def test_cli_prints_each_flag_once(tmp_path, capsys):
+    argv = ["infer", "--model", MODEL_FILE, "--observed", "1137.5", "--method", "da-mcmc", "--draws", "20",
+            "--warmup", "10", "--chains", "2", "--seed", "1", "--quiet", "--out", str(tmp_path / "p.nc")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "PosteriorWarning" not in err and err.count("warning: ") >= 1

@@ -9,7 +9,7 @@ docs/architecture.md.
 """
 
 from ._version import __version__
-from .errors import InputError, RefusedError  # noqa: E402
+from .errors import InputError, PosteriorWarning, RefusedError  # noqa: E402
 from .api import infer  # noqa: E402
 from .options import InferenceOptions  # noqa: E402
 from .model import Model  # noqa: E402
@@ -17,4 +17,4 @@ from .posterior import Posterior  # noqa: E402
 from .release import load_release  # noqa: E402
 
 __all__ = ["infer", "Model", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
-           "__version__"]
+           "PosteriorWarning", "__version__"]

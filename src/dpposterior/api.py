@@ -15,7 +15,7 @@ import json
 import numpy as np
 
 from .checks import check_posterior
-from .errors import InputError
+from .errors import InputError, PosteriorWarning
 from .execution import check_scheduler, use_executor
 from .model import Model
 from .options import InferenceOptions
@@ -35,8 +35,8 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
     """
     if isinstance(release, Model):
-        return _infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
-                            seed=seed, quiet=quiet, scheduler=scheduler, extra=extra)
+        return _warned(_infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
+                                    seed=seed, quiet=quiet, scheduler=scheduler, extra=extra))
     if observed is not None:
         raise InputError("observed", "is for a dpposterior.Model; a release file carries its own values")
     release = load_release(release)
@@ -68,6 +68,16 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
             post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))
         except TypeError:  # not plain data: the report then takes the naive posterior from --compare
             pass
+    return _warned(post)
+
+
+def _warned(post):
+    """Show each flag of ``post.warnings`` to Python users as a :class:`~dpposterior.errors.PosteriorWarning`
+    (attributed to the line that called ``infer``); the flags stay on the posterior too."""
+    import warnings
+
+    for message in post.warnings:
+        warnings.warn(message, PosteriorWarning, stacklevel=3)
     return post
 
 
@@ -136,4 +146,7 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
         return None, "this family has no separate naive method"
     kwargs = {name: value for name, value in (("draws", draws), ("chains", chains), ("constrained", constrained))
               if value is not None}
-    return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""
+    from .errors import posterior_warnings_ignored
+
+    with posterior_warnings_ignored():  # a comparison beside the posterior, not a result of its own
+        return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""

@@ -302,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # without standalone mode click returns a command's typer.Exit code instead of raising it
         # (audit's 1 when a check fails): it must reach the exit status, not be dropped
-        code = command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
+        from .errors import posterior_warnings_ignored
+
+        with posterior_warnings_ignored():  # the commands print each flag as 'warning: ...' themselves
+            code = command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _exit(2)

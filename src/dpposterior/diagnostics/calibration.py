@@ -178,6 +178,7 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
         if out is not None:
             return np.asarray(out, float)
     from ..api import infer
+    from ..errors import posterior_warnings_ignored
 
     seeds = seed_seq.generate_state(len(sims), dtype=np.uint32)
     out = []
@@ -187,7 +188,8 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
             kwargs["confidential"] = sim.confidential
         if draws is not None:
             kwargs["draws"] = draws
-        post = infer(sim.release, prior=prior, method=method, chains=1, seed=int(s), quiet=True, **kwargs)
+        with posterior_warnings_ignored():  # a study of many posteriors: ranks, not flags, are its result
+            post = infer(sim.release, prior=prior, method=method, chains=1, seed=int(s), quiet=True, **kwargs)
         names = list(sim.theta)
         out.append(np.concatenate([post.draws(v).reshape(post.draws(v).shape[0], -1) for v in names], axis=1))
     return np.stack(out)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import NonFiniteDraws
-from ..errors import InputError
+from ..errors import InputError, posterior_warnings_ignored
 from .ranks import one_line as _one_line, randomized_ranks, summarise_ranks
 
 
@@ -72,8 +72,9 @@ def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int 
                 kw = dict(engine_options)
                 if warmup is not None and m == "da-mcmc":
                     kw["warmup"] = warmup
-                post = infer(model, observed=sdp, method=m, draws=draws, chains=1,
-                             seed=int(mseq.generate_state(1)[0]), **kw)
+                with posterior_warnings_ignored():  # a study: ranks, not flags, are its result
+                    post = infer(model, observed=sdp, method=m, draws=draws, chains=1,
+                                 seed=int(mseq.generate_state(1)[0]), **kw)
                 d = np.concatenate([post.draws(k).reshape(post.draws(k).shape[0], -1) for k in model.names], axis=1)
                 ranks[m].append(randomized_ranks(truth[None], d[None], rank_rng)[0])
             except NonFiniteDraws as exc:  # infer refused this trial's draws: a failed trial, as below
