@@ -314,3 +314,98 @@ def test_cli_prints_each_flag_once(tmp_path, capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "PosteriorWarning" not in err and err.count("warning: ") >= 1
+
+
+# ------------------------------------------------------------------------------------ texts that do not apply
+
+@pytest.fixture(scope="module")
+def ragged_nb_post():
+    return dpposterior.infer(RAGGED_NB, method="vb", seed=1, draws=100, chains=2)
+
+
+def test_text_unconstrained_not_said_of_families_without_constraint(ragged_nb_post):
+    from dpposterior.console import run_header
+
+    assert not any("constrained" in line for line in run_header(ragged_nb_post))
+    gauss = dpposterior.infer(GAUSSIAN_RELEASE, seed=1, draws=50, chains=1)
+    assert any(line.startswith("unconstrained") for line in run_header(gauss))
+
+
+def test_text_model_posterior_states_no_neighbouring_relation():
+    from dpposterior.console import run_header
+
+    post = dpposterior.infer(poisson_model(), observed=[1137.5], method="da-mcmc", draws=20, warmup=10, chains=1,
+                             seed=1)
+    header = run_header(post)
+    assert any(line.startswith("release: total epsilon 0.5") for line in header)
+    assert not any("neighbouring" in line for line in header)
+
+
+def test_text_naive_bayes_summary_has_no_nan_rows_nor_arviz_warning(ragged_nb_post, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        table = ragged_nb_post.summary()
+    assert len(table) == 3 + 3 * 2 + 3 * 4 and not table["mean"].isna().any(), table
+    assert "NaN" not in caplog.text
+
+
+def test_text_prior_line_is_words_not_a_cut_repr():
+    post = dpposterior.infer(json.load(open("examples/releases/linreg-ju-eps10.json")), method="smc-abc",
+                             simulations=400, particles=100, draws=50, seed=1)
+    assert post.attrs["prior"] == "family default: GaussianPrior(mean=[0, 0, 0], cov=3x3 array)"
+    from dpposterior.api import describe_prior
+    from dpposterior.families import get_family
+
+    fam = get_family("linear-regression")
+    text = describe_prior(None, fam.parse_prior(None, None))
+    assert "..." not in text and "array(" not in text and text.endswith(")")
+
+
+def test_text_progress_bars_only_on_a_terminal(capsys):
+    from dpposterior.sbi.common import round_progress
+
+    with round_progress(3, "SPPE", quiet=False) as advance:  # pytest's stderr is no terminal
+        for _ in range(3):
+            advance(info="loss 1.0")
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_text_tables_not_wrapped_at_80_columns_in_files(ragged_nb_post, capsys):
+    from dpposterior.console import print_result
+
+    print_result(ragged_nb_post, "x.nc")
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "feature_prob[" in line]
+    assert len(rows) == 3 * 2 + 3 * 4 and all("]" in line for line in rows)  # one row per line, never split
+
+
+def test_text_calibrate_model_says_how_long_before_the_long_part(tmp_path, capsys):
+    assert main(["calibrate", "--model", MODEL_FILE, "--trials", "2", "--methods", "da-mcmc", "--draws", "20",
+                 "--out", str(tmp_path / "cal.json")]) == 0
+    err = capsys.readouterr().err
+    assert "calibrate --model: 2 trials x da-mcmc, serially; the first took" in err and "in all" in err
+
+
+def test_text_report_says_it_trains_a_flow(monkeypatch, capsys):
+    import dpposterior.api as api
+    from dpposterior.report import naive_from_release
+
+    monkeypatch.setattr(api, "naive_companion", lambda *a, **k: (None, "skipped in the test"))
+    release = json.dumps(json.load(open("examples/releases/sir-eps10.json")))
+    naive_from_release({"release_json": release, "method": "sppe", "family": "sir"})
+    assert "it trains a flow" in capsys.readouterr().err
+    naive_from_release({"release_json": json.dumps(GAUSSIAN_RELEASE), "method": "gibbs", "family": "gaussian"})
+    assert "trains a flow" not in capsys.readouterr().err
+
+
+def test_text_report_of_iid_posterior_shows_no_warmup_or_constrained(tmp_path):
+    from dpposterior.posterior import Posterior
+    from dpposterior.report import write_report
+
+    rng = np.random.default_rng(0)
+    Posterior("linreg-ju", "sppe", {"beta": rng.normal(size=(1, 200, 3))}, dims={"beta": ["coef"]}, iid=True,
+              attrs={"options_warmup": 1000, "constrained": False, "seed": 1}).to_netcdf(tmp_path / "p.nc")
+    html = write_report(tmp_path / "p.nc", tmp_path / "rep").read_text()
+    assert "warm-up" not in html and "constrained" not in html

@@ -122,13 +122,47 @@ def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed,
 def describe_prior(prior, prior_obj) -> str:
     """A one-line description of the prior for the summary header and the file's ``prior`` attribute."""
     if prior is None:
-        text = f"family default: {prior_obj!r}"
+        text = f"family default: {prior_words(prior_obj)}"
     elif isinstance(prior, dict):
-        text = ", ".join(f"{k}={v}" for k, v in prior.items())
+        text = ", ".join(f"{k}={_value_words(v)}" for k, v in prior.items())
     else:
-        text = repr(prior_obj)
-    text = " ".join(text.split())
-    return text if len(text) <= 160 else text[:157] + "..."
+        text = prior_words(prior_obj)
+    return " ".join(text.split())
+
+
+def prior_words(prior_obj) -> str:
+    """A prior object in words, ``Name(field=value, ...)``: numbers as %g, short vectors in full, larger
+    arrays by their shape -- never a Python repr cut in the middle (a flat prior shows no hyperparameters)."""
+    import dataclasses
+
+    if hasattr(prior_obj, "to_dict"):
+        fields = prior_obj.to_dict()
+    elif dataclasses.is_dataclass(prior_obj):
+        fields = {f.name: getattr(prior_obj, f.name) for f in dataclasses.fields(prior_obj)}
+    elif hasattr(prior_obj, "__dict__"):
+        fields = {k: v for k, v in vars(prior_obj).items() if not k.startswith("_")}
+    else:
+        return repr(prior_obj)
+    if fields.get("kind") == "flat":
+        return "flat"
+    words = {k: _value_words(v, internal=None) for k, v in fields.items() if v is not None}
+    return f"{type(prior_obj).__name__}(" + ", ".join(f"{k}={w}" for k, w in words.items() if w is not None) + ")"
+
+
+def _value_words(value, internal: str | None = "") -> str | None:
+    """A hyperparameter in words; a value that is not numbers (an object's internal bookkeeping) gives
+    ``internal`` (None: left out)."""
+    if isinstance(value, (bool, str)):
+        return str(value)
+    try:
+        arr = np.asarray(value, float)
+    except (TypeError, ValueError):
+        return str(value) if internal == "" else internal
+    if arr.ndim == 0:
+        return f"{float(arr):g}"
+    if arr.size > 6:
+        return f"{'x'.join(map(str, arr.shape))} array"
+    return np.array2string(arr, separator=", ", formatter={"float_kind": lambda x: f"{x:g}"}).replace("\n", "")
 
 
 def naive_companion(release, prior=None, *, main_method: str | None = None, seed=None, draws=None, chains=None,

@@ -109,7 +109,7 @@ def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None
         if path is not None:
             check_output_path(Path(path), name)
     model = load_model(model_spec)
-    result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True)
+    result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True, progress=not quiet)
     emit_study(result, result.pop("_ranks"), out, plot, quiet)
     return result
 

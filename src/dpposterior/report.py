@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 # engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
+from .console import CONSTRAINABLE_FAMILIES
 from .errors import InputError
 
 MAX_DENSITY_PANELS = 16
@@ -178,7 +179,7 @@ def _label(attrs: dict, fallback: str) -> str:
     constrained = str(attrs.get("constrained", "")).lower()
     if constrained in ("1", "true"):
         label += " (constrained)"
-    elif constrained in ("0", "false") and str(attrs.get("family")) in ("gaussian", "linear-regression"):
+    elif constrained in ("0", "false") and str(attrs.get("family")) in CONSTRAINABLE_FAMILIES:
         label += " (unconstrained)"  # families where both analyses exist side by side
     return label
 
@@ -222,6 +223,7 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if "constrained" in attrs:
         kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
     seed = attrs.get("seed")
+    _say_if_expensive(release)
     try:
         post, why = naive_companion(release, prior, main_method=attrs.get("method"),
                                     seed=int(seed) if seed is not None else 0, **kwargs)
@@ -234,6 +236,21 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if post is None:
         return None, why
     return post.to_arviz(), ""
+
+
+def _say_if_expensive(release: dict) -> None:
+    """Say on stderr, before it starts, that the naive overlay trains a flow (the simulator families,
+    where ``infer`` computes it only on request): a minute of silence otherwise."""
+    from .families import get_family
+
+    try:
+        family = get_family(release.get("family"))
+    except InputError:
+        return
+    if not family.naive_by_default:
+        print(f"report: recomputing the naive (noise-ignoring) posterior of this {family.name} release, method "
+              f"{family.naive_method}: it trains a flow (about a minute on 2 cores); pass one with --compare to "
+              "skip this", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ posterior report
@@ -279,7 +296,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     meta = [("file", str(path)), ("family", family), ("method", main.method),
             ("chains x draws", f"{main_idata.posterior.sizes['chain']} x {main_idata.posterior.sizes['draw']}")]
     for key, words in RUN_ATTRIBUTES:
-        if key in main_attrs:
+        if key in main_attrs and _applies(key, main_attrs):
             meta.append((words, _attr_words(key, main_attrs[key])))
     sections.append(("table", "Run", ["", ""], meta))
     flagged = str(main_attrs.get("warnings", "none"))
@@ -333,6 +350,16 @@ RUN_ATTRIBUTES = [("prior", "prior"), ("constrained", "constrained to the releas
                   ("options_warmup", "warm-up iterations per chain"), ("release_epsilon", "release: total epsilon"),
                   ("release_delta", "release: total delta"), ("release_sha256", "release file sha256"),
                   ("dpposterior_version", "dpposterior version")]
+
+
+def _applies(key: str, attrs: dict) -> bool:
+    """Whether a run attribute means something for this posterior: warm-up only for MCMC (not iid draws),
+    'constrained' only for the families whose engines can restrict to the release's bounds."""
+    if key == "options_warmup":
+        return not _iid(attrs)
+    if key == "constrained":
+        return str(attrs.get("family")) in CONSTRAINABLE_FAMILIES
+    return True
 
 
 def _attr_words(key: str, value) -> str:
