@@ -66,12 +66,16 @@ def test_model_stated_clamp_makes_the_sensitivity_check_exact():
 
 
 @pytest.mark.parametrize("observed", [1e308, -1e6])
-def test_model_observed_far_outside_what_the_statistic_can_produce_is_refused(observed):
+def test_model_observed_far_outside_what_the_statistic_can_produce_is_refused(observed, tmp_path, capsys):
     with pytest.raises(InputError, match=r"^observed: .* outside \[.*\], the range of the statistic summed over "
                                          r"n = 200 records"):
         dpposterior.infer(poisson_model(), observed=[observed], method="da-mcmc", draws=10, warmup=10, chains=1,
                           seed=1)
-    # the same through the command line: one line, exit 2
+    # the same through the command line: one line, exit 2, nothing written
+    out = tmp_path / "p.nc"
+    one_line_error(capsys, ["infer", "--model", MODEL_FILE, "--observed", repr(observed), "--out", str(out)],
+                   "observed: ")
+    assert not out.exists()
     # (the stated clamp gives the range [0, 2000]; 50 noise scales of 20 around it are allowed)
     with pytest.raises(InputError, match=r"^observed: 3001 is more than 50 noise scales"):
         dpposterior.infer(poisson_model(clamp=(0, 10)), observed=[3001], method="smc-abc", seed=1)
@@ -82,6 +86,32 @@ def test_model_records_as_strings_are_one_line_errors():
                           record_logpdf=None)
     with pytest.raises(InputError, match=r"^model.statistic: statistic\(records\) returned .*non-numbers"):
         dpposterior.infer(model, observed=[1.0], method="smc-abc", seed=1)
+
+
+# ------------------------------------------------------------------------------------ defaults
+
+def test_linreg_ju_auto_is_the_exact_likelihood_da_mcmc():
+    from dpposterior.families import get_family
+
+    assert get_family("linreg-ju").resolve_method("auto") == "da-mcmc"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps", ["10", "1", "0.1"])
+def test_linreg_ju_default_is_within_0_1_sd_of_the_exact_posterior(eps):
+    """`dpposterior infer examples/releases/linreg-ju-eps{eps}.json` with defaults (auto = da-mcmc, 4 x 5,000
+    draws) against the exact pseudo-marginal reference (benchmarks/results/isref_*.npz, its own Monte Carlo
+    error ~0.01 sd); 0.1 sd is the issue's bar, ~2.5 Monte Carlo errors of the mean at ESS 400."""
+    post = dpposterior.infer(f"examples/releases/linreg-ju-eps{eps}.json", seed=0)
+    assert post.method == "da-mcmc"
+    z = np.load(f"benchmarks/results/isref_linreg-ju-eps{eps}.npz")
+    w = np.exp(z["log_weight"] - z["log_weight"].max())
+    w /= w.sum()
+    mean = w @ z["theta"]
+    sd = np.sqrt(w @ (z["theta"] - mean) ** 2)
+    beta = post.draws("beta")
+    assert np.max(np.abs(beta.mean(0) - mean) / sd) < 0.1
+    assert np.max(np.abs(beta.std(0) / sd - 1)) < 0.1
 
 
 # ------------------------------------------------------------------------------------ release JSON
