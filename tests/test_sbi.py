@@ -410,7 +410,9 @@ def test_user_model_smc_abc_normal_mean():
 
     model = dpposterior.Model(params={"mu": st.norm(0.0, 1.0)},
                               records=lambda theta, size, rng: rng.normal(theta["mu"], 1.0, size=size),
-                              statistic=lambda rec: rec / 50.0,
+                              # clamped to [-2.5, 2.5], so one replaced record moves the mean by at most
+                              # 0.1, the stated sensitivity (unclamped it broke the claim: refused, issue 32)
+                              statistic=lambda rec: np.clip(rec, -2.5, 2.5) / 50.0, clamp=(-0.05, 0.05),
                               mechanism=Laplace(epsilon=1.0, sensitivity=0.1), n=50)
     post = dpposterior.infer(model, observed=[0.4], method="smc-abc", simulations=20_000, draws=1000, chains=2,
                              seed=1)

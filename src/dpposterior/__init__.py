@@ -9,7 +9,7 @@ docs/architecture.md.
 """
 
 from ._version import __version__
-from .errors import InputError, RefusedError  # noqa: E402
+from .errors import InputError, PosteriorWarning, RefusedError  # noqa: E402
 
 #: the public names, imported on first use (PEP 562): ``import dpposterior`` and ``dpposterior --help``
 #: load neither numpy nor pydantic, and a command imports only what it runs (docs/architecture.md,
@@ -18,7 +18,7 @@ _LAZY = {"infer": "api", "InferenceOptions": "options", "Model": "model", "Poste
          "load_release": "release"}
 
 __all__ = ["infer", "Model", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
-           "__version__"]
+           "PosteriorWarning", "__version__"]
 
 
 def __getattr__(name):

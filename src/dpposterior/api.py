@@ -9,12 +9,13 @@ Engines never import this module; it sits above them (docs/architecture.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
 
 from .checks import check_posterior
-from .errors import InputError
+from .errors import InputError, PosteriorWarning
 from .execution import check_scheduler, use_executor
 from .model import Model
 from .options import InferenceOptions
@@ -34,8 +35,8 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     Returns a :class:`~dpposterior.posterior.Posterior` (use ``.to_arviz()``).
     """
     if isinstance(release, Model):
-        return _infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
-                            seed=seed, quiet=quiet, scheduler=scheduler, extra=extra)
+        return _warned(_infer_model(release, observed, prior, method, draws=draws, warmup=warmup, chains=chains,
+                                    seed=seed, quiet=quiet, scheduler=scheduler, extra=extra))
     if observed is not None:
         raise InputError("observed", "is for a dpposterior.Model; a release file carries its own values")
     release = load_release(release)
@@ -50,7 +51,7 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
         raise InputError(key, f"unknown option for family {family.name!r}")
     options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
     prior_obj = family.parse_prior(prior, release)
-    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj)
+    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj, release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
     post.attrs.setdefault("constrained", options.constrained)
@@ -65,11 +66,23 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     # the release itself (public by construction) and the prior, when it is plain data, so that
     # `dpposterior report` can draw the feasible region and recompute the naive posterior
     post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))
+    # release_sha256 is of the file's bytes; this one lets `report` notice an edited release_json
+    post.attrs.setdefault("release_json_sha256", hashlib.sha256(post.attrs["release_json"].encode()).hexdigest())
     if prior is None or isinstance(prior, dict):
         try:
             post.attrs.setdefault("prior_json", json.dumps(prior, sort_keys=True))
         except TypeError:  # not plain data: the report then takes the naive posterior from --compare
             pass
+    return _warned(post)
+
+
+def _warned(post):
+    """Show each flag of ``post.warnings`` to Python users as a :class:`~dpposterior.errors.PosteriorWarning`
+    (attributed to the line that called ``infer``); the flags stay on the posterior too."""
+    import warnings
+
+    for message in post.warnings:
+        warnings.warn(message, PosteriorWarning, stacklevel=3)
     return post
 
 
@@ -86,7 +99,7 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
     return options.validate()
 
 
-def _run(compute, options, family=None, prior_obj=None):
+def _run(compute, options, family=None, prior_obj=None, release=None):
     """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
@@ -94,7 +107,7 @@ def _run(compute, options, family=None, prior_obj=None):
     with use_executor(options.scheduler):
         post = compute()
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
-    check_posterior(post, family, prior_obj)
+    check_posterior(post, family, prior_obj, release)
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
         post.attrs.setdefault(f"options_{name}", getattr(options, name))
@@ -114,13 +127,47 @@ def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed,
 def describe_prior(prior, prior_obj) -> str:
     """A one-line description of the prior for the summary header and the file's ``prior`` attribute."""
     if prior is None:
-        text = f"family default: {prior_obj!r}"
+        text = f"family default: {prior_words(prior_obj)}"
     elif isinstance(prior, dict):
-        text = ", ".join(f"{k}={v}" for k, v in prior.items())
+        text = ", ".join(f"{k}={_value_words(v)}" for k, v in prior.items())
     else:
-        text = repr(prior_obj)
-    text = " ".join(text.split())
-    return text if len(text) <= 160 else text[:157] + "..."
+        text = prior_words(prior_obj)
+    return " ".join(text.split())
+
+
+def prior_words(prior_obj) -> str:
+    """A prior object in words, ``Name(field=value, ...)``: numbers as %g, short vectors in full, larger
+    arrays by their shape -- never a Python repr cut in the middle (a flat prior shows no hyperparameters)."""
+    import dataclasses
+
+    if hasattr(prior_obj, "to_dict"):
+        fields = prior_obj.to_dict()
+    elif dataclasses.is_dataclass(prior_obj):
+        fields = {f.name: getattr(prior_obj, f.name) for f in dataclasses.fields(prior_obj)}
+    elif hasattr(prior_obj, "__dict__"):
+        fields = {k: v for k, v in vars(prior_obj).items() if not k.startswith("_")}
+    else:
+        return repr(prior_obj)
+    if fields.get("kind") == "flat":
+        return "flat"
+    words = {k: _value_words(v, internal=None) for k, v in fields.items() if v is not None}
+    return f"{type(prior_obj).__name__}(" + ", ".join(f"{k}={w}" for k, w in words.items() if w is not None) + ")"
+
+
+def _value_words(value, internal: str | None = "") -> str | None:
+    """A hyperparameter in words; a value that is not numbers (an object's internal bookkeeping) gives
+    ``internal`` (None: left out)."""
+    if isinstance(value, (bool, str)):
+        return str(value)
+    try:
+        arr = np.asarray(value, float)
+    except (TypeError, ValueError):
+        return str(value) if internal == "" else internal
+    if arr.ndim == 0:
+        return f"{float(arr):g}"
+    if arr.size > 6:
+        return f"{'x'.join(map(str, arr.shape))} array"
+    return np.array2string(arr, separator=", ", formatter={"float_kind": lambda x: f"{x:g}"}).replace("\n", "")
 
 
 def naive_companion(release, prior=None, *, main_method: str | None = None, seed=None, draws=None, chains=None,
@@ -138,4 +185,7 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
         return None, "this family has no separate naive method"
     kwargs = {name: value for name, value in (("draws", draws), ("chains", chains), ("constrained", constrained))
               if value is not None}
-    return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""
+    from .errors import posterior_warnings_ignored
+
+    with posterior_warnings_ignored():  # a comparison beside the posterior, not a result of its own
+        return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""

@@ -14,10 +14,11 @@ returned (and so before the CLI writes anything):
   that stopped in its first epoch;
 * **SMC-ABC that never left the prior** -- a final tolerance of infinity means only the first
   generation ran (every prior draw accepted): the "posterior" is the prior;
-* **a parameter the release does not inform** -- where the family can state its prior moments
-  (``Family.hooks["prior_moments"]``), a posterior whose mean is within 0.1 prior sd of the
-  prior mean and whose sd is within 10% of the prior sd is flagged (e.g. the regression
-  noise variance sigma2 of a release without y'y: only its prior speaks).
+* **a parameter the release does not inform** -- every family states its prior moments
+  (``Family.hooks["prior_moments"]``, :mod:`dpposterior.families.prior_moments`) and a user
+  Model's are estimated from its prior; a posterior component whose mean is within 0.1 prior sd
+  of the prior mean and whose sd is within 10% of the prior sd is flagged (e.g. the regression
+  noise variance sigma2 of a release without y'y, or a model whose likelihood ignores theta).
 
 Warnings go to ``Posterior.warnings``; the CLI prints each as ``warning: ...`` and the
 netCDF file carries them in the ``warnings`` attribute (``"none"`` when there are none).
@@ -49,6 +50,17 @@ class NonFiniteDraws(RefusedError):
     """An engine returned NaN or infinite draws (a study records the trial as failed; a command refuses)."""
 
 
+def is_padding(arr) -> bool:
+    """Whether the non-finite values of a (chain, draw, *event) array are padding of a ragged variable:
+    NaN only, in the same cells of every draw, covering part of the event shape."""
+    arr = np.asarray(arr)
+    bad = ~np.isfinite(arr)
+    if arr.ndim <= 2 or np.isinf(arr).any():
+        return False
+    pattern = bad.reshape(-1, *arr.shape[2:])
+    return bool(np.all(pattern == pattern[0]) and not pattern[0].all())
+
+
 def check_finite(post) -> None:
     """Refuse a posterior with any NaN or infinite draw, naming the variable.
 
@@ -62,10 +74,8 @@ def check_finite(post) -> None:
         if arr.dtype.kind not in "fc":
             continue
         bad = ~np.isfinite(arr)
-        if bad.any() and arr.ndim > 2 and not np.isinf(arr).any():
-            pattern = bad.reshape(-1, *arr.shape[2:])
-            if np.all(pattern == pattern[0]) and not pattern[0].all():
-                continue  # the same cells in every draw: padding of a ragged variable
+        if bad.any() and is_padding(arr):
+            continue  # the same cells in every draw: padding of a ragged variable
         if bad.any():
             raise NonFiniteDraws(f"posterior.{name}",
                                f"{int(bad.sum())} of {arr.size} draws are not finite (NaN or infinite): the "
@@ -165,29 +175,52 @@ def flow_warnings(post) -> list[str]:
     return out
 
 
-def prior_warnings(post, family, prior_obj) -> list[str]:
-    """Flag scalar variables whose posterior is indistinguishable from their prior."""
+def _prior_moments(post, family, prior_obj, release) -> dict:
+    """``{variable: (mean, sd)}`` of the prior in the posterior's variables: a user model's by Monte
+    Carlo (:meth:`~dpposterior.Model.prior_moments`), a family's from its ``prior_moments`` hook."""
+    model = post.extras.get("user_model") if isinstance(post.extras, dict) else None
+    if model is not None and hasattr(model, "prior_moments"):
+        return model.prior_moments()
     hook = family.hooks.get("prior_moments") if family is not None else None
     if hook is None or prior_obj is None:
+        return {}
+    return hook(prior_obj, release) or {}
+
+
+def prior_warnings(post, family=None, prior_obj=None, release=None) -> list[str]:
+    """Flag posterior components indistinguishable from their prior: mean within PRIOR_MEAN_TOL prior sd
+    of the prior mean and sd within PRIOR_SD_TOL of the prior sd (one warning, naming the components)."""
+    try:
+        moments = _prior_moments(post, family, prior_obj, release)
+    except Exception:  # noqa: BLE001 - a check that cannot state the prior flags nothing, never fails a run
         return []
-    out = []
-    for name, (m0, s0) in (hook(prior_obj) or {}).items():
-        if name not in post.posterior or not (math.isfinite(m0) and math.isfinite(s0) and s0 > 0):
+    flagged = []
+    for name, (m0, s0) in moments.items():
+        if name not in post.posterior:
             continue
         x = np.asarray(post.posterior[name], float)
-        if x.ndim != 2:
-            continue
-        m, s = float(x.mean()), float(x.std())
-        if abs(m - m0) < PRIOR_MEAN_TOL * s0 and abs(s / s0 - 1.0) < PRIOR_SD_TOL:
-            out.append(f"{name}: the posterior is its prior (mean {m:.4g} vs prior {m0:.4g}, sd {s:.4g} vs prior "
-                       f"{s0:.4g}): the release does not inform it, so it reflects only the prior")
-    return out
+        event = x.shape[2:]
+        m0 = np.broadcast_to(np.asarray(m0, float), event)
+        s0 = np.broadcast_to(np.asarray(s0, float), event)
+        with np.errstate(all="ignore"):
+            m, s = x.mean(axis=(0, 1)), x.std(axis=(0, 1))
+        for index in np.ndindex(*event):
+            pm, ps, mm, ss = m0[index], s0[index], m[index], s[index]
+            if not all(math.isfinite(v) for v in (pm, ps, mm, ss)) or ps <= 0:
+                continue  # no prior moment, or padding of a ragged variable
+            if abs(mm - pm) < PRIOR_MEAN_TOL * ps and abs(ss / ps - 1.0) < PRIOR_SD_TOL:
+                label = name if not event else f"{name}[{','.join(str(i) for i in index)}]"
+                flagged.append(f"{label}: the posterior is its prior (mean {mm:.4g} vs prior {pm:.4g}, sd {ss:.4g} "
+                               f"vs prior {ps:.4g}): the release does not inform it, so it reflects only the prior")
+    if len(flagged) > 3:  # many components (a naive-bayes table): three named, the rest counted
+        flagged = flagged[:3] + [f"{len(flagged) - 3} more components: the posterior is their prior likewise"]
+    return flagged
 
 
-def check_posterior(post, family=None, prior_obj=None) -> None:
+def check_posterior(post, family=None, prior_obj=None, release=None) -> None:
     """Refuse non-finite draws; append reliability warnings to ``post.warnings``."""
     check_finite(post)
     for w in (mcmc_warnings(post) + smc_abc_warnings(post) + flow_warnings(post)
-              + prior_warnings(post, family, prior_obj)):
+              + prior_warnings(post, family, prior_obj, release)):
         if w not in post.warnings:
             post.warnings.append(w)

@@ -281,8 +281,9 @@ def report_cmd(
 ):
     """Write PNG figures and a self-contained report.html."""
     if model is not None:  # a user model (issue 13): its prior beside the posterior
-        compare = [*(compare or []), _impl("model_commands", "prior_posterior_file")(model, out)]
-    html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+        html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
+    else:
+        html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
     typer.echo(f"wrote {html}")
 
 
@@ -308,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point; turns every input problem into one line and exit code 2."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
+        # without standalone mode click returns a command's typer.Exit code instead of raising it
+        # (audit's 1 when a check fails): it must reach the exit status, not be dropped
+        from .errors import posterior_warnings_ignored
+
+        with posterior_warnings_ignored():  # the commands print each flag as 'warning: ...' themselves
+            code = command.main(args=argv, prog_name="dpposterior", standalone_mode=False)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _exit(2)
@@ -328,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return _exit(130)
-    return _exit(0)
+    return _exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
 def _exit(code) -> int:

@@ -24,6 +24,14 @@ def posterior_warnings_only():
         yield
 
 
+#: families whose engines can restrict the parameters to what the release's bounds allow (the analysis
+#: file's ``constrained``); for the others the words "constrained"/"unconstrained" do not apply
+CONSTRAINABLE_FAMILIES = ("gaussian", "linear-regression")
+#: the width of tables written to a file or pipe: wide enough never to wrap a summary row (a terminal
+#: uses its own width)
+FILE_WIDTH = 1000
+
+
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     """The columns of ``post.summary()`` (ArviZ's, rounded as it rounds) that a terminal needs, computed by
     :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ (issue 29)."""
@@ -50,7 +58,7 @@ def run_header(post) -> list[str]:
     lines = [f"family {post.family}, method {post.method}"]
     if "prior" in a:
         lines.append(f"prior: {a['prior']}")
-    constrained = a.get("constrained")
+    constrained = a.get("constrained") if post.family in CONSTRAINABLE_FAMILIES else None
     if constrained is not None:
         lines.append("constrained to what the release's bounds allow" if bool(constrained)
                      else "unconstrained (parameters not restricted to the release's bounds; "
@@ -63,13 +71,17 @@ def run_header(post) -> list[str]:
     if a.get("release_privacy") not in (None, "none"):  # zCDP: rho first, then its (epsilon, delta)
         lines.append(f"release: total {a['release_privacy']}, neighbouring replace-one")
     elif eps is not None:
+        # a release file states its neighbouring relation (replace-one); a user Model states none
         lines.append(f"release: total epsilon {float(eps):g}" + (f", delta {float(delta):g}" if delta else "")
-                     + ", neighbouring replace-one")
+                     + ("" if "model" in a else ", neighbouring replace-one"))
     return lines
 
 
 def print_posterior_summary(post, naive=None, console: Console | None = None) -> None:
-    console = console or Console(highlight=False, soft_wrap=True)
+    import sys
+
+    console = console or Console(highlight=False, soft_wrap=True,
+                                 width=None if sys.stdout.isatty() else FILE_WIDTH)
     for line in run_header(post):
         console.print(escape(line))
     console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)"))

@@ -9,6 +9,8 @@ raise :class:`RefusedError`, a subclass, so callers can tell them apart.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 class InputError(ValueError):
     """A user-supplied value is malformed; ``field`` names it (dotted path)."""
@@ -21,6 +23,24 @@ class InputError(ValueError):
 
 class RefusedError(InputError):
     """The request is well-formed but impossible (improper posterior, infeasible, ...)."""
+
+
+class PosteriorWarning(UserWarning):
+    """A posterior that ``dpposterior.infer`` returned flagged (``dpposterior.checks``: R-hat, ESS, a flow
+    that did not train, a posterior equal to its prior, ...).  Emitted with :func:`warnings.warn` once per
+    flag, besides ``Posterior.warnings``; filter it like any warning category, e.g.
+    ``warnings.simplefilter("error", dpposterior.PosteriorWarning)`` to make flagged posteriors fail."""
+
+
+@contextmanager
+def posterior_warnings_ignored():
+    """A context in which no :class:`PosteriorWarning` is shown: for callers that report the flags
+    themselves (the CLI prints ``warning: ...``) or study many posteriors (calibration)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PosteriorWarning)
+        yield
 
 
 def require(condition: bool, field: str, reason: str, cls: type[InputError] = InputError) -> None:

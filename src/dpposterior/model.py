@@ -65,6 +65,34 @@ def _describe(value) -> str:
 SUMS, MEAN_VARIANCE = 0, 1
 
 
+#: prior draws, and records per draw, on which Model.check_privacy_claim checks the contributions
+CLAIM_DRAWS, CLAIM_RECORDS = 16, 500
+
+
+def _bounds_text(v: np.ndarray) -> str:
+    return f"{v[0]:g}" if np.all(v == v[0]) else "(" + ", ".join(f"{x:g}" for x in v) + ")"
+
+
+def _largest_replacement(mechanism, t: np.ndarray) -> float:
+    """The largest change ``norm(t_a - t_b)`` among contributions ``t`` (rows), in the mechanism's norm:
+    exact along each coordinate's extremes (every row against the rows holding a minimum or maximum)."""
+    extremes = np.unique(np.concatenate([t.argmin(axis=0), t.argmax(axis=0)]))
+    best = 0.0
+    for j in extremes:
+        diff = t - t[j]
+        kind = getattr(mechanism, "sensitivity_norm", "Linf")
+        if kind == "L1":
+            sizes = np.abs(diff).sum(axis=1)
+        elif kind == "L2":
+            sizes = np.sqrt((diff * diff).sum(axis=1))
+        elif kind == "Linf":
+            sizes = np.abs(diff).max(axis=1)
+        else:  # a mechanism with its own norm: one difference at a time
+            sizes = np.array([mechanism.norm(d) for d in diff])
+        best = max(best, float(sizes.max()))
+    return best
+
+
 # --------------------------------------------------------------------------- parameter transforms
 class _Param:
     """One named parameter: its prior, event shape and map to the unconstrained space.
@@ -187,6 +215,11 @@ class Model:
     #: variable -> names of its event dims (vector parameters); default ``<name>_dim``
     dims: dict = field(default_factory=dict)
     coords: dict = field(default_factory=dict)
+    #: optional ``(lo, hi)``: the bounds the statistic clamps each record's contribution t(x) to
+    #: (numbers, or one per coordinate).  Stated, the privacy check is exact: the mechanism's
+    #: sensitivity must cover the replace-one change ``norm(hi - lo)`` and every contribution drawn
+    #: must lie inside; unstated, the check uses the contributions seen on prior-predictive records
+    clamp: Any = None
 
     def __post_init__(self):
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
@@ -203,6 +236,8 @@ class Model:
                 raise InputError(f"model.{name}", f"must be callable (got {type(value).__name__})")
         if self.simulate is None and (self.records is None or self.statistic is None):
             raise InputError("model.records", "give records and statistic (or simulate, for SBI only)")
+        if self.clamp is not None:
+            self._clamp_bounds()
         rng = np.random.default_rng(0)
         self._params = [_Param(str(k), v, rng) for k, v in self.params.items()]
         self._uslices = []
@@ -289,7 +324,11 @@ class Model:
             t = self.statistic(rec)
         except Exception as exc:  # noqa: BLE001
             raise InputError("model.statistic", f"statistic(records) raised {type(exc).__name__}: {exc}") from None
-        t = np.asarray(t, float)
+        try:
+            t = np.asarray(t, float)
+        except (TypeError, ValueError):  # e.g. records that are strings, passed through
+            raise InputError("model.statistic", f"statistic(records) returned {_describe(t)} of non-numbers; "
+                             "each record's contribution must be a number") from None
         size = len(rec)
         if t.ndim == 0 or t.shape[0] != size or t.ndim > 2:
             raise InputError("model.statistic", f"statistic(records) returned {_describe(t)} for {size} records; "
@@ -358,6 +397,89 @@ class Model:
         else:
             self.summed_statistic(theta, rng, obs.size)
         return obs
+
+    def _clamp_bounds(self, r: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The stated clamp as two float arrays (broadcast to ``r`` coordinates when given)."""
+        try:
+            lo, hi = (np.asarray(v, float).ravel() for v in self.clamp)
+        except (TypeError, ValueError):
+            raise InputError("model.clamp", f"must be (lo, hi): numbers or one per coordinate "
+                             f"(got {_describe(self.clamp)})") from None
+        if lo.size != hi.size or lo.size == 0 or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))) \
+                or np.any(lo > hi):
+            raise InputError("model.clamp", "must be (lo, hi) with finite lo <= hi, numbers or one per coordinate")
+        if r is not None and lo.size not in (1, r):
+            raise InputError("model.clamp", f"gives {lo.size} bound(s); the observed release has {r} coordinates")
+        return (np.broadcast_to(lo, (r,)), np.broadcast_to(hi, (r,))) if r is not None else (lo, hi)
+
+    def check_privacy_claim(self, obs) -> None:
+        """Hold the model to its privacy claim before any work (``infer`` and ``calibrate`` on a Model).
+
+        * The mechanism's sensitivity must cover the change of the summed statistic when one record
+          is replaced by another: ``norm(hi - lo)`` for a stated :attr:`clamp` (whose bounds every
+          contribution drawn must respect), else the largest change seen among the contributions of
+          records drawn from the prior predictive (:data:`CLAIM_DRAWS` prior draws, up to
+          :data:`CLAIM_RECORDS` records each) -- a lower bound, so a refusal is never wrong.
+        * The observed release must lie within reach of what the statistic can produce: the rule of
+          release files (:func:`dpposterior.release.require_within_reach`), on the range of the sum
+          of n contributions (n x the clamp; else the contributions seen, widened to the sensitivity).
+
+        A model given only ``simulate`` has no per-record contributions to check.
+        """
+        from .release import require_within_reach
+
+        reach = self._sum_range(obs.size)
+        if reach is not None:
+            require_within_reach("observed", obs, *reach, float(self.mechanism.noise_scale),
+                                 f"the statistic summed over n = {self.n} records")
+
+    def _sum_range(self, r: int):
+        """The checked range (lo, hi) of the summed statistic (None: nothing to check); computed once
+        per model and coordinate count (a calibration study checks every trial's release)."""
+        cache = self.__dict__.setdefault("_sum_range_cache", {})
+        if r not in cache:
+            cache[r] = self._check_sensitivity(r)
+        return cache[r]
+
+    def _check_sensitivity(self, r: int):
+        mech = self.mechanism
+        sensitivity = getattr(mech, "sensitivity", None)
+        if self.records is None or self.statistic is None or (sensitivity is None and self.clamp is None):
+            return None
+        rng = np.random.default_rng(54321)
+        values = self.sample_prior(CLAIM_DRAWS, rng)
+        size = min(self.n, CLAIM_RECORDS)
+        t = np.concatenate([self.contributions(self.draw_records(self.theta_dict(values, i), size, rng), r)
+                            for i in range(CLAIM_DRAWS)])
+        if self.clamp is not None:
+            lo, hi = self._clamp_bounds(r)
+            outside = (t < lo) | (t > hi)
+            if outside.any():
+                row, col = np.argwhere(outside)[0]
+                raise InputError("model.statistic", f"returned {t[row, col]:g} (coordinate {col}) outside the stated "
+                                 f"clamp [{lo[col]:g}, {hi[col]:g}] on records drawn from the prior predictive")
+            needed, seen = float(mech.norm(hi - lo)), f"the stated clamp [{_bounds_text(lo)}, {_bounds_text(hi)}]"
+        else:
+            needed, seen = _largest_replacement(mech, t), "records drawn from the prior predictive"
+        if sensitivity is not None and needed > float(sensitivity) * (1.0 + 1e-9):
+            raise InputError("model.mechanism", f"sensitivity {float(sensitivity):g} is below {needed:g}, the change of "
+                             f"the summed statistic when one record is replaced (from {seen}): the release would not "
+                             "be DP as stated; clamp the statistic to the sensitivity (and state clamp=(lo, hi))")
+        if self.clamp is not None:
+            return self.n * lo, self.n * hi
+        # every contribution lies in an interval of width <= sensitivity holding those seen
+        return self.n * (t.max(axis=0) - sensitivity), self.n * (t.min(axis=0) + sensitivity)
+
+    def prior_moments(self, draws: int = 4000) -> dict:
+        """``{variable: (mean, sd)}`` of the prior in the posterior's variables, from ``draws`` prior
+        draws (fixed seed): the prior-equals-posterior check (``dpposterior.checks``) on a Model."""
+        cache = self.__dict__.setdefault("_prior_moments_cache", {})
+        if draws not in cache:
+            variables, _, _ = self.posterior_variables(self.sample_prior(draws, np.random.default_rng(20240601)))
+            with np.errstate(all="ignore"):
+                cache[draws] = {name: (np.asarray(v, float).mean(axis=0), np.asarray(v, float).std(axis=0))
+                                for name, v in variables.items()}
+        return cache[draws]
 
     # ----------------------------------------------------------------- outputs
     def posterior_variables(self, values: dict) -> tuple[dict, dict, dict]:

@@ -109,16 +109,51 @@ def calibrate_model_command(model_spec, trials, methods=None, seed=0, draws=None
         if path is not None:
             check_output_path(Path(path), name)
     model = load_model(model_spec)
-    result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True)
+    result = calibrate_model(model, trials, methods, seed=seed, draws=draws, return_ranks=True, progress=not quiet)
     emit_study(result, result.pop("_ranks"), out, plot, quiet)
     return result
 
 
-def prior_posterior_file(model_spec, out_dir, draws: int = 4000) -> Path:
-    """The model's prior as a posterior-shaped netCDF (for ``report --model``: prior beside posterior)."""
-    from .posterior import Posterior
+def report_model_command(posterior, out, compare, model_spec) -> Path:
+    """``report POSTERIOR --model FILE.py:NAME``: the inputs must belong together (the posterior, or the
+    calibration result, is of this model) before anything is written; a posterior gets the model's
+    prior overlaid (``prior.nc`` in the output folder), a calibration result is reported as it is."""
+    from .report import _attrs, _existing, load_calibration, load_posterior, write_report
 
     model = load_model(model_spec)
+    path = _existing(posterior, "posterior")
+    if path.suffix.lower() == ".json":
+        result = load_calibration(path)
+        _require_same_model(result.get("model"), model, path, "calibration result")
+        return write_report(path, out, compare=list(compare or []))
+    idata = load_posterior(path)
+    _require_same_model(_attrs(idata).get("model"), model, path, "posterior")
+    missing = [name for name in model.names if name not in idata.posterior.data_vars]
+    if missing:
+        raise InputError("--model", f"{path} has no parameter {missing[0]!r} of model {model.name!r}: it is a "
+                         "posterior of another model")
+    prior = prior_posterior_file(model, out)
+    try:
+        return write_report(path, out, compare=[*(compare or []), prior])
+    except BaseException:
+        prior.unlink(missing_ok=True)  # a failed report leaves nothing of ours behind
+        raise
+
+
+def _require_same_model(stated, model, path, what: str) -> None:
+    if stated is None:
+        raise InputError("--model", f"{path} is not a {what} of a dpposterior.Model (it names no model); "
+                         "--model overlays the prior of the model a posterior came from")
+    if str(stated) != model.name:
+        raise InputError("--model", f"{path} is a {what} of model {str(stated)!r}, not of {model.name!r}")
+
+
+def prior_posterior_file(model_spec, out_dir, draws: int = 4000) -> Path:
+    """The model's prior as a posterior-shaped netCDF (for ``report --model``: prior beside posterior)."""
+    from .model import Model
+    from .posterior import Posterior
+
+    model = model_spec if isinstance(model_spec, Model) else load_model(model_spec)
     values = model.sample_prior(draws, np.random.default_rng(0))
     variables, dims, coords = model.posterior_variables(values)
     post = Posterior(family=model.name, method="prior", iid=True, posterior={k: v[None] for k, v in variables.items()},

@@ -104,11 +104,25 @@ class Posterior:
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
         """ArviZ summary table with ``hdi_prob`` HPD intervals (prints whole, never cut by pandas)."""
+
+        import logging
+
         import arviz as az
 
         idata = self.to_arviz()
         kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
-        return _summary_frame_class()(az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind))
+        padded = any(np.isnan(arr).any() for arr in self.posterior.values() if arr.dtype.kind == "f")
+        logger = getattr(az, "_log", None) or logging.getLogger("arviz")  # arviz's own Logger instance
+        level = logger.level
+        if padded:  # NaN padding of a ragged variable (naive-bayes levels): not a warning about the draws
+            logger.setLevel(logging.ERROR)
+        try:
+            table = az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind)
+        finally:
+            logger.setLevel(level)
+        if padded:  # padding cells are no parameters: their all-NaN rows are left out
+            table = table[~table.isna().all(axis=1) & table["mean"].notna()]
+        return _summary_frame_class()(table)
 
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)

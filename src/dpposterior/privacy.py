@@ -544,6 +544,7 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
     are not sums over records, e.g. the variance).  ``curate`` replaces the family's curator (to audit a
     modified one, e.g. in the tests).
     """
+    from .errors import check_seed
     from .families import get_family
     from .release import load_release
 
@@ -561,6 +562,11 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
     bad = set(samplers) - {"numpy", "opendp"}
     if bad:
         raise InputError("samplers", f"unknown sampler {sorted(bad)[0]!r} (numpy, opendp)")
+    if not samplers:  # no sampler means no empirical test: an audit that could only report ok
+        raise InputError("samplers", "is empty; name at least one of numpy, opendp")
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise InputError("restarts", f"must be an integer >= 0 (got {restarts!r})")
+    check_seed(seed, "seed")
     specs = SPECS[family]
     if variants is not None:
         specs = [s for s in specs if s.name in variants]

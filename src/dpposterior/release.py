@@ -326,6 +326,53 @@ def _records(model: BaseModel):
             stack.extend(obj)
 
 
+#: the deepest nesting of objects and lists a release file may have (the deepest format, a
+#: multi-party regression, needs 6): deeper input is refused in one line before it can exhaust
+#: Python's recursion in the parser or the validators
+MAX_JSON_DEPTH = 32
+
+
+def _refuse_duplicate_keys(field: str):
+    """``object_pairs_hook`` for :func:`json.loads`: a key given twice is refused, naming it.
+
+    Python's json keeps the last value silently (``n`` 50 then 5000 is read as 5000): a release whose
+    author meant the first would be analysed wrongly.
+    """
+    def hook(pairs):
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise InputError(field, f"key {key!r} appears twice in one object; a JSON file must give each "
+                                 "key once")
+            seen[key] = value
+        return seen
+    return hook
+
+
+def json_depth_at_most(data: Any, limit: int, field: str) -> None:
+    """Refuse objects and lists nested deeper than ``limit`` (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > limit:
+                raise InputError(field, f"is nested more than {limit} levels deep; no valid file is")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+
+
+def parse_json(text, field: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """JSON text or bytes -> data, refusing in one line (``field: reason``) what the standard parser
+    accepts or crashes on: duplicate keys, nesting deeper than ``limit``, invalid JSON."""
+    try:
+        data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys(field))
+    except RecursionError:
+        raise InputError(field, f"is nested more than {limit} levels deep; no valid file is") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(field, f"not valid JSON ({exc})") from None
+    json_depth_at_most(data, limit, field)
+    return data
+
+
 def load_release(source) -> ReleaseBase:
     """Validate a release from a path, a JSON string, a dict, or pass a release through.
 
@@ -336,6 +383,7 @@ def load_release(source) -> ReleaseBase:
     raw_bytes: bytes
     if isinstance(source, dict):
         data = source
+        json_depth_at_most(data, MAX_JSON_DEPTH, "release")
         try:
             raw_bytes = json.dumps(source, sort_keys=True).encode()
         except (TypeError, ValueError) as exc:
@@ -346,10 +394,7 @@ def load_release(source) -> ReleaseBase:
         path = Path(source)
         check_input_file(path, "release")
         raw_bytes = path.read_bytes()
-        try:
-            data = json.loads(raw_bytes)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError("release", f"not valid JSON ({exc})") from None
+        data = parse_json(raw_bytes, "release")
     else:
         raise InputError("release", "must be a path to a release file, a dict or a loaded release "
                          f"(got {type(source).__name__})")

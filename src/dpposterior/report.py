@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 # engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
+from .console import CONSTRAINABLE_FAMILIES
 from .errors import InputError
 
 MAX_DENSITY_PANELS = 16
@@ -130,9 +131,11 @@ def load_posterior(path: Path, field_name: str = "posterior"):
                                      f"({type(exc).__name__})") from None
     if "posterior" not in idata.groups() or not idata.posterior.data_vars:
         raise InputError(field_name, f"{path} has no posterior group")
+    from .checks import is_padding
+
     for name, var in idata.posterior.data_vars.items():
         values = np.asarray(var.values)
-        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)):
+        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)) and not is_padding(values):
             bad = int((~np.isfinite(values)).sum())
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
@@ -153,7 +156,10 @@ def components(idata, max_components: int | None = None) -> dict[str, np.ndarray
         coords = [list(da.coords[d].values) if d in da.coords else list(range(da.sizes[d])) for d in event_dims]
         for index in np.ndindex(*values.shape[2:]):
             label = ",".join(str(coords[k][i]) for k, i in enumerate(index))
-            out[f"{name}[{label}]"] = values[(slice(None), slice(None), *index)].astype(float)
+            component = values[(slice(None), slice(None), *index)].astype(float)
+            if np.isnan(component).all():
+                continue  # padding of a ragged variable (naive-bayes levels), not a parameter
+            out[f"{name}[{label}]"] = component
             if max_components and len(out) >= max_components:
                 return out
         if max_components and len(out) >= max_components:
@@ -175,7 +181,7 @@ def _label(attrs: dict, fallback: str) -> str:
     constrained = str(attrs.get("constrained", "")).lower()
     if constrained in ("1", "true"):
         label += " (constrained)"
-    elif constrained in ("0", "false") and str(attrs.get("family")) in ("gaussian", "linear-regression"):
+    elif constrained in ("0", "false") and str(attrs.get("family")) in CONSTRAINABLE_FAMILIES:
         label += " (unconstrained)"  # families where both analyses exist side by side
     return label
 
@@ -184,6 +190,15 @@ def _release_of(attrs: dict) -> dict | None:
     text = attrs.get("release_json")
     if not isinstance(text, str):
         return None
+    stated = attrs.get("release_json_sha256")
+    if stated is not None:  # written by infer since issue 32; older files cannot be checked
+        import hashlib
+
+        if hashlib.sha256(text.encode()).hexdigest() != str(stated):
+            raise InputError("posterior", "its release_json attribute was edited after infer wrote it (its sha256 "
+                             "no longer matches release_json_sha256): the naive overlay and feasible region would "
+                             f"come from another release than the one (sha256 {attrs.get('release_sha256', '?')}) "
+                             "the posterior was computed from")
     try:
         release = json.loads(text)
     except json.JSONDecodeError:
@@ -210,6 +225,7 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if "constrained" in attrs:
         kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
     seed = attrs.get("seed")
+    _say_if_expensive(release)
     try:
         post, why = naive_companion(release, prior, main_method=attrs.get("method"),
                                     seed=int(seed) if seed is not None else 0, **kwargs)
@@ -222,6 +238,21 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if post is None:
         return None, why
     return post.to_arviz(), ""
+
+
+def _say_if_expensive(release: dict) -> None:
+    """Say on stderr, before it starts, that the naive overlay trains a flow (the simulator families,
+    where ``infer`` computes it only on request): a minute of silence otherwise."""
+    from .families import get_family
+
+    try:
+        family = get_family(release.get("family"))
+    except InputError:
+        return
+    if not family.naive_by_default:
+        print(f"report: recomputing the naive (noise-ignoring) posterior of this {family.name} release, method "
+              f"{family.naive_method}: it trains a flow (about a minute on 2 cores); pass one with --compare to "
+              "skip this", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ posterior report
@@ -245,6 +276,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     for p in compare:
         idata = load_posterior(p, "compare")
         attrs = _attrs(idata)
+        _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata), attrs))
     family = str(main_attrs.get("family", "?"))
     if not any(o.method in ("naive", "non-private") for o in others):
@@ -266,7 +298,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     meta = [("file", str(path)), ("family", family), ("method", main.method),
             ("chains x draws", f"{main_idata.posterior.sizes['chain']} x {main_idata.posterior.sizes['draw']}")]
     for key, words in RUN_ATTRIBUTES:
-        if key in main_attrs:
+        if key in main_attrs and _applies(key, main_attrs):
             meta.append((words, _attr_words(key, main_attrs[key])))
     sections.append(("table", "Run", ["", ""], meta))
     flagged = str(main_attrs.get("warnings", "none"))
@@ -301,11 +333,35 @@ def _posterior_sections(path: Path, compare: list[Path]):
     return f"dpposterior report: {family} posterior ({main.label})", sections
 
 
+def _check_belongs(main: dict, other: dict, main_path: Path, other_path: Path) -> None:
+    """Refuse a ``--compare`` posterior that does not belong beside the main one: another family or
+    model (its columns would be empty without a word), or another release (a different question)."""
+    for key, what in (("family", "family"), ("model", "model")):
+        a, b = main.get(key), other.get(key)
+        if a is not None and b is not None and str(a) != str(b):
+            raise InputError("compare", f"{other_path} is a posterior of {what} {str(b)!r}, {main_path} of {what} "
+                             f"{str(a)!r}: they have no parameters in common to compare")
+    a, b = main.get("release_sha256"), other.get("release_sha256")
+    if a is not None and b is not None and str(a) != str(b):
+        raise InputError("compare", f"{other_path} was computed from another release (sha256 {str(b)[:12]}...) than "
+                         f"{main_path} ({str(a)[:12]}...): compare posteriors of the same release")
+
+
 #: run attributes shown in the report's "Run" table: (netCDF attribute, words)
 RUN_ATTRIBUTES = [("prior", "prior"), ("constrained", "constrained to the release's bounds"), ("seed", "seed"),
                   ("options_warmup", "warm-up iterations per chain"), ("release_epsilon", "release: total epsilon"),
                   ("release_delta", "release: total delta"), ("release_sha256", "release file sha256"),
                   ("dpposterior_version", "dpposterior version")]
+
+
+def _applies(key: str, attrs: dict) -> bool:
+    """Whether a run attribute means something for this posterior: warm-up only for MCMC (not iid draws),
+    'constrained' only for the families whose engines can restrict to the release's bounds."""
+    if key == "options_warmup":
+        return not _iid(attrs)
+    if key == "constrained":
+        return str(attrs.get("family")) in CONSTRAINABLE_FAMILIES
+    return True
 
 
 def _attr_words(key: str, value) -> str:
@@ -561,10 +617,13 @@ def _png(fig) -> bytes:
 # ------------------------------------------------------------------------------ calibration report
 
 def load_calibration(path: Path) -> dict:
+    from .release import parse_json
+
     try:
-        result = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise InputError("posterior", f"cannot read {path} as a calibration result ({exc})") from None
+    result = parse_json(raw, "posterior", limit=64)
     if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
         raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
     if "sha256" in result:  # written by calibrate since issue 31: refuse a result edited afterwards

@@ -127,6 +127,9 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (
             math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+    from ..release import check_epsilon_range
+
+    check_epsilon_range(float(epsilon), "epsilon")  # as a release file's: the simulated releases stay finite
     if methods is None:
         methods = ["auto", "naive"]
     if isinstance(methods, str):
@@ -175,6 +178,7 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
         if out is not None:
             return np.asarray(out, float)
     from ..api import infer
+    from ..errors import posterior_warnings_ignored
 
     seeds = seed_seq.generate_state(len(sims), dtype=np.uint32)
     out = []
@@ -184,7 +188,8 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
             kwargs["confidential"] = sim.confidential
         if draws is not None:
             kwargs["draws"] = draws
-        post = infer(sim.release, prior=prior, method=method, chains=1, seed=int(s), quiet=True, **kwargs)
+        with posterior_warnings_ignored():  # a study of many posteriors: ranks, not flags, are its result
+            post = infer(sim.release, prior=prior, method=method, chains=1, seed=int(s), quiet=True, **kwargs)
         names = list(sim.theta)
         out.append(np.concatenate([post.draws(v).reshape(post.draws(v).shape[0], -1) for v in names], axis=1))
     return np.stack(out)
@@ -534,8 +539,9 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
 
 
 def _print_table(result: dict) -> None:
+    coordinates = result.get("coordinates") or ["no coordinate: every trial failed"]
     print(f"calibration of {result['family']} (n={result['n']}, epsilon={result['epsilon']:g}, "
-          f"{result['trials']} trials, {result['coordinates'][0]})")
+          f"{result['trials']} trials, {coordinates[0]})")
     print(f"{'method':<14}{'KS':>8}{'p-value':>10}{'cov50':>8}{'cov90':>8}{'cov95':>8}{'MMD':>10}")
     for method, r in result["methods"].items():
         mmd = "-" if r["mmd"] is None else f"{r['mmd']:.4f}"

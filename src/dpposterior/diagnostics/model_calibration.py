@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import NonFiniteDraws
-from ..errors import InputError
+from ..errors import InputError, posterior_warnings_ignored
 from .ranks import one_line as _one_line, randomized_ranks, summarise_ranks
 
 
@@ -42,8 +42,36 @@ def simulate_release(model, rng) -> tuple[np.ndarray, np.ndarray]:
     return _flat(model, values, 0), np.asarray(model.mechanism.sample(s, rng), float).ravel()
 
 
+class _Progress:
+    """What ``calibrate --model`` says on stderr while its serial trials run: after the first trial, the
+    estimated time of the whole study; then, on a terminal only, a line every tenth of the trials."""
+
+    def __init__(self, trials: int, methods):
+        import time
+
+        self.trials, self.methods, self.start, self.clock = trials, methods, time.perf_counter(), time.perf_counter
+        self.every = max(1, trials // 10)
+
+    def done(self, finished: int) -> None:
+        import sys
+
+        elapsed = self.clock() - self.start
+        left = elapsed / finished * (self.trials - finished)
+        if finished == 1:
+            print(f"calibrate --model: {self.trials} trials x {', '.join(self.methods)}, serially; the first took "
+                  f"{elapsed:.1f} s, so about {_duration(elapsed * self.trials)} in all", file=sys.stderr)
+        elif sys.stderr.isatty() and (finished % self.every == 0 or finished == self.trials):
+            print(f"calibrate --model: {finished}/{self.trials} trials, {_duration(elapsed)} elapsed, about "
+                  f"{_duration(left)} left", file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int | None = None,
-                    warmup: int | None = None, return_ranks: bool = False, **engine_options) -> dict:
+                    warmup: int | None = None, return_ranks: bool = False, progress: bool = False,
+                    **engine_options) -> dict:
     from ..api import infer
     from ..inference.user_model import resolve_method
 
@@ -63,6 +91,7 @@ def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int 
     ranks = {m: [] for m in resolved}
     failures = []
     children = np.random.SeedSequence(seed).spawn(trials)
+    report = _Progress(trials, resolved) if progress else None
     for t, child in enumerate(children):
         data_seq, rank_seq, *method_seqs = child.spawn(2 + len(resolved))
         truth, sdp = simulate_release(model, np.random.default_rng(data_seq))
@@ -72,8 +101,9 @@ def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int 
                 kw = dict(engine_options)
                 if warmup is not None and m == "da-mcmc":
                     kw["warmup"] = warmup
-                post = infer(model, observed=sdp, method=m, draws=draws, chains=1,
-                             seed=int(mseq.generate_state(1)[0]), **kw)
+                with posterior_warnings_ignored():  # a study: ranks, not flags, are its result
+                    post = infer(model, observed=sdp, method=m, draws=draws, chains=1,
+                                 seed=int(mseq.generate_state(1)[0]), **kw)
                 d = np.concatenate([post.draws(k).reshape(post.draws(k).shape[0], -1) for k in model.names], axis=1)
                 ranks[m].append(randomized_ranks(truth[None], d[None], rank_rng)[0])
             except NonFiniteDraws as exc:  # infer refused this trial's draws: a failed trial, as below
@@ -82,6 +112,8 @@ def calibrate_model(model, trials: int, methods=None, seed: int = 0, draws: int 
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing trial is recorded, not fatal
                 failures.append({"trial": t, "method": m, "error": _one_line(exc)})
+        if report is not None:
+            report.done(t + 1)
     eps, _delta = model.mechanism.privacy_cost()
     out = {"family": model.name, "model": model.name, "n": model.n, "epsilon": eps, "trials": trials,
            "methods": {}, "prior": None, "seed": seed, "draws": draws, "coordinates": coords,

@@ -8,7 +8,7 @@ analysis-file keys those engines accept; the engines parse them (``dpposterior.s
 
 from __future__ import annotations
 
-from . import Family
+from . import Family, prior_moments
 
 #: analysis-file keys of the simulation-based engines (parsed by each engine, dpposterior.sbi.common)
 SBI_OPTIONS = ("simulations", "rounds", "rqmc_points", "rqmc", "particles", "tolerance", "quantile",
@@ -39,6 +39,7 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         naive_by_default=False,  # the naive NPE trains a flow: opt-in with --naive
         description=description,
         simulate=simulate,
-        hooks={"sbi_model": sbi_model},
+        # prior_moments: the prior-equals-posterior check (issue 32), by Monte Carlo in the output variables
+        hooks={"sbi_model": sbi_model, "prior_moments": prior_moments.monte_carlo(sbi_model)},
         mechanisms=tuple(mechanisms),
     )

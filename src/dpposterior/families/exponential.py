@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from . import Family
+from . import Family, prior_moments
 from ._expfam import (ENGINE_KEYS, ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
@@ -26,3 +26,6 @@ FAMILY = Family(
     description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "exponential"),
 )
+
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+FAMILY.hooks["prior_moments"] = prior_moments.gamma_rate

@@ -32,7 +32,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import EngineSpec, Family, SimulatedRelease
+from . import EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
@@ -378,3 +378,6 @@ FAMILY = Family(
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
 FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
 FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
+
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+FAMILY.hooks["prior_moments"] = prior_moments.gaussian

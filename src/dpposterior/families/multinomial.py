@@ -8,7 +8,7 @@ variable ``p`` with dim ``category``.  Methods: ``gibbs-ss`` (Algorithm 1, auto)
 
 from __future__ import annotations
 
-from . import Family
+from . import Family, prior_moments
 from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
                       parse_dirichlet_prior, simulate_multinomial)
 
@@ -30,3 +30,6 @@ FAMILY = Family(
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
 FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
 FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
+
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+FAMILY.hooks["prior_moments"] = prior_moments.dirichlet_p

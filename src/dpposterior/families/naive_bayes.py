@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from . import Family, SimulatedRelease
+from . import Family, SimulatedRelease, prior_moments
 from ..errors import InputError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
@@ -459,3 +459,6 @@ FAMILY = Family(
 # data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
 FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
 FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
+
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+FAMILY.hooks["prior_moments"] = prior_moments.naive_bayes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from . import Family
+from . import Family, prior_moments
 from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
@@ -28,3 +28,6 @@ FAMILY = Family(
     description="Poisson counts, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "poisson"),
 )
+
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+FAMILY.hooks["prior_moments"] = prior_moments.gamma_rate

@@ -48,6 +48,7 @@ def infer_model(model, observed, options) -> Posterior:
     if observed is None:
         raise InputError("observed", "give the released values: infer(model, observed=[...])")
     obs = model.check(observed, likelihood=options.method == "da-mcmc")
+    model.check_privacy_claim(obs)
     if options.method == "da-mcmc":
         from . import da_mcmc
 

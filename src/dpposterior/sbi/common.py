@@ -77,14 +77,18 @@ def check_unused(extra: dict, used: set, method: str) -> None:
 
 @contextlib.contextmanager
 def round_progress(total: int, description: str, quiet: bool):
-    """A rich progress bar advanced once per round (no output when quiet)."""
-    if quiet:
+    """A rich progress bar on stderr advanced once per round: on a terminal only (docs/cli.md), so a
+    redirected log gets no bar drawings; none when quiet."""
+    import sys
+
+    if quiet or not sys.stderr.isatty():
         yield lambda **kw: None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[info]}"), transient=False) as progress:
+                  TextColumn("{task.fields[info]}"), transient=False, console=Console(stderr=True)) as progress:
         task = progress.add_task(description, total=total, info="")
 
         def advance(info: str = "", **kw):

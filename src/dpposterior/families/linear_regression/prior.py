@@ -81,7 +81,7 @@ def _matrix(value, size, field):
     return 0.5 * (arr + arr.T)
 
 
-def prior_moments(prior: LinRegPrior) -> dict[str, tuple[float, float]]:
+def prior_moments(prior: LinRegPrior, release=None) -> dict[str, tuple[float, float]]:
     """Prior mean and sd of the scalar sigma2 ~ IG(a, b), for the prior-dominance check (dpposterior.checks).
 
     A release without y'y informs sigma2 only through the noisy x'y (barely): its posterior is then its
