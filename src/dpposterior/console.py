@@ -45,7 +45,10 @@ def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     shown = [i for i, c in enumerate(columns) if c != "ess_tail"]
     for i in shown:
         table.add_column(columns[i], justify="right")
+    mean_col = columns.index("mean") if "mean" in columns else None
     for name, values in rows:
+        if mean_col is not None and not np.isfinite(values[mean_col]):
+            continue  # NaN padding of a ragged variable (naive-bayes levels): no parameter (as post.summary())
         # escape: labels such as "class_prob[a]" would otherwise be eaten as rich markup tags
         table.add_row(escape(str(name)),
                       *[f"{np.round(values[i], DECIMALS.get(columns[i], 3)):.4g}" for i in shown])

@@ -181,7 +181,7 @@ def _specs() -> dict[str, list[AuditSpec]]:
         lambda rng: {f"t{i}": int(rng.integers(2)) for i in range(len(times))}, n=30, to_frame=_sir_frame(times),
         description="one person's infection status at 5 times; K = 30, N = 100")]
     # the count families again, released with integer noise (issue 27)
-    for fam in ("binomial", "multinomial", "poisson"):
+    for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
         for mech in ("discrete-laplace", "discrete-gaussian"):
             specs[fam].append(dataclasses.replace(

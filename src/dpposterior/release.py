@@ -289,7 +289,8 @@ def record_cost(rec: StatisticRecord, delta: float, sensitivity: float | None = 
     from .mechanisms.accounting import PrivacyCost
 
     if rec.epsilon is None:
-        return from_record(rec, sensitivity).privacy_accounting(delta, int(np.size(rec.value)))
+        # a vector statistic (any list) takes the zCDP conversion; a single count its exact profile
+        return from_record(rec, sensitivity).privacy_accounting(delta, 2 if isinstance(rec.value, list) else 1)
     dlt = float(rec.delta or 0.0)
     return PrivacyCost(float(rec.epsilon), dlt, None, "approximate" if dlt > 0 else "pure",
                        "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP")

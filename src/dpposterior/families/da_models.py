@@ -110,8 +110,7 @@ def binomial(release, prior):
 
     model = Model(params={"p": stats.beta(a, b)},
                   records=lambda theta, size, rng: (rng.random(size) < theta["p"]).astype(np.float64),
-                  statistic=lambda x: x, mechanism=Laplace(release.statistics.successes.epsilon,
-                                                           release.statistics.successes.sensitivity),
+                  statistic=lambda x: x, mechanism=release.mechanism,  # whatever noise the release states
                   n=n, complete_posterior=complete_posterior,
                   record_logpdf=lambda x, theta: stats.bernoulli.logpmf(x, theta["p"]), name="binomial")
     return model, release.released
@@ -133,9 +132,8 @@ def multinomial(release, prior):
     def complete_posterior(x, rng):
         return {"p": _dirichlet(alpha + np.bincount(x, minlength=k), rng)}
 
-    rec = release.statistics.counts
     model = Model(params={"p": stats.dirichlet(alpha)}, records=records, statistic=lambda x: eye[x],
-                  mechanism=Laplace(rec.epsilon, rec.sensitivity), n=n, complete_posterior=complete_posterior,
+                  mechanism=release.mechanism, n=n, complete_posterior=complete_posterior,
                   name="multinomial", dims={"p": ["category"]}, coords={"category": release.category_labels})
     return model, counts
 

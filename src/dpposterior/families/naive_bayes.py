@@ -32,13 +32,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from . import Family, SimulatedRelease, prior_moments
-from ..errors import InputError
+from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
 from ._curate import class_feature_tables, reject_unused
 
 
 SCALES = ("counts", "proportions")
+#: the tables' mechanisms: Laplace (Karwa et al.), and integer noise on the counts (issue 27)
+NB_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 
 class _FieldError(ValueError):
@@ -106,15 +108,19 @@ class NaiveBayesRelease(ReleaseBase):
     def _check_tables(self):
         rec = self.statistics.tables
         where = "statistics.tables"
-        if rec.mechanism != "laplace":
-            raise _FieldError(f"{where}.mechanism", f"naive-bayes tables are released with 'laplace' noise")
-        for name in ("delta", "sigma", "trials", "m"):
+        if rec.mechanism not in NB_MECHANISMS:
+            raise _FieldError(f"{where}.mechanism", f"naive-bayes tables are released with one of "
+                              f"{', '.join(NB_MECHANISMS)} (got {rec.mechanism!r})")
+        for name in ("delta", "trials", "m") + (("sigma",) if rec.mechanism == "laplace" else ()):
             if getattr(rec, name) is not None:
-                raise _FieldError(f"{where}.{name}", f"not used by the Laplace tables (remove it)")
+                raise _FieldError(f"{where}.{name}", f"not used by the {rec.mechanism} tables (remove it)")
         if rec.scale is None:
             raise _FieldError(f"{where}.scale", f"missing (one of: counts, proportions)")
         if rec.scale not in SCALES:
             raise _FieldError(f"{where}.scale", f"must be 'counts' or 'proportions' (got {rec.scale!r})")
+        if rec.mechanism != "laplace" and rec.scale != "counts":
+            raise _FieldError(f"{where}.scale", f"integer noise ({rec.mechanism}) is released on counts: scale "
+                              "must be 'counts'")
         value = rec.value
         K, I = len(self.levels), self.classes
         if not isinstance(value, list) or len(value) != K:
@@ -131,11 +137,14 @@ class NaiveBayesRelease(ReleaseBase):
                                      f"(levels[{k}] = {self.levels[k]}), got {got}")
                 if any(isinstance(x, list) for x in row):
                     raise _FieldError(f"{where}.value[{k}][{i}]", f"cells must be numbers")
-        expected = sensitivity_for(rec.scale, self.n, K)
+        # discrete Gaussian: the whole release's L2 change (one record moves one cell pair in each of the
+        # K tables: sqrt(2K)); discrete Laplace: L1 per table (2), epsilon per table, as for Laplace counts
+        expected = math.sqrt(2.0 * K) if rec.mechanism == "discrete-gaussian" else sensitivity_for(rec.scale, self.n, K)
         if rec.sensitivity is None:
             rec.sensitivity = expected
         elif not math.isclose(rec.sensitivity, expected, rel_tol=1e-9):
-            what = ("2 per table (counts, n fixed)" if rec.scale == "counts"
+            what = (f"sqrt(2K) = {expected:g} (L2 over the K = {K} tables)" if rec.mechanism == "discrete-gaussian"
+                    else "2 per table (counts, n fixed)" if rec.scale == "counts"
                     else f"2K/n = {expected:g} for the K = {K} proportion tables")
             smaller = " (smaller than the replace-one value)" if rec.sensitivity < expected else ""
             raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {rec.sensitivity:g}{smaller}")
@@ -162,7 +171,15 @@ class NaiveBayesRelease(ReleaseBase):
         rec = release.statistics.tables
         top = float(release.n) if rec.scale == "counts" else 1.0
         cells = np.concatenate([np.asarray(t, float).ravel() for t in rec.value])
-        require_within_reach("release.statistics.tables.value", cells, 0.0, top, rec.sensitivity / rec.epsilon,
+        if rec.mechanism == "discrete-gaussian" and rec.rho is not None:
+            from ..mechanisms.registry import from_record
+
+            try:
+                from_record(rec)
+            except InputError as exc:
+                raise InputError(f"release.statistics.tables.{exc.field}", exc.reason) from None
+        require_within_reach("release.statistics.tables.value", cells, 0.0, top,
+                             release.noise_scale_counts() / (1.0 if rec.scale == "counts" else release.n),
                              f"a table cell of {release.n} records ({rec.scale})")
         return release
 
@@ -175,14 +192,41 @@ class NaiveBayesRelease(ReleaseBase):
     def scale(self) -> str:
         return self.statistics.tables.scale
 
+    def privacy(self):
+        """counts: epsilon is per table, K tables compose to K*eps; proportions: epsilon is the total;
+        discrete Gaussian: rho = (2K) / (2 sigma^2) for the whole release (its sensitivity is sqrt(2K))."""
+        from ..mechanisms.accounting import PrivacyCost
+
+        rec = self.statistics.tables
+        if rec.mechanism == "discrete-gaussian":
+            return super().privacy()
+        eps = rec.epsilon * self.K if self.scale == "counts" else rec.epsilon
+        return PrivacyCost(eps, 0.0, None, "pure", "epsilon per table, K tables compose"
+                           if self.scale == "counts" else "epsilon is the total over the K tables")
+
     def total_privacy_cost(self) -> tuple[float, float]:
-        """counts: epsilon is per table, K tables compose to K*eps; proportions: epsilon is the total."""
-        eps = self.statistics.tables.epsilon
-        return (eps * self.K if self.scale == "counts" else eps), 0.0
+        return self.privacy().as_tuple()
+
+    @property
+    def mechanism(self):
+        """The mechanism of the tables' cells (count scale for the integer mechanisms)."""
+        from ..mechanisms.registry import from_record
+
+        return from_record(self.statistics.tables)
+
+    def require_laplace(self, method: str) -> None:
+        """Karwa et al.'s engines model Laplace noise (a scale mixture): refuse integer noise in one line."""
+        mech = self.statistics.tables.mechanism
+        if mech != "laplace":
+            raise RefusedError("method", f"{method!r} models Laplace noise; these tables carry {mech!r} noise: "
+                               "use method 'exact' (auto)")
 
     def noise_scale_counts(self) -> float:
-        """Laplace scale b on the count scale (2/eps for counts, n * 2K/(n eps) = 2K/eps for proportions)."""
+        """Noise scale on the count scale: Laplace b (2/eps for counts, n * 2K/(n eps) = 2K/eps for
+        proportions), discrete-Laplace scale 2/eps, or the discrete Gaussian's sigma."""
         rec = self.statistics.tables
+        if rec.mechanism == "discrete-gaussian":
+            return float(rec.sigma)
         b = rec.sensitivity / rec.epsilon
         return b if self.scale == "counts" else b * self.n
 
@@ -337,16 +381,31 @@ def curate(frame, options) -> dict:
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
-    if options.mechanism not in (None, "laplace"):
-        raise InputError("mechanism", "naive-bayes tables are released with the Laplace mechanism only")
+    mechanism = options.mechanism or "laplace"
+    if mechanism not in NB_MECHANISMS:
+        raise InputError("mechanism", f"naive-bayes tables are released with one of {', '.join(NB_MECHANISMS)}")
+    if mechanism != "laplace" and scale != "counts":
+        raise InputError("scale", f"integer noise ({mechanism}) is released on counts: use --scale counts")
     cols = options.columns
     tables, labels, n = class_feature_tables(frame, cols, "naive-bayes")
     K = len(tables)
-    sens = sensitivity_for(scale, n, K)
-    b = sens / options.epsilon
-    # one call draws the noise of every cell of every table (independent Laplace(b) each)
+    if mechanism == "discrete-gaussian":
+        # one replaced record moves one cell pair in each of the K tables: L2 sqrt(2K); --rho is the total
+        sens = math.sqrt(2.0 * K)
+        noise = sens / math.sqrt(2.0 * options.rho)
+        budget = {"sigma": noise, "rho": float(options.rho)}
+        note = "rho is the total over the K tables (L2 sensitivity sqrt(2K))"
+    else:
+        sens = sensitivity_for(scale, n, K)
+        noise = sens / options.epsilon
+        budget = {"epsilon": float(options.epsilon)}
+        note = ("epsilon per table; K tables compose to K*epsilon" if scale == "counts"
+                else "epsilon is the total over the K proportion tables")
+    # one call draws the noise of every cell of every table (independent noise of one scale each)
     flat = np.concatenate([(t if scale == "counts" else t / n).ravel() for t in tables])
-    out, sampler = draw_noise("laplace", flat, b, options.seed)
+    out, sampler = draw_noise(mechanism, flat, noise, options.seed)
+    if mechanism != "laplace":
+        out = np.round(out).astype(int)  # integer noise on integer counts: already integers
     noisy, start = [], 0
     for t in tables:
         noisy.append(out[start:start + t.size].reshape(t.shape).tolist())
@@ -362,10 +421,8 @@ def curate(frame, options) -> dict:
         "feature_names": list(cols[1:]),
         "level_labels": labels[1:],
         "statistics": {"tables": {
-            "value": noisy, "mechanism": "laplace", "epsilon": float(options.epsilon), "sensitivity": sens,
-            "scale": scale, "sampler": sampler,
-            "note": ("epsilon per table; K tables compose to K*epsilon" if scale == "counts"
-                     else "epsilon is the total over the K proportion tables"),
+            "value": noisy, "mechanism": mechanism, **budget, "sensitivity": sens,
+            "scale": scale, "sampler": sampler, "note": note,
         }},
     }
 
@@ -446,11 +503,15 @@ FAMILY = Family(
         "naive": "dpposterior.inference.naive_bayes_vb:naive_engine",
         "non-private": "dpposterior.inference.naive_bayes_vb:nonprivate_engine",
         "exact-enumeration": "dpposterior.inference.naive_bayes_exact:exact_engine",
+        "exact": "dpposterior.inference.exact_counts:exact",
     },
     auto_method="vb",
+    # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
+    auto_rule=lambda release: "vb" if release.statistics.tables.mechanism == "laplace" else "exact",
+    mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,
-    analysis_keys=frozenset({"tol", "max_iter", "confidential"}),
+    analysis_keys=frozenset({"tol", "max_iter", "confidential", "tail_mass"}),
     naive_method="naive",
     description="naive Bayes log-linear model from Laplace-noised two-way tables (Karwa, Kifer & Slavkovic)",
     simulate=simulate,

@@ -129,6 +129,7 @@ def enumerate_posterior(m, b: float, n: int, alpha_c, alpha_f) -> ExactPosterior
 
 
 def exact_for_release(release, prior) -> ExactPosterior:
+    release.require_laplace("exact-enumeration")
     check_size(release.classes, release.levels, release.n)
     m, _ = release.released_counts()
     return enumerate_posterior(m, release.noise_scale_counts(), release.n, prior.class_alpha,

@@ -454,6 +454,7 @@ def vb_engine(release, prior, options) -> Posterior:
     """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4."""
     tol = _option(options, "tol", DEFAULT_TOL, float)
     max_iter = _option(options, "max_iter", DEFAULT_MAX_ITER, int)
+    release.require_laplace("vb")
     pb = Problem.from_release(release, prior)
     fit = fit_vb(pb, tol=tol, max_iter=max_iter)
     trace = fit.trace[:, 0]

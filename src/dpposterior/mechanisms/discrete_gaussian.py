@@ -205,7 +205,7 @@ class DiscreteGaussian(IntegerNoise):
     def audit_noise(cls, release, record):
         sigma = float(record["sigma"])
         sens = float(record.get("sensitivity") or 1.0)
-        dim = int(np.size(record["value"]))
+        dim = 2 if isinstance(record["value"], list) else 1  # a vector (ragged tables too) or one count
         delta = float(release.get("report_delta") or REPORT_DELTA)
         eps = DiscreteGaussian(sigma, sens).epsilon_at(delta, dim)
         return eps, delta, sigma, sens, dim

@@ -116,7 +116,10 @@ class IntegerNoise(Mechanism):
     @staticmethod
     def check_integer_values(value, field: str = "value") -> None:
         """A release of integer noise on a count is an integer: refuse 11.5 in one line."""
-        arr = np.asarray(value, float)
+        def flat(v):  # ragged nested lists (naive-bayes tables of different widths) too
+            return [x for item in v for x in flat(item)] if isinstance(v, list) else [v]
+
+        arr = np.asarray(flat(value), float)
         bad = ~is_integral(arr)
         if bad.any():
             k = int(np.flatnonzero(bad.ravel())[0])
