@@ -302,3 +302,71 @@ def test_sbc_multinomial_exact_passes_and_naive_fails():
     assert _uniform_pvalue(ranks, 99) > 0.01
     naive = _sbc_ranks(simulate, analyse("naive"), 400, 99, seed=12)
     assert _uniform_pvalue(naive, 99) < 1e-4
+
+
+# --------------------------------------------------------------------------- naive-bayes tables
+def naive_bayes_reference(release: dict, alpha_c=(1.0, 1.0), alpha_f=1.0):
+    """I = K = J = 2: every class split n1 and every table row split x, brute force (independent code)."""
+    n = release["n"]
+    rec = release["statistics"]["tables"]
+    m = np.asarray(rec["value"], float)  # (K, 2, 2)
+    K = m.shape[0]
+    lg = np.vectorize(math.lgamma)
+
+    def log_dm2(x, tot, a0, a1):
+        return (lg(tot + 1.0) + lg(a0 + a1) - lg(tot + a0 + a1) + lg(x + a0) - lg(x + 1.0) - lg(a0)
+                + lg(tot - x + a1) - lg(tot - x + 1.0) - lg(a1))
+
+    log_w = np.empty(n + 1)
+    feat_mean = np.zeros((n + 1, K, 2))
+    for n1 in range(n + 1):
+        tot = (n1, n - n1)
+        lw = float(log_dm2(np.array(n1, float), n, *alpha_c))
+        for k in range(K):
+            for i in range(2):
+                x = np.arange(tot[i] + 1, dtype=float)
+                lt = (log_dm2(x, tot[i], alpha_f, alpha_f) + noise_logmass(rec, m[k, i, 0] - x)
+                      + noise_logmass(rec, m[k, i, 1] - (tot[i] - x)))
+                z = np.logaddexp.reduce(lt)
+                lw += z
+                feat_mean[n1, k, i] = (np.exp(lt - z) * (alpha_f + x) / (2 * alpha_f + tot[i])).sum()
+        log_w[n1] = lw
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    n1 = np.arange(n + 1)
+    class_mean = (w * (alpha_c[0] + n1) / (sum(alpha_c) + n)).sum()
+    return class_mean, (w[:, None, None] * feat_mean).sum(0)
+
+
+@pytest.mark.parametrize("record", [
+    {"mechanism": "discrete-gaussian", "sigma": 3.0},
+    {"mechanism": "discrete-laplace", "epsilon": 0.5, "sensitivity": 2},
+])
+def test_naive_bayes_matches_enumeration(record):
+    m = [[[30, 12], [8, 50]], [[25, 17], [33, 25]]]
+    release = {"format": FORMAT, "family": "naive-bayes", "n": 100, "classes": 2, "levels": [2, 2],
+               "statistics": {"tables": {"value": m, "scale": "counts", **record}}}
+    post = dp.infer(release, seed=5)
+    assert post.method == "exact"
+    class_mean, feat_mean = naive_bayes_reference(release)
+    cp = post.draws("class_prob")[:, 0]
+    assert abs(cp.mean() - class_mean) < Z_TOL * cp.std() / math.sqrt(cp.size)
+    fp = post.draws("feature_prob")[:, :, :, 0]  # (draws, K, I)
+    se = fp.std(0) / math.sqrt(fp.shape[0])
+    assert np.all(np.abs(fp.mean(0) - feat_mean) < Z_TOL * se)
+
+
+def test_naive_bayes_exact_agrees_with_the_laplace_enumeration_engine_and_vb_refuses_integer_noise():
+    m = [[[30.4, 12.2], [8.9, 50.1]], [[25.3, 17.0], [33.2, 25.6]]]
+    release = {"format": FORMAT, "family": "naive-bayes", "n": 100, "classes": 2, "levels": [2, 2],
+               "statistics": {"tables": {"value": m, "scale": "counts", "mechanism": "laplace", "epsilon": 1.0}}}
+    post = dp.infer(release, method="exact", seed=6)
+    ref = dp.infer(release, method="exact-enumeration", seed=6, draws=10)
+    cp = post.draws("class_prob")[:, 0]
+    assert abs(cp.mean() - ref.extras["class_mean"][0]) < Z_TOL * cp.std() / math.sqrt(cp.size)
+    dg = {**release, "statistics": {"tables": {"value": [[[30, 12], [8, 50]], [[25, 17], [33, 25]]],
+                                               "scale": "counts", "mechanism": "discrete-gaussian", "sigma": 2.0}}}
+    with pytest.raises(RefusedError, match="Laplace"):
+        dp.infer(dg, method="vb")
+    with pytest.raises(InputError, match="counts"):
+        dp.load_release({**dg, "statistics": {"tables": {**dg["statistics"]["tables"], "scale": "proportions"}}})

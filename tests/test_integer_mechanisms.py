@@ -119,7 +119,7 @@ def test_release_reports_rho_and_epsilon_at_its_report_delta():
 
 
 # --------------------------------------------------------------------------- curators and audit
-@pytest.mark.parametrize("family", ["binomial", "multinomial", "poisson"])
+@pytest.mark.parametrize("family", ["binomial", "multinomial", "poisson", "naive-bayes"])
 def test_audit_passes_for_discrete_curators(family):
     from dpposterior.privacy import audit
 
