@@ -249,7 +249,7 @@ UNUSED_OPTIONS = {
     "gaussian": [["--delta", "1e-6"], ["--x-norm", "1"], ["--scale", "counts"], ["--parties", "2"],
                  ["--intercept"], ["--features", "x1"], ["--population", "100"], ["--design", "d.json"]],
     "binomial": [["--bounds", "0", "1"], ["--epsilon-split", "0.5,0.5"], ["--delta", "1e-6"],
-                 ["--mechanism", "laplace"], ["--y-abs", "1"]],
+                 ["--mechanism", "gaussian"], ["--y-abs", "1"]],
     "multinomial": [["--epsilon-split", "0.5,0.5"], ["--bounds", "0", "1"], ["--delta", "1e-6"]],
     "exponential": [["--delta", "1e-6"], ["--scale", "counts"], ["--epsilon-split", "0.5,0.5"]],
     "poisson": [["--delta", "1e-6"], ["--parties", "3"]],

@@ -39,6 +39,7 @@ FAMILY_MODULES: dict[str, str] = {
     "linreg-ju": "dpposterior.families.linreg_ju",
     "sir": "dpposterior.families.sir",
     "loglinear": "dpposterior.families.loglinear",
+    "small-area": "dpposterior.families.small_area",
 }
 
 
