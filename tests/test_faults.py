@@ -321,6 +321,23 @@ def test_two_calibrate_runs_never_share_a_checkpoint(tmp_path):
     _one_line_refusal(code, err, "belongs to a different run")
 
 
+def test_report_refuses_a_posterior_whose_draws_were_edited(workspace, tmp_path, capsys):
+    out = tmp_path / "P.nc"
+    code, _, err = _run([*[workspace / "rel.json" if a == "rel.json" else a for a in INFER], "--seed", "3",
+                         "--out", out], capsys)
+    assert code == 0, err
+    code, _, err = _run(["report", out, "--out", tmp_path / "rep"], capsys)
+    assert code == 0, err
+    import h5py
+
+    with h5py.File(out, "r+") as fh:  # one draw changed in its last digits
+        draws = fh["posterior/mu"][...]
+        draws[0, 0] *= 1 + 1e-12
+        fh["posterior/mu"][...] = draws
+    code, _, err = _run(["report", out, "--out", tmp_path / "rep2"], capsys)
+    _one_line_refusal(code, err, "do not match their sha256")
+
+
 # ============================================================== full disk (RLIMIT_FSIZE)
 
 def _file_size_limit(limit: int):
