@@ -304,10 +304,11 @@ def test_concurrent_release_runs_on_one_out_all_succeed(workspace):
 
 def test_two_calibrate_runs_never_share_a_checkpoint(tmp_path):
     slow = _set(STUDY, "--trials", 400)
+    (tmp_path / ".C.json.lock").write_text("")  # left by a killed run: only a held lock counts
     first = _cli([*slow, "--out", "C.json"], tmp_path)
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / ".C.json.lock").exists():
+        while not (tmp_path / "C.json.ckpt.json").exists():  # the first run holds the lock by now
             assert first.poll() is None and time.monotonic() < deadline, first.communicate()
             time.sleep(0.05)
         code, _, err = _finish(_cli([*_set(STUDY, "--seed", 9), "--out", "C.json"], tmp_path))
