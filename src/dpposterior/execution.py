@@ -223,6 +223,11 @@ class Executor:
                     except CancelledError:
                         raise ClusterError(f"lost the Dask scheduler {self.address} (its tasks were "
                                            "cancelled)") from None
+                    except Exception as exc:
+                        if type(exc).__name__ != "KilledWorker":
+                            raise
+                        raise ClusterError(f"unit {i} ended every Dask worker that ran it on {self.address} "
+                                           "(KilledWorker: out of memory or a crash?)") from None
                     fut.release()
                     del fut
                     yield i, result
