@@ -35,6 +35,15 @@ def draw_unit(unit):
     return {"mean": x.mean(), "quantiles": np.quantile(x, [0.1, 0.5, 0.9]), "max_index": np.argmax(x)}
 
 
+def logged_unit(unit):
+    """:func:`draw_unit`, first appending the unit's index to a log (one line per execution, from
+    whichever process runs it): the cluster tests count how often each unit ran."""
+    index, seed, sleep, log = unit
+    with open(log, "a") as fh:
+        fh.write(f"{index}\n")
+    return draw_unit((seed, sleep))
+
+
 def fail_unit(unit):
     if unit == 2:
         raise ValueError("unit 2 is broken")
@@ -53,9 +62,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--scheduler", default="serial")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--log", help="log every unit's execution here (logged_unit)")
     args = ap.parse_args(argv)
-    units = [(s, args.sleep) for s in spawn_seeds(args.seed, args.units)]
-    results = run_units(draw_unit, units, scheduler=args.scheduler, checkpoint=args.checkpoint,
+    fn, units = draw_unit, [(s, args.sleep) for s in spawn_seeds(args.seed, args.units)]
+    if args.log:
+        fn, units = logged_unit, [(i, s, sleep, args.log) for i, (s, sleep) in enumerate(units)]
+    results = run_units(fn, units, scheduler=args.scheduler, checkpoint=args.checkpoint,
                         resume=args.resume, fingerprint={"seed": args.seed, "units": args.units},
                         workers=2)
     with open(args.out, "w") as fh:

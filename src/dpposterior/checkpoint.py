@@ -175,9 +175,12 @@ def run_units(fn: Callable[[Any], Any], units: Sequence[Any], *, scheduler: str 
     try:
         if todo:
             with executor(scheduler, workers=workers, worker_timeout=worker_timeout) as ex:
-                if progress is not None:
+                if progress is not None:  # a Dask cluster's connected workers, as they come and go
                     ex.on_workers = lambda n: progress[0].update(progress[1], description=f"{description} "
                                                                  f"({n} worker{'s' if n != 1 else ''})")
+                elif not quiet:
+                    ex.on_workers = lambda n: print(f"{description}: {n} Dask worker{'s' if n != 1 else ''} "
+                                                    f"connected to {ex.address}", file=sys.stderr, flush=True)
                 for j, result in ex.imap_unordered(fn, [units[i] for i in todo]):
                     # with a checkpoint, keep the result exactly as a resumed run will read it
                     # back, so fresh and resumed runs return identical values
@@ -188,10 +191,10 @@ def run_units(fn: Callable[[Any], Any], units: Sequence[Any], *, scheduler: str 
         else:
             save()
     except ClusterError as exc:
-        held = f"the checkpoint {checkpoint} holds {len(results)} of {len(units)} {description}" \
-            if checkpoint is not None else f"{len(results)} of {len(units)} {description} were done (no checkpoint)"
+        held = f"the checkpoint {checkpoint} holds {len(results)} of {len(units)} units" \
+            if checkpoint is not None else f"{len(results)} of {len(units)} units were done (no checkpoint)"
         advice = "; rerun with --resume to continue" if checkpoint is not None else ""
-        raise InputError("scheduler", f"{exc}; {held}{advice}") from None
+        raise InputError(exc.field, f"{exc.reason}; {held}{advice}") from None
     finally:
         if progress is not None:
             progress[0].stop()

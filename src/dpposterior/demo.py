@@ -92,5 +92,10 @@ def plot_joint(posts, release, path) -> None:
     axes[-1].set_xlabel("mu (ug/dL)")
     axes[0].legend(loc="upper right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from .files import atomic_path
+
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)

@@ -223,6 +223,11 @@ class Executor:
                     except CancelledError:
                         raise ClusterError(f"lost the Dask scheduler {self.address} (its tasks were "
                                            "cancelled)") from None
+                    except Exception as exc:
+                        if type(exc).__name__ != "KilledWorker":
+                            raise
+                        raise ClusterError(f"unit {i} ended every Dask worker that ran it on {self.address} "
+                                           "(KilledWorker: out of memory or a crash?)") from None
                     fut.release()
                     del fut
                     yield i, result
@@ -368,13 +373,34 @@ def executor(scheduler: str = "processes", workers: int | None = None, worker_ti
                 client = Client(scheduler, timeout=CONNECT_TIMEOUT)
             except OSError as exc:
                 raise InputError("scheduler", f"cannot reach Dask scheduler {scheduler} ({exc})") from None
+        # a lost scheduler is reported in one line (ClusterError); the client's own reconnection
+        # tracebacks, logged at ERROR while it retries, would bury it
+        quiet_logs = _raise_log_level(("distributed.client", "distributed.comm", "distributed.core",
+                                       "distributed.batched"), logging.CRITICAL)
         try:
             yield Executor("dask", client=client, address=scheduler if scheduler != "local" else "local",
                            worker_timeout=worker_timeout)
         finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            try:
+                client.close()
+            finally:
+                quiet_logs()
+                if cluster is not None:
+                    cluster.close()
+
+
+def _raise_log_level(names, level: int) -> Callable[[], None]:
+    """Raise the named loggers to at least ``level``; returns the function that restores them."""
+    loggers = [logging.getLogger(name) for name in names]
+    before = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(level, lg.getEffectiveLevel()))
+
+    def restore() -> None:
+        for lg, old in zip(loggers, before):
+            lg.setLevel(old)
+
+    return restore
 
 
 #: imported once by the forkserver that forks the ``processes`` workers (dpposterior/worker_preload.py)

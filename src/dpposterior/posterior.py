@@ -98,8 +98,10 @@ class Posterior:
         seed = self.attrs.get("seed")
         hint = "the same command" + (f" (seed {seed})" if seed is not None else " with a --seed") + \
             " gives the same draws again"
+        attrs = self.netcdf_attrs()
+        attrs["draws_sha256"] = draws_sha256(self.posterior)  # report refuses a file whose draws differ
         buf = io.BytesIO()
-        write_posterior(self, buf, self.netcdf_attrs())
+        write_posterior(self, buf, attrs)
         write_bytes(path, buf.getvalue(), field=field, hint=hint)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
@@ -126,6 +128,19 @@ class Posterior:
 
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)
+
+
+def draws_sha256(posterior: dict) -> str:
+    """SHA-256 of the posterior draws (each variable's name, dtype, shape and bytes, by name): the
+    seal ``to_netcdf`` writes as the attribute ``draws_sha256`` and ``report`` checks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(posterior):
+        arr = np.ascontiguousarray(posterior[name])
+        digest.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()
 
 
 _SUMMARY_FRAME = None

@@ -139,6 +139,13 @@ def load_posterior(path: Path, field_name: str = "posterior"):
             bad = int((~np.isfinite(values)).sum())
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
+    sealed = idata.attrs.get("draws_sha256") if hasattr(idata, "attrs") else None
+    if sealed is not None:  # written by dpposterior since issue 31
+        from .posterior import draws_sha256
+
+        if str(sealed) != draws_sha256({k: v.values for k, v in idata.posterior.data_vars.items()}):
+            raise InputError(field_name, f"{path}: its draws do not match their sha256 (edited or corrupted after "
+                                         "dpposterior wrote them)")
     return idata
 
 

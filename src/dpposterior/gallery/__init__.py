@@ -109,6 +109,7 @@ def run_entry(name: str, out, full: bool = False, scheduler: str = "processes", 
     """Run one gallery entry; writes OUT/NAME/{figure.png, table.md, result.json}; returns the result dict."""
     from ..checkpoint import atomic_write_json
     from ..execution import check_scheduler
+    from ..files import atomic_path, write_bytes
 
     if name not in ENTRIES:
         raise InputError("name", f"unknown gallery entry {name!r} (one of: {', '.join(ENTRIES)})")
@@ -125,16 +126,19 @@ def run_entry(name: str, out, full: bool = False, scheduler: str = "processes", 
     result = entry.run(ctx)
     seconds = time.perf_counter() - t0
     plt = _plt()
-    result.figure.savefig(folder / "figure.png", dpi=100)
-    plt.close(result.figure)
+    try:
+        with atomic_path(folder / "figure.png") as tmp:
+            result.figure.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(result.figure)
     scale = "full (--full)" if full else "default"
     md = [f"# {entry.name}: {entry.paper}", "", f"{entry.what}. Scale: {scale}; run time {seconds:.0f} s "
           f"(scheduler {scheduler}).", "", "![figure](figure.png)", "", _markdown(result.header, result.rows)]
     md += [f"- {note}" for note in result.notes]
-    (folder / "table.md").write_text("\n".join(md) + "\n")
+    write_bytes(folder / "table.md", "\n".join(md) + "\n")
     payload = {"name": name, "paper": entry.paper, "full": full, "seconds": seconds, "header": result.header,
                "rows": [[str(c) for c in row] for row in result.rows], "notes": result.notes, "data": result.data}
-    atomic_write_json(folder / "result.json", payload, indent=1)
+    atomic_write_json(folder / "result.json", payload, indent=1, field="out")
     return payload
 
 

@@ -146,7 +146,8 @@ def _run_cells(ctx: Context, fn, units: list, name: str, description: str) -> li
     ck = ctx.out / f"checkpoint-{scale}.json"
     fingerprint = {"gallery": name, "scale": scale, "seed": ctx.seed, "units": len(units)}
     try:
-        results = run_units(fn, units, scheduler=ctx.scheduler, checkpoint=ck, resume=True,
+        # an automatic resume: a unit that fails verification is recomputed (and named), not refused
+        results = run_units(fn, units, scheduler=ctx.scheduler, checkpoint=ck, resume=True, repair=True,
                             fingerprint=fingerprint, quiet=ctx.quiet, description=description)
     except InputError as exc:
         if exc.field != "resume":

@@ -30,8 +30,8 @@ def run_bernstein_calibration(ctx: Context) -> Result:
                 # its own seed per cell; two checkpointed units per cell so two workers share it
                 cell_seed = ctx.seed + 1000 * families.index(fam) + 100 * epsilons.index(eps) + ns.index(n)
                 res = calibration.calibrate(fam, n, eps, trials, methods, None, cell_seed, None,
-                                            scheduler=ctx.scheduler, quiet=ctx.quiet, resume=True, checkpoint=ck,
-                                            chunk=math.ceil(trials / 2))
+                                            scheduler=ctx.scheduler, quiet=ctx.quiet, resume=True, repair=True,
+                                            checkpoint=ck, chunk=math.ceil(trials / 2))
                 data.append({"family": fam, "n": n, "epsilon": eps,
                              **{m: res["methods"][m]["ks"] for m in methods}})
     for p in (ctx.out / "cells").glob("*.ckpt.json"):
