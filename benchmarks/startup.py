@@ -312,6 +312,11 @@ def main(argv=None) -> None:
         for name, argv in commands(work).items():
             if name in ("infer", "calibrate"):
                 subprocess.run(argv, env=env_with(warm_cache), capture_output=True, check=True)
+        if "peer" in args.parts:  # the peer cases' own kernels (fixedS's are not in infer or calibrate)
+            for case in args.cases:
+                subprocess.run([sys.executable, __file__, "--peer-worker", case, "dpposterior", "0",
+                                str(work / "warm.npz")], env=env_with(warm_cache, single_thread=True),
+                               capture_output=True, check=True)
         records: list = []
         for rep in range(args.reps):
             if "commands" in args.parts:

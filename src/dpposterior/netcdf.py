@@ -15,6 +15,7 @@ computes (issue 29; docs/architecture.md, "Imports stay light").
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 GROUPS = ("posterior", "posterior_predictive", "sample_stats")
 
 
+@functools.lru_cache(maxsize=None)
 def _arviz_version() -> str:
     """The installed ArviZ's version (the InferenceData schema the file follows), without importing it."""
     from importlib.metadata import PackageNotFoundError, version
