@@ -64,6 +64,7 @@ class Posterior:
             attrs[key] = _attr_value(value)
         attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
         attrs["iid_draws"] = int(bool(self.iid))
+        attrs["draws_sha256"] = draws_sha256(self.posterior)  # report refuses a file whose draws differ
         return attrs
 
     def to_arviz(self):
@@ -99,7 +100,6 @@ class Posterior:
         hint = "the same command" + (f" (seed {seed})" if seed is not None else " with a --seed") + \
             " gives the same draws again"
         attrs = self.netcdf_attrs()
-        attrs["draws_sha256"] = draws_sha256(self.posterior)  # report refuses a file whose draws differ
         buf = io.BytesIO()
         write_posterior(self, buf, attrs)
         write_bytes(path, buf.getvalue(), field=field, hint=hint)
