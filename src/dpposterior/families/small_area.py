@@ -410,15 +410,15 @@ def sigma_of_variance(var: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- simulation
 def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=None, postprocessing="none",
-             parents=None):
+             parents=None, tau: float | None = None):
     """theta ~ prior, counts ~ model, release through the discrete Gaussian (sigma per cell).
 
-    Returns (truth dict, release dict)."""
+    ``tau`` fixes the area-effect sd (benchmarks) instead of drawing it.  Returns (truth dict, release dict)."""
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
     E = np.ones(G) if exposure is None else np.asarray(exposure, float)
     alpha = rng.normal(prior.alpha_mean, 1.0, size=C)  # a narrower alpha than the vague prior, so counts stay sane
-    tau = abs(rng.normal(0.0, prior.tau_scale))
+    tau = abs(rng.normal(0.0, prior.tau_scale)) if tau is None else float(tau)
     u = rng.normal(0.0, tau, size=G)
     log_rate = alpha[None, :] + u[:, None]
     truth = {"alpha": alpha, "tau": tau, "u": u}

@@ -38,6 +38,8 @@ from ..posterior import Posterior
 #: the most draws x areas x cells for which the ``rate`` array is stored (beyond it: alpha, u, v only)
 MAX_RATE_VALUES = 40_000_000
 GAUSS, LAPLACE = 0, 1
+#: the most stepping-out steps of a slice update (split at random between the two sides)
+STEP_OUT = 50
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow):
 
 
 @numba.njit(cache=True)
-def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u):
-    """One exact draw of y from Poisson(y; mu) * p(y* | y) over its window."""
+def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf):
+    """One exact draw of y from Poisson(y; mu) * p(y* | y) over its window (``buf``: scratch of the window's
+    width; one exp per value: log-weights, then weights, then the inverse-CDF walk)."""
     if zero_pp:
         lo, hi = 0, zero_tab.shape[1] - 1
     else:
@@ -127,26 +130,29 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u)
         lo = plo
     if phi < hi and phi >= lo:
         hi = phi
+    if hi - lo + 1 > buf.shape[0]:
+        hi = lo + buf.shape[0] - 1
     logmu = math.log(mu) if mu > 0 else -745.0
     best = -np.inf
     for y in range(lo, hi + 1):
         lg = lgam[y] if y < lgam.shape[0] else math.lgamma(y + 1.0)
         w = y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow)
+        buf[y - lo] = w
         if w > best:
             best = w
     if best == -np.inf:
         return max(lo, int(ystar))
     total = 0.0
-    for y in range(lo, hi + 1):
-        lg = lgam[y] if y < lgam.shape[0] else math.lgamma(y + 1.0)
-        total += math.exp(y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow) - best)
+    for i in range(hi - lo + 1):
+        w = math.exp(buf[i] - best)
+        buf[i] = w
+        total += w
     target = u * total
     run = 0.0
-    for y in range(lo, hi + 1):
-        lg = lgam[y] if y < lgam.shape[0] else math.lgamma(y + 1.0)
-        run += math.exp(y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow) - best)
+    for i in range(hi - lo + 1):
+        run += buf[i]
         if run >= target:
-            return y
+            return lo + i
     return hi
 
 
@@ -168,7 +174,7 @@ def _draw_pair(m, p, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u
     lq = math.log1p(-p) if p < 1 else -745.0
     best = -np.inf
     for s in range(lo, hi + 1):
-        w = (s * lp + (m - s) * lq - lgam[s] - lgam[m - s] + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+        w = (s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
              + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2))
         if w > best:
             best = w
@@ -176,12 +182,12 @@ def _draw_pair(m, p, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u
         return -1
     total = 0.0
     for s in range(lo, hi + 1):
-        total += math.exp(s * lp + (m - s) * lq - lgam[s] - lgam[m - s] + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+        total += math.exp(s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
                           + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
     target = u * total
     run = 0.0
     for s in range(lo, hi + 1):
-        run += math.exp(s * lp + (m - s) * lq - lgam[s] - lgam[m - s] + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+        run += math.exp(s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
                         + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
         if run >= target:
             return s
@@ -207,14 +213,15 @@ def _slice(code, x0, a, b, c, d, w, key, idx, it, slot):
     level = f0 + math.log(_uniform(key, idx, it, slot))
     left = x0 - w * _uniform(key, idx, it, slot + 1)
     right = left + w
-    k = 0
-    while _logf(code, left, a, b, c, d) > level and k < 50:
+    # at most STEP_OUT steps, split at random between the two sides (Neal 2003, Fig. 3): exact when it binds
+    j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
+    k = STEP_OUT - 1 - j
+    while j > 0 and _logf(code, left, a, b, c, d) > level:
         left -= w
-        k += 1
-    k = 0
-    while _logf(code, right, a, b, c, d) > level and k < 50:
+        j -= 1
+    while k > 0 and _logf(code, right, a, b, c, d) > level:
         right += w
-        k += 1
+        k -= 1
     for j in range(200):
         x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
         if _logf(code, x, a, b, c, d) > level:
@@ -244,14 +251,14 @@ def _nc_tau_slice(t0, z, Yg, Sg, scale, key, idx, it, slot):
     w = 0.5
     left = t0 - w * _uniform(key, idx, it, slot + 1)
     right = left + w
-    k = 0
-    while _nc_tau_logf(left, z, Yg, Sg, scale) > level and k < 50:
+    j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
+    k = STEP_OUT - 1 - j
+    while j > 0 and _nc_tau_logf(left, z, Yg, Sg, scale) > level:
         left -= w
-        k += 1
-    k = 0
-    while _nc_tau_logf(right, z, Yg, Sg, scale) > level and k < 50:
+        j -= 1
+    while k > 0 and _nc_tau_logf(right, z, Yg, Sg, scale) > level:
         right += w
-        k += 1
+        k -= 1
     for j in range(200):
         x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
         if _nc_tau_logf(x, z, Yg, Sg, scale) > level:
@@ -271,6 +278,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
                out_alpha, out_u, out_v, out_tau, out_taup):
     G, C = ystar.shape
     has_p = P > 0
+    buf = np.empty(int(2.0 * half.max()) + zero_tab.shape[1] + 8)
     PARAM = G + 10  # counter index base of the shared parameters (areas use 0..G-1)
     Yg = np.zeros(G)
     Sg = np.zeros(G)
@@ -299,7 +307,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
             else:
                 for c in range(C):
                     y[g, c] = _draw_latent(base * ea[c], kind, scale[g, c], ystar[g, c], half[g, c], zero_pp[g, c],
-                                           zero_tab, zrow[g, c], lgam, _uniform(key, g, it, c))
+                                           zero_tab, zrow[g, c], lgam, _uniform(key, g, it, c), buf)
             tot = 0.0
             for c in range(C):
                 tot += y[g, c]
@@ -458,6 +466,31 @@ def _noise_arrays(release, tail):
     return kind, sigma, half, zero_pp, zero_tab, inverse.astype(np.int64), ystar
 
 
+#: log k! is tabulated up to this k; beyond it the kernels call lgamma (counts that large are rare)
+LGAMMA_TABLE = 2_000_000
+
+
+def _lgamma_table(ymax: int) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return gammaln(np.arange(min(ymax, LGAMMA_TABLE) + 1, dtype=float) + 1.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _lfact(lgam, k):
+    return lgam[k] if k < lgam.shape[0] else math.lgamma(k + 1.0)
+
+
+def _data_start(y, E, chains, rng):
+    """Starts near the data, dispersed: alpha_c the log rate of cell c over all areas, u_g the log ratio of
+    area g's count to what alpha predicts (so the chains need not climb from 0 to large area effects)."""
+    alpha = np.log(np.maximum(y.sum(0), 0.5) / E.sum())
+    u = np.log(np.maximum(y.sum(1), 0.5) / (E * np.exp(alpha).sum()))
+    u -= u.mean()
+    return (alpha[None, :] + rng.normal(0, 0.3, size=(chains, alpha.size)),
+            u[None, :] + rng.normal(0, 0.1, size=(chains, u.size)))
+
+
 def _initial_counts(ystar, totals):
     y = np.maximum(np.round(ystar), 0).astype(np.int64)
     if totals is None:
@@ -489,12 +522,9 @@ def exact_da(release, prior, options) -> Posterior:
     ymax = int(max(ystar.max() + half.max(), 0)) + 64
     if totals is not None:
         ymax = max(ymax, int(totals.max()) + 2)
-    lgam = np.array([math.lgamma(k + 1.0) for k in range(ymax + 1)])
+    lgam = _lgamma_table(ymax)
     y0 = np.stack([_initial_counts(ystar, totals) for _ in range(opts.chains)])
-    # dispersed starts: the log mean rate per cell, perturbed; effects near 0
-    base = np.log(np.maximum(y0[0].sum(0), 0.5) / E.sum())
-    alpha0 = base[None, :] + rng.normal(0, 0.5, size=(opts.chains, C))
-    u0 = rng.normal(0, 0.1, size=(opts.chains, G))
+    alpha0, u0 = _data_start(y0[0], E, opts.chains, rng)
     v0 = rng.normal(0, 0.1, size=(opts.chains, max(P, 1)))[:, :max(P, 0)].copy() if P else np.zeros((opts.chains, 0))
     log_tau0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     log_taup0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
@@ -569,11 +599,9 @@ def exact_da_fixed(release, prior, opts: SmallAreaOptions) -> Posterior:
     zero_pp = np.zeros((G, C), dtype=bool)
     zero_tab = np.full((1, 2), -np.inf)
     zrow = np.zeros((G, C), dtype=np.int64)
-    lgam = np.array([math.lgamma(k + 1.0) for k in range(int(ystar.max()) + 66)])
+    lgam = _lgamma_table(int(ystar.max()) + 66)
     y0 = np.stack([ystar.astype(np.int64)] * opts.chains)
-    base = np.log(np.maximum(ystar.sum(0), 0.5) / E.sum())
-    alpha0 = base[None, :] + rng.normal(0, 0.5, size=(opts.chains, C))
-    u0 = rng.normal(0, 0.1, size=(opts.chains, G))
+    alpha0, u0 = _data_start(y0[0], E, opts.chains, rng)
     v0 = np.zeros((opts.chains, P))
     log_tau0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     log_taup0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
