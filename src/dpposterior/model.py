@@ -66,8 +66,9 @@ def _describe(value) -> str:
 SUMS, MEAN_VARIANCE = 0, 1
 
 
-#: prior draws, and records per draw, on which Model.check_privacy_claim checks the contributions
-CLAIM_DRAWS, CLAIM_RECORDS = 16, 500
+#: prior draws, and records per draw (n, up to this many: a statistic is evaluated on data sets of the
+#: model's own size where it can be), on which Model.check_privacy_claim checks the contributions
+CLAIM_DRAWS, CLAIM_RECORDS = 16, 10_000
 
 
 def _bounds_text(v: np.ndarray) -> str:
