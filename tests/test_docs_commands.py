@@ -47,7 +47,11 @@ SLOW_EVEN_REDUCED = {
 #: commands whose full-size run the docs show flagged, with where the doc explains it
 FLAG_EXPLAINED = {
     "dpposterior infer examples/releases/linreg-ju-eps10.json --method da-mcmc --out P.nc":
-        "docs/benchmarks.md, auto's choice per family: ESS ~400 at eps = 10",
+        "docs/models.md after the command: ESS ~400 at eps = 10",
+    "dpposterior infer reg.json --out reg.nc --method mcmc-normalx --draws 2000 --warmup 1000 --seed 1":
+        "docs/linear-regression.md after the command: sigma2 is its prior, sigma_x mixes slowly",
+    "dpposterior infer examples/releases/sir-ebola-liberia-eps10.json --method sppe --simulations 200 --rounds 2 "
+    "--out lib.nc": "docs/sbi.md after the command: a quick look, the correction's weights too uneven",
 }
 
 #: placeholder data the docs elide (``...``) or leave to the reader: what the scratch folder holds instead
