@@ -52,13 +52,17 @@ def print_sbi_estimate(release, family, method: str, options: dict) -> None:
     if method not in SBI_BUDGETS or hook is None:
         return
     per_round, rounds = SBI_BUDGETS[method]
-    total = int(options.get("simulations", per_round)) * (1 if method == "smc-abc" else int(options.get("rounds", rounds)))
-    model = hook(release, family.parse_prior(options.get("prior"), release))
-    rng = np.random.default_rng(0)
-    simulate = model.simulate or (lambda th, r: model.statistic(model.simulator(th, r)))
-    simulate(model.prior.sample(1, rng), rng)
-    start = time.perf_counter()
-    simulate(model.prior.sample(PILOT_SIMULATIONS, rng), rng)
+    try:
+        total = int(options.get("simulations", per_round)) * (
+            1 if method == "smc-abc" else int(options.get("rounds", rounds)))
+        model = hook(release, family.parse_prior(options.get("prior"), release))
+        rng = np.random.default_rng(0)
+        simulate = model.simulate or (lambda th, r: model.statistic(model.simulator(th, r)))
+        simulate(model.prior.sample(1, rng), rng)
+        start = time.perf_counter()
+        simulate(model.prior.sample(PILOT_SIMULATIONS, rng), rng)
+    except Exception:  # noqa: BLE001 - bad options or prior: the engine refuses them in one line right after
+        return
     seconds = (time.perf_counter() - start) / PILOT_SIMULATIONS * total
     took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
     print(f"{method}: {total:,} simulations of the {family.name} model, about {took} of simulation on one core"
