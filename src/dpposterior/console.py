@@ -32,44 +32,6 @@ CONSTRAINABLE_FAMILIES = ("gaussian", "linear-regression")
 FILE_WIDTH = 1000
 
 
-#: the simulation-based engines' default budgets, (simulations per round, rounds) -- sbi/smc_abc.py (total),
-#: sbi/sppe.py, sbi/sple.py, sbi/naive.py -- for the estimate printed before a run
-SBI_BUDGETS = {"smc-abc": (50_000, 1), "sppe": (1000, 10), "sple": (1000, 10), "naive": (1000, 1)}
-#: prior draws simulated to time one simulation (after one warm-up call that compiles the simulator)
-PILOT_SIMULATIONS = 20
-
-
-def print_sbi_estimate(release, family, method: str, options: dict) -> None:
-    """Before a simulation-based run, on stderr: how many simulations it makes and, timed on a pilot of
-    :data:`PILOT_SIMULATIONS` prior draws, about how long they take (training and sampling come on top).
-    A long run (SMC-ABC with 20,000 SIR simulations) is otherwise minutes of silence in a log."""
-    import sys
-    import time
-
-    import numpy as np
-
-    hook = family.hooks.get("sbi_model")
-    if method not in SBI_BUDGETS or hook is None:
-        return
-    per_round, rounds = SBI_BUDGETS[method]
-    try:
-        total = int(options.get("simulations", per_round)) * (
-            1 if method == "smc-abc" else int(options.get("rounds", rounds)))
-        model = hook(release, family.parse_prior(options.get("prior"), release))
-        rng = np.random.default_rng(0)
-        simulate = model.simulate or (lambda th, r: model.statistic(model.simulator(th, r)))
-        simulate(model.prior.sample(1, rng), rng)
-        start = time.perf_counter()
-        simulate(model.prior.sample(PILOT_SIMULATIONS, rng), rng)
-    except Exception:  # noqa: BLE001 - bad options or prior: the engine refuses them in one line right after
-        return
-    seconds = (time.perf_counter() - start) / PILOT_SIMULATIONS * total
-    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
-    print(f"{method}: {total:,} simulations of the {family.name} model, about {took} of simulation on one core"
-          + ("" if method == "smc-abc" else ", plus training the flows") + " (timed on a pilot; --quiet hides this)",
-          file=sys.stderr)
-
-
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     df = post.summary(hdi_prob=hdi_prob)
     table = Table(title=title, title_justify="left")
