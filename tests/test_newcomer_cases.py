@@ -439,3 +439,15 @@ def test_text_report_of_iid_posterior_shows_no_warmup_or_constrained(tmp_path):
               attrs={"options_warmup": 1000, "constrained": False, "seed": 1}).to_netcdf(tmp_path / "p.nc")
     html = write_report(tmp_path / "p.nc", tmp_path / "rep").read_text()
     assert "warm-up" not in html and "constrained" not in html
+
+
+def test_text_long_sbi_run_says_how_long_before_it_starts(tmp_path, capsys):
+    release = "examples/releases/linreg-ju-eps10.json"
+    (tmp_path / "a.toml").write_text("particles = 100\n")
+    argv = ["infer", release, "--method", "smc-abc", "--simulations", "1500", "--analysis", str(tmp_path / "a.toml"),
+            "--draws", "50", "--seed", "1", "--out", str(tmp_path / "p.nc")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("smc-abc: 1,500 simulations of the linreg-ju model, about ") and "on one core" in err
+    assert main([*argv, "--quiet"]) == 0
+    assert "simulations of the" not in capsys.readouterr().err

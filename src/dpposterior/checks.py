@@ -212,7 +212,7 @@ def prior_warnings(post, family=None, prior_obj=None, release=None) -> list[str]
                 label = name if not event else f"{name}[{','.join(str(i) for i in index)}]"
                 flagged.append(f"{label}: the posterior is its prior (mean {mm:.4g} vs prior {pm:.4g}, sd {ss:.4g} "
                                f"vs prior {ps:.4g}): the release does not inform it, so it reflects only the prior")
-    if len(flagged) > 3:  # many components (a naive-bayes table): three named, the rest counted
+    if len(flagged) > 4:  # many components (a naive-bayes table): three named, the rest counted
         flagged = flagged[:3] + [f"{len(flagged) - 3} more components: the posterior is their prior likewise"]
     return flagged
 

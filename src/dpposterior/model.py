@@ -65,8 +65,9 @@ def _describe(value) -> str:
 SUMS, MEAN_VARIANCE = 0, 1
 
 
-#: prior draws, and records per draw, on which Model.check_privacy_claim checks the contributions
-CLAIM_DRAWS, CLAIM_RECORDS = 16, 500
+#: prior draws, and records per draw (n, up to this many: a statistic is evaluated on data sets of the
+#: model's own size where it can be), on which Model.check_privacy_claim checks the contributions
+CLAIM_DRAWS, CLAIM_RECORDS = 16, 10_000
 
 
 def _bounds_text(v: np.ndarray) -> str:
@@ -77,10 +78,10 @@ def _largest_replacement(mechanism, t: np.ndarray) -> float:
     """The largest change ``norm(t_a - t_b)`` among contributions ``t`` (rows), in the mechanism's norm:
     exact along each coordinate's extremes (every row against the rows holding a minimum or maximum)."""
     extremes = np.unique(np.concatenate([t.argmin(axis=0), t.argmax(axis=0)]))
+    kind = getattr(mechanism, "sensitivity_norm", "Linf")
     best = 0.0
     for j in extremes:
         diff = t - t[j]
-        kind = getattr(mechanism, "sensitivity_norm", "Linf")
         if kind == "L1":
             sizes = np.abs(diff).sum(axis=1)
         elif kind == "L2":

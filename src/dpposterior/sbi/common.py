@@ -75,6 +75,31 @@ def check_unused(extra: dict, used: set, method: str) -> None:
             raise InputError(key, f"not an option of method {method!r}")
 
 
+#: prior draws simulated to time one simulation (after one warm-up call that compiles the simulator)
+PILOT_SIMULATIONS = 20
+
+
+def announce_budget(model, method: str, total: int, quiet: bool, trains: bool = True) -> None:
+    """Before a run, unless quiet, on stderr: how many simulations it makes and, timed on a pilot of
+    :data:`PILOT_SIMULATIONS` prior draws, about how long they take (training and sampling come on top).
+    Called once the options are validated; a long run (SMC-ABC with 20,000 SIR simulations) is otherwise
+    minutes of silence in a log, where progress bars are not drawn."""
+    import sys
+
+    if quiet:
+        return
+    rng = np.random.default_rng(0)
+    simulate = model.simulate or (lambda th, r: model.statistic(model.simulator(th, r)))
+    simulate(model.prior.sample(1, rng), rng)
+    start = time.perf_counter()
+    simulate(model.prior.sample(PILOT_SIMULATIONS, rng), rng)
+    seconds = (time.perf_counter() - start) / PILOT_SIMULATIONS * total
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    print(f"{method}: {total:,} simulations of the {model.name} model, about {took} of simulation on one core"
+          + (", plus training the flows" if trains else "") + " (timed on a pilot; --quiet hides this)",
+          file=sys.stderr)
+
+
 @contextlib.contextmanager
 def round_progress(total: int, description: str, quiet: bool):
     """A rich progress bar on stderr advanced once per round: on a terminal only (docs/cli.md), so a

@@ -59,6 +59,7 @@ def naive(release, prior, options):
     num_atoms = common.int_option(extra, "num_atoms", 10, minimum=2)
     config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
     total = options.draws * options.chains
+    common.announce_budget(model, "naive", simulations * rounds, options.quiet)
     res = run_naive_npe(model, simulations, rounds, total, options.seed, num_atoms, config, options.quiet)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "total_simulations": simulations * rounds,
              "noise_ignored": 1, "release_zscore_max": release_zscore(res.flow, model.observed)}

@@ -159,6 +159,8 @@ def smc_abc_options(extra: dict) -> tuple[int, int, str, float]:
     if tolerance not in ("adaptive", "fixed"):
         raise InputError("tolerance", f"must be 'adaptive' or 'fixed' (got {tolerance!r})")
     quantile = common.float_option(extra, "quantile", 0.5, 0.0, 1.0)
+    if simulations < particles:  # (run_smc_abc refuses it too; here it comes before the run is announced)
+        raise InputError("simulations", f"the budget must cover at least one population ({particles})")
     return simulations, particles, tolerance, quantile
 
 
@@ -171,6 +173,7 @@ def smc_abc(release, prior, options):
 def smc_abc_on_model(name: str, model, options):
     """SMC-ABC on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     simulations, particles, tolerance, quantile = smc_abc_options(options.extra)
+    common.announce_budget(model, "smc-abc", simulations, options.quiet, trains=False)
     with common.round_progress(1, "SMC-ABC", options.quiet) as advance:
         res = run_smc_abc(model, simulations, particles, tolerance, quantile, options.seed)
         advance(info=f"{res.simulations} sims, {len(res.generations)} generations, tol {res.tolerance:.3g}")

@@ -93,6 +93,7 @@ def sple_on_model(name: str, model, options):
     config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
     total = options.draws * options.chains
     device = common.device_option(extra)
+    common.announce_budget(model, "sple", simulations * rounds, options.quiet)
     res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, options.quiet, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)", "device": device}

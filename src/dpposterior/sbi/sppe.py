@@ -287,6 +287,7 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
              for key, minimum in (("max_epochs", 1), ("batch_size", 2))}
     config = training_config(training, **given)
     total = options.draws * options.chains
+    common.announce_budget(model, "sppe", simulations * rounds, options.quiet)
     res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet,
                    combined_loss=combined, proposal=proposal, device=device, correction=correction)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
