@@ -65,6 +65,8 @@ def parse_analysis(data: dict, family=None) -> dict:
                 if skey not in SAMPLING_KEYS:
                     raise InputError(f"analysis.sampling.{skey}", "unknown key (draws, warmup, chains, seed)")
                 out[skey] = svalue
-        else:  # an engine option: infer refuses it unless the engine that runs takes it
+        elif family is not None:  # an engine option: infer refuses it unless the engine that runs takes it
             out[key] = value
+        else:  # no family, so no engine to take it
+            raise InputError(f"analysis.{key}", "unknown key")
     return out
