@@ -21,6 +21,7 @@ import pytest
 import dpposterior as dp
 from dpposterior.errors import InputError
 from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
+from dpposterior.model import MODEL_METHODS
 from dpposterior.options import EngineOptions, InferenceOptions
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -48,9 +49,9 @@ def test_every_engine_spec_resolves(family, method):
     cls()  # its defaults are valid options
 
 
-@pytest.mark.parametrize("method", sorted(dp.Model.__dict__["methods"].fget(None)))
+@pytest.mark.parametrize("method", sorted(MODEL_METHODS))
 def test_model_methods_resolve(method):
-    spec = dp.Model.__dict__["methods"].fget(None)[method]
+    spec = MODEL_METHODS[method]
     assert callable(resolve(spec.run)) and issubclass(resolve(spec.options), EngineOptions)
 
 
@@ -139,7 +140,9 @@ def test_engines_never_read_options_extra():
 def test_model_without_privacy_cost_refused_before_any_work():
     from dpposterior.mechanisms import Gaussian
 
-    model = dp.Model(params={"mu": __import__("scipy.stats").stats.norm(0, 1)},
+    from scipy import stats
+
+    model = dp.Model(params={"mu": stats.norm(0, 1)},
                      records=lambda th, size, rng: rng.normal(th["mu"], 1.0, size),
                      statistic=lambda x: np.clip(x, -3, 3), mechanism=Gaussian(sigma=0.5), n=20,
                      record_logpdf=lambda x, th: -0.5 * (x - th["mu"]) ** 2, clamp=(-3, 3))
