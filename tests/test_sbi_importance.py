@@ -260,7 +260,7 @@ def test_cli_correction_bad_value_exits_2(tmp_path, capsys):
     path = "examples/releases/linreg-ju-eps1.json"
     for argv, message in ((["--method", "sppe", "--correction", "bogus"], "correction: must be one of auto, importance, none"),
                           (["--method", "sple", "--correction", "importance"],
-                           "correction: not an option of method 'sple'")):
+                           "correction: not an option of linreg-ju/sple")):
         code = main(["infer", path, *argv, "--out", str(tmp_path / "p.nc"), "--quiet"])
         err = capsys.readouterr().err.strip()
         assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 0, err

@@ -215,7 +215,7 @@ def test_training_preset_reaches_the_engine_from_infer_and_the_cli(tmp_path, cap
     assert post.attrs["training"] == "fast" and post.attrs["num_atoms"] == 5
     path = str(EXAMPLES / "linreg-ju-eps10.json")
     for argv, message in ((["--method", "sppe", "--training", "turbo"], "training: must be one of paper, fast"),
-                          (["--method", "sple", "--training", "fast"], "training: not an option of method 'sple'")):
+                          (["--method", "sple", "--training", "fast"], "training: not an option of linreg-ju/sple")):
         code = main(["infer", path, *argv, "--out", str(tmp_path / "p.nc"), "--quiet"])
         err = capsys.readouterr().err.strip()
         assert code == 2 and err.startswith(f"error: {message}") and err.count("\n") == 0

@@ -11,9 +11,9 @@
     chains = 4
     seed = 1
 
-Top-level keys beyond these are engine options that a family declares in
-``Family.analysis_keys`` (e.g. ``sigma2_fixed`` for linear regression); anything
-else is refused as an unknown key.  See ``docs/analysis-format.md``.
+Top-level keys beyond these are engine options (e.g. ``sigma2_fixed`` for linear
+regression's ``bayes-fixeds-fast``): ``infer`` checks them against the options class of the
+engine that runs and refuses, in one line, any it does not take.  See ``docs/analysis-format.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def load_analysis(path, family=None) -> dict:
 
 
 def parse_analysis(data: dict, family=None) -> dict:
-    extra_keys = set(family.analysis_keys) if family is not None else set()
+    """Keyword arguments for ``infer``; engine options pass through (the engine's options class checks them)."""
     out: dict = {}
     for key, value in data.items():
         if key == "method":
@@ -65,8 +65,8 @@ def parse_analysis(data: dict, family=None) -> dict:
                 if skey not in SAMPLING_KEYS:
                     raise InputError(f"analysis.sampling.{skey}", "unknown key (draws, warmup, chains, seed)")
                 out[skey] = svalue
-        elif key in extra_keys:
+        elif family is not None:  # an engine option: infer refuses it unless the engine that runs takes it
             out[key] = value
-        else:
+        else:  # no family, so no engine to take it
             raise InputError(f"analysis.{key}", "unknown key")
     return out

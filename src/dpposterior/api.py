@@ -45,16 +45,15 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
         raise InputError("method", "must be a string")
     engine = family.engine(method, release=release)
     resolved = family.resolve_method(method, release)
-    unknown = set(extra) - set(family.analysis_keys)
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(key, f"unknown option for family {family.name!r}")
     options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
+    # the engine's own options, before any work: an option it does not take is refused here, in one line
+    engine_options = family.engine_options(resolved).from_inference(options, f"{family.name}/{resolved}")
     prior_obj = family.parse_prior(prior, release)
-    post = _run(lambda: engine(release, prior_obj, options), options, family, prior_obj, release)
+    post = _run(lambda: engine(release, prior_obj, options), options, engine_options, family, prior_obj, release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
-    post.attrs.setdefault("constrained", options.constrained)
+    if hasattr(engine_options, "constrained"):  # recorded only where the engine applies it
+        post.attrs.setdefault("constrained", engine_options.constrained)
     eps, delta = release.total_privacy_cost()
     post.attrs.setdefault("release_epsilon", eps)
     post.attrs.setdefault("release_delta", delta)
@@ -99,8 +98,9 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
     return options.validate()
 
 
-def _run(compute, options, family=None, prior_obj=None, release=None):
-    """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options."""
+def _run(compute, options, engine_options, family=None, prior_obj=None, release=None):
+    """Run ``compute()`` on the scheduler's executor, then check its posterior and record the options the
+    engine used (``engine_options``: its typed options; warm-up only where it has one)."""
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
     # execution.current_executor(); it starts only if they use it
@@ -110,18 +110,23 @@ def _run(compute, options, family=None, prior_obj=None, release=None):
     check_posterior(post, family, prior_obj, release)
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
-        post.attrs.setdefault(f"options_{name}", getattr(options, name))
+        if hasattr(engine_options, name):
+            post.attrs.setdefault(f"options_{name}", getattr(engine_options, name))
     return post
 
 
 def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed, quiet, scheduler, extra):
     """``infer`` on a user model: the priors live in ``model.params``, so ``prior`` must be None."""
-    from .inference.user_model import infer_model, resolve_method
+    from .families import resolve
+    from .inference.user_model import check_model, infer_model, resolve_method
 
     if prior is not None:
         raise InputError("prior", "a dpposterior.Model carries its priors in params; leave prior unset")
-    options = _options(resolve_method(model, method), seed, extra, quiet, scheduler, draws, warmup, chains)
-    return _run(lambda: infer_model(model, observed, options), options)
+    resolved = resolve_method(model, method)
+    options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains)
+    engine_options = resolve(model.methods[resolved].options).from_inference(options, f"{model.name}/{resolved}")
+    obs = check_model(model, observed, resolved)  # before any work: the model against all the run will ask of it
+    return _run(lambda: infer_model(model, obs, options), options, engine_options)
 
 
 def describe_prior(prior, prior_obj) -> str:
@@ -185,6 +190,8 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
         return None, "this family has no separate naive method"
     kwargs = {name: value for name, value in (("draws", draws), ("chains", chains), ("constrained", constrained))
               if value is not None}
+    if "constrained" not in family.engine_options(naive).names():  # e.g. linear regression's naive
+        kwargs.pop("constrained", None)
     from .errors import posterior_warnings_ignored
 
     with posterior_warnings_ignored():  # a comparison beside the posterior, not a result of its own

@@ -167,9 +167,6 @@ def infer_cmd(
                        ("correction", correction)):
         if value is not None:
             kwargs[key] = value
-    for key in ("simulations", "rounds", "rqmc_points", "device", "training", "correction"):
-        if key in kwargs and key not in family.analysis_keys:
-            raise InputError(f"--{key.replace('_', '-')}", f"not an option of family {family.name!r}")
     from .console import posterior_warnings_only
     from .execution import use_workers
 

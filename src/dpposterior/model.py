@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import InputError
+from .families import EngineSpec
 from .mechanisms.base import Mechanism
 
 
@@ -63,6 +64,14 @@ def _describe(value) -> str:
 #: of the records' t(y) -- the sums themselves, or (T_0 / n, (T_1 - T_0^2 / n) / (n - 1)), the sample
 #: mean and variance from sum y and sum y^2 (the Gaussian family's release)
 SUMS, MEAN_VARIANCE = 0, 1
+
+#: the engines of every :class:`Model` (``Model.methods``): ``on_model(model, observed, options)`` each
+MODEL_METHODS = {
+    "da-mcmc": EngineSpec.of("dpposterior.inference.da_mcmc", "on_model", "DaMcmcOptions"),
+    "smc-abc": EngineSpec.of("dpposterior.sbi.smc_abc", "on_model", "SmcAbcOptions"),
+    "sppe": EngineSpec.of("dpposterior.sbi.sppe", "on_model", "SppeOptions"),
+    "sple": EngineSpec.of("dpposterior.sbi.sple", "on_model", "SpleOptions"),
+}
 
 
 #: prior draws, and records per draw (n, up to this many: a statistic is evaluated on data sets of the
@@ -221,6 +230,11 @@ class Model:
     #: sensitivity must cover the replace-one change ``norm(hi - lo)`` and every contribution drawn
     #: must lie inside; unstated, the check uses the contributions seen on prior-predictive records
     clamp: Any = None
+    #: how the released statistic is computed from the summed contributions T: ``SUMS`` (the sums
+    #: themselves) or ``MEAN_VARIANCE`` (T = (sum y, sum y^2) released as sample mean and variance)
+    release_transform: int = SUMS
+    #: optional: one noise scale per released coordinate, where they differ (default: the mechanism's)
+    noise_scales: Any = None
 
     def __post_init__(self):
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
@@ -257,6 +271,17 @@ class Model:
     def has_likelihood(self) -> bool:
         return self.records is not None and self.statistic is not None and (
             self.record_logpdf is not None or self.complete_posterior is not None)
+
+    @property
+    def methods(self) -> dict:
+        """The engines of a model, in the families' :class:`~dpposterior.families.EngineSpec` form (run:
+        ``on_model(model, observed, options)``): ``da-mcmc`` and the simulation-based engines."""
+        return MODEL_METHODS
+
+    @property
+    def auto_method(self) -> str:
+        """What ``method="auto"`` runs: ``da-mcmc`` with a record likelihood, ``sppe`` otherwise."""
+        return "da-mcmc" if self.has_likelihood else "sppe"
 
     def theta_dict(self, values: dict, i: int | None = None) -> dict:
         """Row i of batched values as the dict the user callables see (floats for scalars)."""

@@ -1,13 +1,25 @@
-"""Engine options: what every engine receives as ``engine(release, prior, options)``.
+"""Engine options: what the orchestrator hands every engine, and each engine's typed options.
 
-:class:`InferenceOptions` sits below the engines and the orchestrator (``dpposterior.api``), so an
-engine can name its options' type without importing the code that calls it (docs/architecture.md).
+:class:`InferenceOptions` is the run as the caller gave it (method, draws, chains, seed, the given
+engine options in ``extra``, the scheduler); it sits below the engines and the orchestrator
+(``dpposterior.api``), so an engine can name its options' type without importing the code that
+calls it (docs/architecture.md).
+
+:class:`EngineOptions` is the base of every engine's own options class (issue 30): a frozen
+dataclass whose fields are all the options the engine takes, with types, ranges and defaults
+(declared with :func:`option`), documented in the engine's module and named by the family's
+``EngineSpec(options=...)``.  ``XOptions.from_inference(options, "family/method")`` builds it and
+refuses, in one line naming the option and the engine, every option the engine does not take --
+``warmup`` for engines with no warm-up and ``constrained`` for engines that do not honour it
+included.  Engines read their options only from this object, never from ``InferenceOptions.extra``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,14 +35,16 @@ MAX_TOTAL_DRAWS = 20_000_000
 class InferenceOptions:
     method: str = "auto"
     draws: int = 5000
-    #: None in a batched calibration path means the engine's own default warmup
-    warmup: int | None = 1000
+    #: None: not given (the engine's default; engines with no warm-up refuse a given one)
+    warmup: int | None = None
     chains: int = 4
     #: an int (validated); a batched calibration path (``families.EngineSpec.batch``) may instead receive
     #: the trial's ``numpy.random.SeedSequence`` child, which it hands to ``numpy.random.default_rng``
     seed: "int | np.random.SeedSequence | None" = None
-    constrained: bool = False
-    #: engine-specific options (analysis-file keys, CLI options such as simulations)
+    #: None: not given; only engines that honour a constraint take it (their options class has the field)
+    constrained: bool | None = None
+    #: the other engine options as given (analysis-file keys, keyword arguments, CLI options such as
+    #: simulations); read only by :meth:`EngineOptions.from_inference`, never by an engine
     extra: dict[str, Any] = field(default_factory=dict)
     quiet: bool = True
     scheduler: str = "serial"
@@ -43,14 +57,165 @@ class InferenceOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InputError(name, f"must be an integer >= 1 (got {value!r})")
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) or self.warmup < 0:
-            raise InputError("warmup", f"must be an integer >= 0 (got {self.warmup!r})")
+        if self.warmup is not None:
+            if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) or self.warmup < 0:
+                raise InputError("warmup", f"must be an integer >= 0 (got {self.warmup!r})")
+            if self.warmup > MAX_TOTAL_DRAWS:
+                raise InputError("warmup", f"must be at most {MAX_TOTAL_DRAWS:g} (got {self.warmup})")
         check_seed(self.seed, "seed")
-        if not isinstance(self.constrained, bool):
+        if self.constrained is not None and not isinstance(self.constrained, bool):
             raise InputError("constrained", "must be true or false")
         if self.draws * self.chains > MAX_TOTAL_DRAWS:
             raise InputError("draws", f"{self.draws} draws x {self.chains} chains is more than {MAX_TOTAL_DRAWS:g} "
                              "draws in all: the posterior would not fit in memory")
-        if self.warmup > MAX_TOTAL_DRAWS:
-            raise InputError("warmup", f"must be at most {MAX_TOTAL_DRAWS:g} (got {self.warmup})")
         return self
+
+
+# ------------------------------------------------------------------------------ typed engine options
+@dataclass(frozen=True)
+class OptionSpec:
+    """How one engine option is checked: its kind, range and one line of documentation."""
+
+    kind: str  # "int", "float", "bool", "choice", "any"
+    doc: str = ""
+    low: float | None = None
+    high: float | None = None
+    #: floats: whether the bounds themselves are excluded
+    open_low: bool = True
+    open_high: bool = True
+    choices: tuple[str, ...] = ()
+    #: None is a value (e.g. "not given: the engine's own rule")
+    nullable: bool = False
+
+    def check(self, name: str, value):
+        """``value`` converted to the option's type, or an InputError naming ``name``."""
+        if value is None and self.nullable:
+            return None
+        if self.kind == "int":
+            lo = int(self.low) if self.low is not None else None
+            hi = int(self.high) if self.high is not None else None
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or (lo is not None and value < lo) or (hi is not None and value > hi):
+                rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+                raise InputError(name, f"must be an integer {rng} (got {value!r})")
+            return int(value)
+        if self.kind == "float":
+            lo, hi = self.low, self.high
+            ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) \
+                and math.isfinite(float(value))
+            if ok and lo is not None:
+                ok = float(value) > lo if self.open_low else float(value) >= lo
+            if ok and hi is not None:
+                ok = float(value) < hi if self.open_high else float(value) <= hi
+            if not ok:
+                if hi is None:
+                    rng = f"a finite number {'>' if self.open_low else '>='} {lo:g}"
+                else:
+                    rng = (f"a number in {'(' if self.open_low else '['}{lo:g}, {hi:g}"
+                           f"{')' if self.open_high else ']'}")
+                raise InputError(name, f"must be {rng} (got {value!r})")
+            return float(value)
+        if self.kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise InputError(name, f"must be true or false (got {value!r})")
+            return bool(value)
+        if self.kind == "choice":
+            if not isinstance(value, str) or value.lower() not in self.choices:
+                raise InputError(name, f"must be one of {', '.join(self.choices)} (got {value!r})")
+            return value.lower()
+        return value
+
+
+def option(default, kind: str, doc: str = "", **spec):
+    """A field of an :class:`EngineOptions` class: its default and how it is checked (:class:`OptionSpec`)."""
+    return field(default=default, metadata={"spec": OptionSpec(kind, doc, **spec)})
+
+
+#: options every engine takes, in the order listings show them; ``warmup`` and ``constrained`` only where
+#: an engine declares them (MCMC engines; engines that honour the release's bounds)
+RUN_OPTIONS = ("draws", "warmup", "chains", "seed", "constrained")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Options of an engine that draws ``draws`` x ``chains`` posterior draws from ``seed``.
+
+    Subclass it per engine (a frozen dataclass, fields declared with :func:`option`); see
+    docs/architecture.md, "How an option flows from the CLI to an engine".
+    """
+
+    #: the engine's method name, for messages when it is run outside a family (e.g. "gibbs-ss")
+    engine: ClassVar[str] = "engine"
+
+    draws: int = option(5000, "int", "posterior draws per chain", low=1)
+    chains: int = option(4, "int", "chains (independent draws: only the output's shape)", low=1)
+    #: an int, or a ``numpy.random.SeedSequence`` in batched calibration paths
+    seed: Any = option(None, "any", "random seed (none: fresh entropy)")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """All options of the engine: the run options first (draws, warmup, chains, seed, constrained)."""
+        own = [f.name for f in dataclasses.fields(cls)]
+        return tuple([n for n in RUN_OPTIONS if n in own] + [n for n in own if n not in RUN_OPTIONS])
+
+    @classmethod
+    def specs(cls) -> dict[str, OptionSpec]:
+        return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def refuse(cls, key: str, engine: str):
+        """The one-line refusal of an option ``engine`` does not take."""
+        return InputError(key, f"not an option of {engine} (options: {', '.join(cls.names())})")
+
+    @classmethod
+    def from_inference(cls, options: InferenceOptions, engine: str | None = None):
+        """The engine's options from the run's ``options``; refuses (one line) any option it does not take.
+
+        ``engine``: ``"family/method"`` for messages (default: the family-less method name).
+        """
+        if engine is None:
+            method = getattr(options, "method", None)
+            engine = method if method not in (None, "auto") else cls.engine
+        own = set(cls.names())
+        specs = cls.specs()
+        values: dict[str, Any] = {"draws": options.draws, "chains": options.chains, "seed": options.seed}
+        for name in ("warmup", "constrained"):
+            value = getattr(options, name, None)
+            if value is None:
+                continue
+            if name not in own:
+                raise cls.refuse(name, engine)
+            values[name] = specs[name].check(name, value) if name in specs else value
+        for key in sorted(options.extra or {}):
+            value = options.extra[key]
+            if value is None:  # not given (e.g. a command-line option left out): the default
+                continue
+            if key in RUN_OPTIONS or key not in own:
+                raise cls.refuse(key, engine)
+            values[key] = specs[key].check(key, value)
+        return cls(**values)
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+
+@dataclass(frozen=True)
+class MCMCOptions(EngineOptions):
+    """Options of a Markov chain engine: a warm-up of ``warmup`` iterations per chain before its draws."""
+
+    warmup: int = option(1000, "int", "warm-up iterations per chain", low=0)
+
+
+def constrained_option(doc: str):
+    """The ``constrained`` field, for the engines that honour it (and only those)."""
+    return option(False, "bool", doc)
+
+
+def confidential_option():
+    """The ``confidential`` field: the confidential statistics of a simulated release, which exist only inside
+    a simulation study (``dpposterior calibrate`` passes them to the engines that take this option)."""
+    return option(None, "any", "the confidential statistics of a simulated release (calibration studies only)")

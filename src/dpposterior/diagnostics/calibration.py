@@ -184,7 +184,7 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     out = []
     for sim, s in zip(sims, seeds):
         kwargs = {}
-        if "confidential" in family.analysis_keys and sim.confidential:
+        if sim.confidential and "confidential" in family.engine_options(method).names():
             kwargs["confidential"] = sim.confidential
         if draws is not None:
             kwargs["draws"] = draws

@@ -3,13 +3,13 @@
 A family module exposes ``FAMILY``, a :class:`Family` describing
 
 * ``release_model`` -- the pydantic model of its release file (``release.py``),
-* ``methods``       -- inference engines by name, each a ``"module:function"`` string or an
-  :class:`EngineSpec` (the engine and its optional batched calibration path); strings are
-  resolved only when called, so a family never imports an engine (docs/architecture.md),
+* ``methods``       -- inference engines by name, each an :class:`EngineSpec` (the engine, its
+  options class and its optional batched calibration path, as ``"module:name"`` strings resolved
+  only when called, so a family never imports an engine; docs/architecture.md) -- the family's one
+  method table, record-level ``da-mcmc`` included,
 * ``auto_method``   -- what ``method="auto"`` picks,
 * ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
 * ``curate``        -- the curator: data frame + options -> release dict,
-* ``analysis_keys`` -- extra analysis-file keys its engines accept,
 * ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
   draws theta from the prior, data from the model, and a release through the
   mechanism; returns a :class:`SimulatedRelease`,
@@ -45,9 +45,12 @@ FAMILY_MODULES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """How a family names one engine, by ``"module:function"`` strings resolved on first use.
+    """How a family names one engine, by ``"module:name"`` strings resolved on first use.
 
-    ``run``: ``engine(release, prior, options) -> Posterior``.  ``batch`` (optional): the engine's
+    ``run``: ``engine(release, prior, options) -> Posterior``.  ``options``: the engine's options class
+    (a subclass of :class:`dpposterior.options.EngineOptions`): every option the engine takes, with
+    types, ranges and defaults; the orchestrator builds it before any work and refuses any other
+    option (docs/architecture.md).  ``batch`` (optional): the engine's
     vectorised calibration path, ``batch(sims, prior, options) -> array (trials, draws, d)`` of the
     unconstrained theta of every simulated release at once (``options.method`` says which method,
     ``options.seed`` may be a ``numpy.random.SeedSequence``), or None where it cannot batch these
@@ -55,11 +58,21 @@ class EngineSpec:
     """
 
     run: str
+    options: str
     batch: str | None = None
 
+    @classmethod
+    def of(cls, module: str, run: str, options: str, batch: str | None = None) -> "EngineSpec":
+        """``EngineSpec.of("dpposterior.inference.m", "engine", "EngineOptions")``: run and options in one module."""
+        return cls(f"{module}:{run}", f"{module}:{options}", batch)
 
-def resolve(target: str) -> Callable:
-    """``"module:function"`` -> the function (imports the module)."""
+
+#: data-augmentation MCMC (Ju, Awan, Gong & Rao 2022) on a family's record model (its ``da_model`` hook)
+DA_MCMC = EngineSpec.of("dpposterior.inference.da_mcmc", "da_mcmc", "DaMcmcOptions")
+
+
+def resolve(target: str) -> Any:
+    """``"module:name"`` -> the function or class (imports the module)."""
     module_name, func_name = target.split(":")
     return getattr(importlib.import_module(module_name), func_name)
 
@@ -83,7 +96,6 @@ class Family:
     auto_method: str
     parse_prior: Callable[[Any, Any], Any]
     curate: Callable[..., dict] | None = None
-    analysis_keys: frozenset[str] = field(default_factory=frozenset)
     #: method shown beside the main summary by ``dpposterior infer`` (noise-ignoring)
     naive_method: str | None = "naive"
     #: whether ``dpposterior infer`` computes the naive posterior unless told ``--no-naive``: off where it
@@ -99,26 +111,39 @@ class Family:
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
     auto_rule: Callable[[Any], str] | None = None
 
-    def engine(self, method: str, field_name: str = "method", release=None) -> Callable:
+    def __post_init__(self):
+        for method, spec in self.methods.items():
+            if not isinstance(spec, EngineSpec):
+                raise TypeError(f"family {self.name!r}: method {method!r} must be an EngineSpec(run=, options=), "
+                                f"not {spec!r}")
+
+    def spec(self, method: str, field_name: str = "method", release=None) -> EngineSpec:
+        """The :class:`EngineSpec` that ``method`` (``auto`` resolved for ``release``) names."""
         if method == "auto":
             method = self.resolve_method(method, release)
         if method not in self.methods:
             known = ", ".join(sorted([*self.methods, "auto"]))
             raise InputError(field_name, f"unknown method {method!r} for family {self.name!r} (one of: {known})")
-        spec = self.methods[method]
-        return resolve(spec.run if isinstance(spec, EngineSpec) else spec)
+        return self.methods[method]
+
+    def engine(self, method: str, field_name: str = "method", release=None) -> Callable:
+        return resolve(self.spec(method, field_name, release).run)
+
+    def engine_options(self, method: str, release=None) -> type:
+        """The options class (:class:`dpposterior.options.EngineOptions`) of ``method``'s engine."""
+        return resolve(self.spec(method, release=release).options)
 
     def batch_path(self, method: str) -> Callable | None:
         """The engine's batched calibration path for ``method`` (see :class:`EngineSpec`), or None."""
         spec = self.methods.get(self.resolve_method(method))
-        if not isinstance(spec, EngineSpec) or spec.batch is None:
+        if spec is None or spec.batch is None:
             return None
         return resolve(spec.batch)
 
     @property
     def has_batch_paths(self) -> bool:
         """Whether any of the family's engines has a batched calibration path."""
-        return any(isinstance(spec, EngineSpec) and spec.batch for spec in self.methods.values())
+        return any(spec.batch for spec in self.methods.values())
 
     def resolve_method(self, method: str, release=None) -> str:
         if method != "auto":

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from . import EngineSpec
+from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
@@ -572,16 +572,14 @@ def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float, r
 
 
 def require_confidential(options, method: str) -> dict:
-    conf = options.extra.get("confidential")
+    """The ``confidential`` option of a baseline engine's options (simulations only), checked."""
+    conf = options.confidential
     if conf is None:
         raise RefusedError("method", f"{method!r} needs the confidential statistics (engine option "
                                      f"'confidential'), which exist only inside simulations (dpposterior calibrate)")
     if not isinstance(conf, dict):
         raise InputError("confidential", "must be a dict of confidential statistics")
     return conf
-
-
-ENGINE_KEYS = frozenset({"confidential"})
 
 
 #: the batched calibration path of every exponential-family engine
@@ -594,14 +592,19 @@ def auto_for_noise(release) -> str:
     return "gibbs-ss" if release.noisy_record.mechanism == "laplace" else "exact"
 
 
-def family_methods(ops: bool = False, exact: bool = False) -> dict[str, EngineSpec]:
+def family_methods(ops: bool = False, exact: bool = False, da_mcmc: bool = False) -> dict[str, EngineSpec]:
+    """The method table of an exponential family: Gibbs-SS and the baselines, optionally the exact count
+    engine, OPS and data-augmentation MCMC on the family's record model (its ``da_model`` hook)."""
+    baselines = "dpposterior.inference.expfam_baselines"
     methods = {
-        "gibbs-ss": EngineSpec("dpposterior.inference.gibbs_ss:gibbs_ss", batch=_BATCH),
-        "naive": EngineSpec("dpposterior.inference.expfam_baselines:naive", batch=_BATCH),
-        "non-private": EngineSpec("dpposterior.inference.expfam_baselines:non_private", batch=_BATCH),
+        "gibbs-ss": EngineSpec.of("dpposterior.inference.gibbs_ss", "gibbs_ss", "GibbsSSOptions", batch=_BATCH),
+        "naive": EngineSpec.of(baselines, "naive", "NaiveOptions", batch=_BATCH),
+        "non-private": EngineSpec.of(baselines, "non_private", "NonPrivateOptions", batch=_BATCH),
     }
     if exact:
-        methods["exact"] = EngineSpec("dpposterior.inference.exact_counts:exact")
+        methods["exact"] = EngineSpec.of("dpposterior.inference.exact_counts", "exact", "ExactOptions")
     if ops:
-        methods["ops"] = EngineSpec("dpposterior.inference.expfam_baselines:ops", batch=_BATCH)
+        methods["ops"] = EngineSpec.of(baselines, "ops", "OpsOptions", batch=_BATCH)
+    if da_mcmc:
+        methods["da-mcmc"] = DA_MCMC
     return methods

@@ -7,28 +7,47 @@ auto), ``naive``, ``non-private`` (simulations only), ``ops`` (one-posterior sam
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import Family, prior_moments
-from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
+from ._expfam import (COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
                       parse_beta_prior, simulate_binomial)
+
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
+    from scipy import stats
+
+    from ..model import Model
+
+    prior = parse_beta_prior(prior)
+    a, b, n = float(prior.alpha), float(prior.beta), release.n
+
+    def complete_posterior(x, rng):
+        k = float(x.sum())
+        return {"p": rng.beta(a + k, b + n - k)}
+
+    model = Model(params={"p": stats.beta(a, b)},
+                  records=lambda theta, size, rng: (rng.random(size) < theta["p"]).astype(np.float64),
+                  statistic=lambda x: x, mechanism=release.mechanism,  # whatever noise the release states
+                  n=n, complete_posterior=complete_posterior,
+                  record_logpdf=lambda x, theta: stats.bernoulli.logpmf(x, theta["p"]), name="binomial")
+    return model, release.released
+
 
 FAMILY = Family(
     name="binomial",
     release_model=BinomialRelease,
-    methods=family_methods(ops=True, exact=True),
+    methods=family_methods(ops=True, exact=True, da_mcmc=True),
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_beta_prior,
     curate=curate_binomial,
-    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
+    hooks={"da_model": da_model},
     simulate=simulate_binomial,
 )
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
 FAMILY.hooks["prior_moments"] = prior_moments.beta_p

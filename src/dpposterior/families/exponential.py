@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (ENGINE_KEYS, ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
+from ._expfam import (ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
 FAMILY = Family(
@@ -21,7 +21,6 @@ FAMILY = Family(
     auto_method="gibbs-ss",
     parse_prior=parse_gamma_prior,
     curate=curate_exponential,
-    analysis_keys=ENGINE_KEYS,
     naive_method="naive",
     description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "exponential"),

@@ -32,7 +32,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import EngineSpec, Family, SimulatedRelease, prior_moments
+from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
@@ -357,27 +357,108 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator) -> Simulat
                             confidential={"mean": float(ybar), "variance": float(s2)})
 
 
+# ------------------------------------------------------------------ record model (da-mcmc)
+class _GaussianJointPrior:
+    """(mu, sigma^2) jointly: normal-inverse-gamma (Kazan & Reiter eq. 2), or flat (improper).
+
+    The flat prior cannot be sampled; its ``rvs`` gives starting points near the released values
+    (used only to start the chains and to check the model), and ``logpdf`` is 0 on sigma^2 > 0.
+    """
+
+    def __init__(self, prior, start_mean, start_var):
+        self.prior = prior
+        self.start_mean, self.start_var = float(start_mean), max(float(start_var), 1e-12)
+
+    def rvs(self, size=None, random_state=None):
+        rng = np.random.default_rng(random_state)
+        size = 1 if size is None else int(np.prod(size))
+        p = self.prior
+        if p.kind == "flat":
+            s2 = self.start_var * rng.gamma(20.0, 1 / 20.0, size)
+            return np.column_stack([self.start_mean + np.sqrt(s2 / 10) * rng.standard_normal(size), s2])
+        s2 = 1.0 / rng.gamma(p.nu0 / 2.0, 2.0 / (p.nu0 * p.sigma0_sq), size)
+        return np.column_stack([rng.normal(p.mu0, np.sqrt(s2 / p.kappa0)), s2])
+
+    def logpdf(self, v):
+        from scipy import stats
+
+        v = np.atleast_2d(np.asarray(v, float))
+        mu, s2 = v[:, 0], v[:, 1]
+        p = self.prior
+        with np.errstate(all="ignore"):
+            if p.kind == "flat":
+                out = np.zeros(len(v))
+            else:
+                out = (stats.invgamma.logpdf(s2, p.nu0 / 2.0, scale=p.nu0 * p.sigma0_sq / 2.0)
+                       + stats.norm.logpdf(mu, p.mu0, np.sqrt(np.abs(s2) / p.kappa0)))
+        return np.where(s2 > 0, out, -np.inf)
+
+
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``.
+
+    Records y_i ~ N(mu, sigma^2) (the unconstrained analysis model of Kazan & Reiter); t(y) =
+    (y, y^2); the release is the sample mean and variance (a non-linear map of the sums,
+    ``release_transform = MEAN_VARIANCE``) with their own Laplace scales (``noise_scales``)."""
+    from ..mechanisms import Laplace
+    from ..model import MEAN_VARIANCE, Model
+
+    prior = parse_prior(prior, release)
+    n = release.n
+    sm, sv = release.statistics.mean, release.statistics.variance
+    joint = _GaussianJointPrior(prior, sm.value, sv.value)
+
+    def records(theta, size, rng):
+        mu, s2 = theta["theta"]
+        return rng.normal(mu, np.sqrt(s2), size)
+
+    def complete_posterior(y, rng):
+        ybar, ss = y.mean(), ((y - y.mean()) ** 2).sum()
+        if prior.kind == "flat":
+            # p(mu, s2 | y) propto s2^(-n/2) exp(-(ss + n (ybar - mu)^2) / (2 s2)): s2 ~ IG((n-3)/2, ss/2)
+            s2 = 0.5 * ss / rng.gamma((n - 3) / 2.0)
+            return {"theta": np.array([rng.normal(ybar, np.sqrt(s2 / n)), s2])}
+        kn = prior.kappa0 + n
+        mun = (prior.kappa0 * prior.mu0 + n * ybar) / kn
+        rate = 0.5 * (prior.nu0 * prior.sigma0_sq + ss + prior.kappa0 * n * (ybar - prior.mu0) ** 2 / kn)
+        s2 = rate / rng.gamma((prior.nu0 + n) / 2.0)
+        return {"theta": np.array([rng.normal(mun, np.sqrt(s2 / kn)), s2])}
+
+    def noncentred(y, theta, theta_new):
+        # y = mu + sigma e with e held fixed
+        (mu, s2), (mu2, s22) = theta["theta"], theta_new["theta"]
+        return mu2 + np.sqrt(s22 / s2) * (y - mu)
+
+    class _GaussianModel(Model):
+        def posterior_variables(self, values):
+            v = np.asarray(values["theta"])
+            return {"mu": v[..., 0], "sigma2": v[..., 1]}, {}, {}
+
+    model = _GaussianModel(params={"theta": joint}, records=records, statistic=lambda y: np.column_stack([y, y * y]),
+                           mechanism=Laplace(sm.epsilon, sm.sensitivity), n=n, complete_posterior=complete_posterior,
+                           noncentred=noncentred, name="gaussian", release_transform=MEAN_VARIANCE,
+                           noise_scales=np.array([sm.sensitivity / sm.epsilon, sv.sensitivity / sv.epsilon]))
+    return model, np.array([float(sm.value), float(sv.value)])
+
+
 FAMILY = Family(
     name="gaussian",
     release_model=GaussianRelease,
     methods={
-        "gibbs": EngineSpec("dpposterior.inference.gaussian_gibbs:gibbs",
-                            batch="dpposterior.inference.gaussian_gibbs:run_batch"),
-        "grid": "dpposterior.inference.gaussian_grid:grid",
-        "naive": "dpposterior.inference.gaussian_grid:naive",
+        "gibbs": EngineSpec.of("dpposterior.inference.gaussian_gibbs", "gibbs", "GibbsOptions",
+                               batch="dpposterior.inference.gaussian_gibbs:run_batch"),
+        "grid": EngineSpec.of("dpposterior.inference.gaussian_grid", "grid", "GridOptions"),
+        "naive": EngineSpec.of("dpposterior.inference.gaussian_grid", "naive", "NaiveOptions"),
+        "da-mcmc": DA_MCMC,
     },
     auto_method="gibbs",
     parse_prior=parse_prior,
     curate=curate,
-    analysis_keys=frozenset({"joint_update", "grid_size"}),
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     simulate=simulate,
+    hooks={"da_model": da_model},
 )
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
 FAMILY.hooks["prior_moments"] = prior_moments.gaussian

@@ -258,14 +258,79 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
     return SimulatedRelease(theta={"beta": beta[0]}, release=load_release(rel), confidential={"s": s})
 
 
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``.
+
+    Records (x0_i, y_i), x0_i ~ N_2(m, Sigma), y_i | x0_i ~ N(x_i beta, sigma^2) (Xiong, Ju & Zhang Sec. 4.2,
+    App. E.2); t(x_i) is the record's share of the 9 clamped, rescaled statistics (x~ y~, y~^2, x~ x~') / n;
+    beta | x, y is normal (prior N(mu0, Sigma0), known sigma^2).  The complete data are the *unclamped*
+    records: clamping only enters through t.  A non-centred step (y moved by x (beta' - beta), noise held
+    fixed) is interweaved with the conjugate one: at eps = 0.1 the plain Gibbs step crawls."""
+    from scipy import stats
+
+    from ..model import Model
+
+    prior = parse_prior(prior) if not hasattr(prior, "cov") else prior
+    rec = release.statistics.sufficient
+    design, n = release.design, release.n
+    mean = np.asarray(design.x_mean, float)
+    chol = np.linalg.cholesky(np.asarray(design.x_cov, float))
+    sigma2, clamp = float(design.noise_variance), float(design.clamp)
+    mu0 = np.asarray(prior.mean, float)
+    prec0 = np.linalg.inv(np.asarray(prior.cov, float))
+    prec0_mu0 = prec0 @ mu0
+
+    def records(theta, size, rng):
+        beta = theta["beta"]
+        x0 = mean + rng.standard_normal((size, 2)) @ chol.T
+        y = beta[0] + x0 @ beta[1:] + np.sqrt(sigma2) * rng.standard_normal(size)
+        return np.column_stack([x0, y])
+
+    # a = (1, x~1, x~2, y~): the record's share of x~'y~/n, y~'y~/n and the five entries of
+    # x~'x~/n (release order) are the products a[L] a[R] / n
+    left, right = np.array([0, 1, 2, 3, 0, 0, 1, 1, 2]), np.array([3, 3, 3, 3, 1, 2, 1, 2, 2])
+
+    def statistic(r):
+        a = np.empty((len(r), 4))
+        a[:, 0] = 1.0
+        np.clip(r, -clamp, clamp, out=a[:, 1:])
+        a[:, 1:] *= 1.0 / clamp
+        return a[:, left] * a[:, right] * (1.0 / n)
+
+    def complete_posterior(r, rng):
+        X = np.column_stack([np.ones(len(r)), r[:, :2]])
+        prec = prec0 + X.T @ X / sigma2
+        L = np.linalg.cholesky(prec)
+        m = np.linalg.solve(prec, prec0_mu0 + X.T @ r[:, 2] / sigma2)
+        # beta = m + L^-T z has covariance prec^-1
+        return {"beta": m + np.linalg.solve(L.T, rng.standard_normal(3))}
+
+    def noncentred(r, theta, theta_new):
+        # y_i = x_i beta + sigma e_i with (x0_i, e_i) held fixed: y moves by x_i (beta_new - beta)
+        out = r.copy()
+        d = theta_new["beta"] - theta["beta"]
+        out[:, 2] += d[0] + r[:, :2] @ d[1:]
+        return out
+
+    def record_logpdf(r, theta):
+        beta = theta["beta"]
+        resid = r[:, 2] - beta[0] - r[:, :2] @ beta[1:]
+        return stats.norm.logpdf(resid, scale=np.sqrt(sigma2)) + stats.multivariate_normal(mean, design.x_cov).logpdf(
+            r[:, :2])
+
+    model = Model(params={"beta": stats.multivariate_normal(mu0, np.asarray(prior.cov, float))}, records=records,
+                  statistic=statistic, mechanism=Laplace(rec.epsilon, rec.sensitivity), n=n,
+                  record_logpdf=record_logpdf, complete_posterior=complete_posterior, noncentred=noncentred,
+                  name="linreg-ju",
+                  dims={"beta": ["coef"]}, coords={"coef": [0, 1, 2]})
+    return model, rec.array()
+
+
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
-                    curate=curate)
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
-# auto picks by measurement (issue 32; docs/benchmarks.md, "auto's choice per family"): this family has an
-# exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact posterior at eps = 10, 1
-# and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off after minutes
-FAMILY.auto_method = "da-mcmc"
+                    curate=curate, da_model=da_model,
+                    # auto picks by measurement (issue 32; docs/benchmarks.md, "auto's choice per family"): this
+                    # family has an exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact
+                    # posterior at eps = 10, 1 and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off
+                    # after minutes
+                    auto_method="da-mcmc")

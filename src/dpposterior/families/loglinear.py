@@ -256,10 +256,24 @@ def curate(frame, options) -> dict:
                                       "note": "epsilon is the total over the K tables"}}}
 
 
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``: records (y, x_1..x_K), the K two-way tables (Xiong et al. App. E.3)."""
+    from .naive_bayes import tables_record_model
+
+    prior = parse_prior(prior, release) if not hasattr(prior, "alphas") else prior
+    I, levels, n = release.classes, list(release.levels), release.n
+    rec = release.statistics.tables
+    alphas = [np.asarray(a, float) for a in prior.alphas]
+    alpha_class, rest = alphas[0], alphas[1:]
+    alpha_feat = [[rest[k * I + i] for i in range(I)] for k in range(len(levels))]
+    unit = 1.0 / n if getattr(rec, "scale", "proportions") == "proportions" else 1.0
+    observed = np.concatenate([np.asarray(v, float).ravel() for v in rec.value])
+    dims = {"class_prob": ["class"], "feature_prob": ["feature", "class", "level"]}
+    coords = {"class": list(range(I)), "feature": list(range(len(levels))), "level": list(range(max(levels)))}
+    return tables_record_model("loglinear", n, I, levels, alpha_class, alpha_feat, Laplace(rec.epsilon, rec.sensitivity),
+                         unit, observed, "class_prob", "feature_prob", dims, coords)
+
+
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
-                    curate=curate)
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
+                    curate=curate, da_model=da_model)

@@ -8,28 +8,52 @@ variable ``p`` with dim ``category``.  Methods: ``gibbs-ss`` (Algorithm 1, auto)
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import Family, prior_moments
-from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
+from ._expfam import (COUNT_MECHANISMS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
                       parse_dirichlet_prior, simulate_multinomial)
+
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
+    from scipy import stats
+
+    from ..model import Model
+    from .naive_bayes import dirichlet_draw
+
+    counts = release.released
+    k = counts.size
+    alpha = parse_dirichlet_prior(prior).vector(k)
+    n = release.n
+    eye = np.eye(k)
+
+    def records(theta, size, rng):
+        cum = np.cumsum(theta["p"])
+        return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), k - 1)
+
+    def complete_posterior(x, rng):
+        return {"p": dirichlet_draw(alpha + np.bincount(x, minlength=k), rng)}
+
+    model = Model(params={"p": stats.dirichlet(alpha)}, records=records, statistic=lambda x: eye[x],
+                  mechanism=release.mechanism, n=n, complete_posterior=complete_posterior,
+                  name="multinomial", dims={"p": ["category"]}, coords={"category": release.category_labels})
+    return model, counts
+
 
 FAMILY = Family(
     name="multinomial",
     release_model=MultinomialRelease,
-    methods=family_methods(exact=True),
+    methods=family_methods(exact=True, da_mcmc=True),
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_dirichlet_prior,
     curate=curate_multinomial,
-    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
+    hooks={"da_model": da_model},
     simulate=simulate_multinomial,
 )
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
 FAMILY.hooks["prior_moments"] = prior_moments.dirichlet_p

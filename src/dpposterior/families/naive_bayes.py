@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from . import Family, SimulatedRelease, prior_moments
+from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
@@ -495,31 +495,125 @@ def simulate(prior, n: int, epsilon: float, rng, *, classes: int = 2, levels=(2,
                             confidential={"tables": tables})
 
 
+# ------------------------------------------------------------------ record model (da-mcmc)
+def tables_record_model(name, n, classes, levels, alpha_class, alpha_feat, mechanism, unit, observed,
+                  class_var, feat_var, dims, coords):
+    """Records (y, x_1..x_K) with the K two-way tables as the statistic; ``unit`` = 1 (counts)
+    or 1/n (proportions).  ``alpha_feat[k]`` is (classes, J_k).  Shared with the loglinear family."""
+    from scipy import stats
+
+    from ..model import Model
+
+    K = len(levels)
+    offsets = np.concatenate([[0], np.cumsum([classes * J for J in levels])]).astype(int)
+    r = int(offsets[-1])
+
+    params = {"class_prob": stats.dirichlet(alpha_class)}
+    for k in range(K):
+        for i in range(classes):
+            params[f"f{k}_{i}"] = stats.dirichlet(alpha_feat[k][i])
+
+    def records(theta, size, rng):
+        out = np.empty((size, K + 1), dtype=np.int64)
+        out[:, 0] = _categorical(theta["class_prob"], size, rng)
+        for k in range(K):
+            probs = np.stack([theta[f"f{k}_{i}"] for i in range(classes)])   # (I, J_k)
+            cum = np.cumsum(probs[out[:, 0]], axis=1)
+            u = rng.random(size)[:, None] * cum[:, -1:]
+            out[:, k + 1] = np.minimum((u >= cum).sum(axis=1), levels[k] - 1)
+        return out
+
+    def statistic(x):
+        t = np.zeros((len(x), r))
+        rows = np.arange(len(x))
+        for k in range(K):
+            t[rows, offsets[k] + x[:, 0] * levels[k] + x[:, k + 1]] = unit
+        return t
+
+    def complete_posterior(x, rng):
+        draw = {"class_prob": dirichlet_draw(alpha_class + np.bincount(x[:, 0], minlength=classes), rng)}
+        for k in range(K):
+            cell = np.bincount(x[:, 0] * levels[k] + x[:, k + 1], minlength=classes * levels[k])
+            cell = cell.reshape(classes, levels[k])
+            for i in range(classes):
+                draw[f"f{k}_{i}"] = dirichlet_draw(alpha_feat[k][i] + cell[i], rng)
+        return draw
+
+    class _TablesModel(Model):
+        def posterior_variables(self, values):
+            first = values["class_prob"]
+            lead = first.shape[:-1]
+            jmax = max(levels)
+            feat = np.full((*lead, K, classes, jmax), np.nan)
+            for k in range(K):
+                for i in range(classes):
+                    feat[..., k, i, :levels[k]] = values[f"f{k}_{i}"]
+            return {class_var: first, feat_var: feat}, dims, coords
+
+    model = _TablesModel(params=params, records=records, statistic=statistic, mechanism=mechanism, n=n,
+                         complete_posterior=complete_posterior, name=name)
+    return model, np.asarray(observed, float).ravel()
+
+
+def _categorical(p, size, rng):
+    cum = np.cumsum(p)
+    return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), len(p) - 1)
+
+
+def dirichlet_draw(alpha, rng):
+    g = rng.standard_gamma(alpha)
+    return g / g.sum()
+
+
+def _categorical(p, size, rng):
+    cum = np.cumsum(p)
+    return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), len(p) - 1)
+
+
+def da_model(release, prior):
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)`` (Karwa, Kifer & Slavkovic Sec. 4): a record is (y, x_1..x_K); t(x_i) = the
+    indicators of its K cells (y, x_k) on the release's scale; p | x and each table row | x are Dirichlet."""
+    from ..mechanisms import Laplace
+
+    prior = parse_prior(prior, release)
+    I, levels, n = release.classes, list(release.levels), release.n
+    rec = release.statistics.tables
+    alpha_feat = [[prior.feature_alpha[k, i, :jk] for i in range(I)] for k, jk in enumerate(levels)]
+    unit = 1.0 if release.scale == "counts" else 1.0 / n
+    observed = np.concatenate([np.asarray(v, float).ravel() for v in rec.value])
+    dims = {"class_prob": ["class"], "feature_prob": ["feature", "class", "level"]}
+    # every cell gets Laplace(sensitivity / epsilon) on the release's scale (per table for counts)
+    return tables_record_model("naive-bayes", n, I, levels, np.asarray(prior.class_alpha, float), alpha_feat,
+                         Laplace(rec.epsilon, rec.sensitivity), unit, observed, "class_prob", "feature_prob", dims,
+                         release.coords())
+
+
+#: the module of the variational engine and its baselines
+_VB = "dpposterior.inference.naive_bayes_vb"
+
 FAMILY = Family(
     name="naive-bayes",
     release_model=NaiveBayesRelease,
     methods={
-        "vb": "dpposterior.inference.naive_bayes_vb:vb_engine",
-        "naive": "dpposterior.inference.naive_bayes_vb:naive_engine",
-        "non-private": "dpposterior.inference.naive_bayes_vb:nonprivate_engine",
-        "exact-enumeration": "dpposterior.inference.naive_bayes_exact:exact_engine",
-        "exact": "dpposterior.inference.exact_counts:exact",
+        "vb": EngineSpec.of(_VB, "vb_engine", "VBOptions"),
+        "naive": EngineSpec.of(_VB, "naive_engine", "NaiveOptions"),
+        "non-private": EngineSpec.of(_VB, "nonprivate_engine", "NonPrivateOptions"),
+        "exact-enumeration": EngineSpec.of("dpposterior.inference.naive_bayes_exact", "exact_engine",
+                                           "ExactEnumerationOptions"),
+        "exact": EngineSpec.of("dpposterior.inference.exact_counts", "exact", "ExactOptions"),
+        "da-mcmc": DA_MCMC,
     },
+    hooks={"da_model": da_model},
     auto_method="vb",
     # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
     auto_rule=lambda release: "vb" if release.statistics.tables.mechanism == "laplace" else "exact",
     mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,
-    analysis_keys=frozenset({"tol", "max_iter", "confidential", "tail_mass"}),
     naive_method="naive",
     description="naive Bayes log-linear model from Laplace-noised two-way tables (Karwa, Kifer & Slavkovic)",
     simulate=simulate,
 )
-
-# data-augmentation MCMC (Ju et al. 2022) on this family's record model (families/da_models.py, issue 13)
-FAMILY.methods["da-mcmc"] = "dpposterior.inference.da_mcmc:da_mcmc"
-FAMILY.analysis_keys = frozenset(FAMILY.analysis_keys) | {"record_sweeps", "theta_steps", "thin"}
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
 FAMILY.hooks["prior_moments"] = prior_moments.naive_bayes

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (COUNT_MECHANISMS, ENGINE_KEYS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
+from ._expfam import (COUNT_MECHANISMS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
 FAMILY = Family(
@@ -23,7 +23,6 @@ FAMILY = Family(
     mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_gamma_prior,
     curate=curate_poisson,
-    analysis_keys=ENGINE_KEYS | {"tail_mass"},
     naive_method="naive",
     description="Poisson counts, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "poisson"),

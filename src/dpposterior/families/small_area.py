@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from . import Family
+from . import EngineSpec, Family
 from ..errors import InputError
 from ..release import FORMAT, ReleaseBase, check_epsilon_range
 
@@ -445,12 +445,11 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
 FAMILY = Family(
     name="small-area",
     release_model=SmallAreaRelease,
-    methods={"exact-da": "dpposterior.inference.small_area:exact_da",
-             "naive": "dpposterior.inference.small_area:naive"},
+    methods={"exact-da": EngineSpec.of("dpposterior.inference.small_area", "exact_da", "SmallAreaOptions"),
+             "naive": EngineSpec.of("dpposterior.inference.small_area", "naive", "SmallAreaOptions")},
     auto_method="exact-da",
     parse_prior=parse_prior,
     curate=curate,
-    analysis_keys=frozenset({"tail_mass", "pair_sweeps"}),
     naive_method="naive",
     description="area x cell count tables with (discrete) noise: hierarchical Poisson model (issue 28)",
     mechanisms=SMALL_AREA_MECHANISMS,

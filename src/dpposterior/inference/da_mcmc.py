@@ -38,18 +38,20 @@ rate of each iteration goes to ``sample_stats["record_acceptance"]``.
 
 Engines: :func:`run_da_mcmc` on a :class:`dpposterior.Model` and an observed release;
 :func:`da_mcmc` (``method="da-mcmc"``) for the built-in families, which expose their record
-model through :func:`dpposterior.families.da_models.da_model` ``(release, prior) -> (Model, observed)``.
+model through the family's ``da_model`` hook ``(release, prior) -> (Model, observed)``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numba
 import numpy as np
 
 from ..errors import InputError
+from ..options import MCMCOptions, option
 from ..posterior import Posterior
 
 #: mechanism kinds of the compiled sweep
@@ -185,8 +187,8 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     kind, inv_scale = mechanism_kernel(model.mechanism, r)
     # a family may release a non-linear function of the sums with per-coordinate noise scales
     # (gaussian: sample mean and variance); a user model releases the sums through its mechanism
-    transform = int(getattr(model, "release_transform", SUMS))
-    if getattr(model, "noise_scales", None) is not None:
+    transform = int(model.release_transform)
+    if model.noise_scales is not None:
         inv_scale = 1.0 / np.asarray(model.noise_scales, float)
     rng = np.random.default_rng(np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence)
                                 else seed)
@@ -317,17 +319,24 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     return DAResult(values=out, sample_stats=stats, attrs=attrs)
 
 
-DA_OPTIONS = {"record_sweeps", "theta_steps", "thin"}
+@dataclass(frozen=True)
+class DaMcmcOptions(MCMCOptions):
+    """Options of engine ``da-mcmc`` (families with a record model, and user Models): draws, warmup, chains,
+    seed, and the sweep plan -- ``record_sweeps`` record-update sweeps and ``theta_steps`` parameter steps per
+    iteration, keeping every ``thin``-th iteration.  It samples the unconstrained analysis model, so it takes
+    no ``constrained``."""
 
+    engine: ClassVar[str] = "da-mcmc"
 
-def run_options(options) -> dict:
-    from ..sbi import common
+    record_sweeps: int = option(1, "int", "record-update sweeps per iteration", low=1)
+    theta_steps: int = option(3, "int", "parameter steps per iteration (random-walk MH without a "
+                              "complete_posterior)", low=1)
+    thin: int = option(1, "int", "keep every thin-th iteration", low=1)
 
-    extra = options.extra
-    common.check_unused(extra, DA_OPTIONS, "da-mcmc")
-    return {"record_sweeps": common.int_option(extra, "record_sweeps", 1),
-            "theta_steps": common.int_option(extra, "theta_steps", 3),
-            "thin": common.int_option(extra, "thin", 1)}
+    def run_kwargs(self) -> dict:
+        """The keyword arguments of :func:`run_da_mcmc`."""
+        return {"draws": self.draws, "warmup": self.warmup, "chains": self.chains, "seed": self.seed,
+                "record_sweeps": self.record_sweeps, "theta_steps": self.theta_steps, "thin": self.thin}
 
 
 def to_posterior(family_name: str, model, res: DAResult, attrs: dict | None = None) -> Posterior:
@@ -336,15 +345,20 @@ def to_posterior(family_name: str, model, res: DAResult, attrs: dict | None = No
                      sample_stats=res.sample_stats, attrs={**res.attrs, **(attrs or {})})
 
 
-def da_mcmc(release, prior, options) -> Posterior:
-    """Engine ``da-mcmc`` of the built-in families (record models in :mod:`dpposterior.families.da_models`)."""
-    from ..families.da_models import da_model
+def on_model(model, observed, options) -> Posterior:
+    """Engine ``da-mcmc`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its checked release."""
+    opts = DaMcmcOptions.from_inference(options, f"{model.name}/da-mcmc")
+    return to_posterior(model.name, model, run_da_mcmc(model, observed, **opts.run_kwargs()))
 
-    if options.constrained:
-        raise InputError("constrained", "da-mcmc samples the unconstrained analysis model; use the family's "
-                         "default method for constrained = true")
-    model, observed = da_model(release, prior)
-    kw = run_options(options)
-    res = run_da_mcmc(model, observed, draws=options.draws, warmup=options.warmup, chains=options.chains,
-                      seed=options.seed, **kw)
+
+def da_mcmc(release, prior, options) -> Posterior:
+    """Engine ``da-mcmc`` of the built-in families: on the family's record model (its ``da_model`` hook)."""
+    from ..families import get_family
+
+    opts = DaMcmcOptions.from_inference(options, f"{release.family}/da-mcmc")
+    hook = get_family(release.family, field="release.family").hooks.get("da_model")
+    if hook is None:
+        raise InputError("method", f"family {release.family!r} has no record model for da-mcmc")
+    model, observed = hook(release, prior)
+    res = run_da_mcmc(model, observed, **opts.run_kwargs())
     return to_posterior(release.family, model, res)

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numba
 import numpy as np
 from scipy import special
 
-from ..errors import InputError, RefusedError
+from ..errors import RefusedError
+from ..options import EngineOptions, option
 from ..posterior import Posterior
 
 #: the largest n * b for which the poisson family's truncated-sum law is convolved by FFT
@@ -47,32 +49,19 @@ POISSON_GRID = 801
 
 
 @dataclass(frozen=True)
-class ExactOptions:
+class ExactOptions(EngineOptions):
     """Options of engine ``exact`` (all of them; anything else is refused).
 
     ``draws`` x ``chains`` independent draws (chains only shape the output: every draw is exact and
     independent); ``seed``; ``tail_mass``: the noise mass allowed outside each enumeration window
-    (and the bound on the posterior mass omitted), in (0, 1e-3].
+    (and the bound on the posterior mass omitted), in (0, 1e-3].  No ``constrained`` (its posterior
+    needs no constraint) and no ``warmup`` (nothing to warm up).
     """
 
-    draws: int = 5000
-    chains: int = 4
-    seed: object = None
-    tail_mass: float = 1e-12
+    engine: ClassVar[str] = "exact"
 
-    @classmethod
-    def from_inference(cls, options) -> "ExactOptions":
-        extra = dict(options.extra or {})
-        extra.pop("confidential", None)  # passed by calibrate to every engine; exact does not need it
-        tail = extra.pop("tail_mass", 1e-12)
-        if extra:
-            key = sorted(extra)[0]
-            raise InputError(key, f"not an option of engine 'exact' (options: draws, chains, seed, tail_mass)")
-        if options.constrained:
-            raise InputError("constrained", "not an option of engine 'exact' (its posterior needs no constraint)")
-        if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not (0 < tail <= 1e-3):
-            raise InputError("tail_mass", f"must be a number in (0, 1e-3] (got {tail!r})")
-        return cls(int(options.draws), int(options.chains), options.seed, float(tail))
+    tail_mass: float = option(1e-12, "float", "noise mass allowed outside each enumeration window",
+                              low=0.0, high=1e-3, open_high=False)
 
 
 # --------------------------------------------------------------------------- windows
@@ -397,7 +386,7 @@ def _inverse_cdf_piecewise_linear(x, dens, u):
 
 def exact(release, prior, options) -> Posterior:
     """Engine ``exact`` (binomial, multinomial, poisson, naive-bayes): exact iid posterior draws by enumeration."""
-    opts = ExactOptions.from_inference(options)
+    opts = ExactOptions.from_inference(options, f"{release.family}/exact")
     rng = np.random.default_rng(np.random.SeedSequence(opts.seed) if not isinstance(opts.seed, np.random.SeedSequence)
                                 else opts.seed)
     run = {"binomial": exact_binomial, "multinomial": exact_multinomial, "poisson": exact_poisson,

@@ -22,10 +22,13 @@ releases at once; ``dpposterior calibrate`` uses it through ``Family.hooks``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from ..errors import InputError, RefusedError
+from ..options import EngineOptions, confidential_option
 from ..families._expfam import require_confidential
 from .gibbs_ss import TRUNCATED_CODES, make_posterior, release_arrays, sample_batch
 
@@ -87,15 +90,41 @@ def _attrs(prior, **extra):
     return {"prior": str(prior.to_dict()), **extra}
 
 
+@dataclass(frozen=True)
+class NonPrivateOptions(EngineOptions):
+    """Options of engine ``non-private`` (simulations only): draws, chains, seed (independent draws) and
+    ``confidential``, the simulated release's confidential statistics."""
+
+    engine: ClassVar[str] = "non-private"
+
+    confidential: object = confidential_option()
+
+
+@dataclass(frozen=True)
+class NaiveOptions(NonPrivateOptions):
+    """Options of engine ``naive``: draws, chains, seed (independent draws); in simulations, ``confidential``
+    (poisson: the noisy untruncated sum, Bernstein & Sheldon's comparison)."""
+
+    engine: ClassVar[str] = "naive"
+
+
+@dataclass(frozen=True)
+class OpsOptions(NonPrivateOptions):
+    """Options of engine ``ops`` (binomial, simulations only): draws, chains, seed; ``confidential``."""
+
+    engine: ClassVar[str] = "ops"
+
+
 def _size(options):
     return (options.chains, options.draws)
 
 
 def naive(release, prior, options):
     """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
+    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     arrays = release_arrays(release)
     rng = options.rng()
-    conf = options.extra.get("confidential")
+    conf = options.confidential
     note = "noisy statistics treated as exact (clipped to the valid range)"
     if release.family in TRUNCATED_CODES:
         if isinstance(conf, dict) and "noisy_full_sum" in conf:
@@ -122,6 +151,7 @@ def _confidential_statistic(release, conf) -> np.ndarray:
 
 def non_private(release, prior, options):
     """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
+    options = NonPrivateOptions.from_inference(options, f"{release.family}/non-private")
     conf = require_confidential(options, "non-private")
     s = _confidential_statistic(release, conf)
     theta = conjugate_draws(release.family, s, float(release.n), prior, _size(options), options.rng())[0]
@@ -131,6 +161,7 @@ def non_private(release, prior, options):
 
 def ops(release, prior, options):
     """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
+    options = OpsOptions.from_inference(options, f"{release.family}/ops")
     if release.family != "binomial":
         raise RefusedError("method", "ops is implemented for the binomial family only")
     conf = require_confidential(options, "ops")

@@ -77,11 +77,13 @@ thousands of posteriors in one vectorised call (BlackJAX-style ``init`` / ``step
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 from scipy import special
 
 from ..errors import RefusedError
+from ..options import MCMCOptions, constrained_option, option
 from ..posterior import Posterior
 import math
 
@@ -956,18 +958,20 @@ def problem_from_release(release, prior, constrained: bool) -> Problem:
                         constrained)
 
 
-def _bool_option(options, key, default):
-    value = options.extra.get(key, default)
-    if not isinstance(value, bool):
-        from ..errors import InputError
+@dataclass(frozen=True)
+class GibbsOptions(MCMCOptions):
+    """Options of engine ``gibbs`` (gaussian): draws, warmup, chains, seed; ``constrained``; ``joint_update``."""
 
-        raise InputError(key, "must be true or false")
-    return value
+    engine: ClassVar[str] = "gibbs"
+
+    constrained: bool = constrained_option("restrict (mu, sigma2) to what data in the release's bounds allow (Kazan & Reiter Theorem 2)")
+    joint_update: bool = option(True, "bool", "add the joint (mu, sigma2, Ybar) Metropolis move to each sweep")
 
 
 def gibbs(release, prior, options) -> Posterior:
     """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
-    joint_update = _bool_option(options, "joint_update", True)
+    options = GibbsOptions.from_inference(options, f"{release.family}/gibbs")
+    joint_update = options.joint_update
     prob = problem_from_release(release, prior, options.constrained)
     seq = np.random.SeedSequence(options.seed)
     rng_chain, rng_pred = (np.random.default_rng(s) for s in seq.spawn(2))

@@ -37,10 +37,14 @@ none is feasible the unconstrained baseline is returned and its attrs say so).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 from scipy import special
 
-from ..errors import InputError, RefusedError
+from ..errors import RefusedError
+from ..options import EngineOptions, constrained_option, option
 from ..posterior import Posterior
 from .gaussian_gibbs import (
     Problem,
@@ -193,16 +197,29 @@ def grid_draws(prob: Problem, ndraws: int, rng, size: int = DEFAULT_GRID):
     return mu, s2
 
 
-def _grid_size(options):
-    size = options.extra.get("grid_size", DEFAULT_GRID)
-    if isinstance(size, bool) or not isinstance(size, int) or not 20 <= size <= 2000:
-        raise InputError("grid_size", f"must be an integer in [20, 2000] (got {size!r})")
-    return size
+@dataclass(frozen=True)
+class NaiveOptions(EngineOptions):
+    """Options of engine ``naive`` (gaussian): draws, chains, seed (independent draws); ``constrained``."""
+
+    engine: ClassVar[str] = "naive"
+
+    constrained: bool = constrained_option("restrict (mu, sigma2) to what data in the release's bounds allow (Kazan & Reiter Theorem 2)")
+
+
+@dataclass(frozen=True)
+class GridOptions(NaiveOptions):
+    """Options of engine ``grid`` (gaussian): draws, chains, seed (independent draws); ``constrained``;
+    ``grid_size``, the cells per axis of the (mu, log sigma2) grid."""
+
+    engine: ClassVar[str] = "grid"
+
+    grid_size: int = option(DEFAULT_GRID, "int", "cells per axis of the (mu, log sigma2) grid", low=20, high=2000)
 
 
 def grid(release, prior, options) -> Posterior:
     """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws)."""
-    size = _grid_size(options)
+    options = GridOptions.from_inference(options, f"{release.family}/grid")
+    size = options.grid_size
     prob = problem_from_release(release, prior, options.constrained)
     rng_grid, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
     total = options.chains * options.draws
@@ -253,6 +270,7 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
 
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the posterior that ignores the privacy noise (baseline only)."""
+    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     lo, width = release.bounds[0], release.width
     sp = prior.scaled(lo, width)
     ybar = (release.statistics.mean.value - lo) / width

@@ -45,6 +45,8 @@ gives the same draws.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import llvmlite.binding as _llvm
 import numba
@@ -52,6 +54,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from ..errors import InputError
+from ..options import MCMCOptions
 from ..posterior import Posterior
 
 #: proposals of s tried per iteration before keeping the previous value
@@ -586,8 +589,17 @@ def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_
                      sample_stats=dict(sample_stats or {}), attrs=attrs, iid=iid)
 
 
+@dataclass(frozen=True)
+class GibbsSSOptions(MCMCOptions):
+    """Options of engine ``gibbs-ss`` (binomial, multinomial, exponential, poisson): draws, warmup, chains,
+    seed -- nothing else (the sampler has no tuning options)."""
+
+    engine: ClassVar[str] = "gibbs-ss"
+
+
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
+    options = GibbsSSOptions.from_inference(options, f"{release.family}/gibbs-ss")
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
     arrays = release_arrays(release)
     y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]

@@ -20,12 +20,15 @@ The output is a degenerate posterior: one chain holding the single draw theta_ha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import math
 
 import numpy as np
 
-from ..errors import InputError
-from .linreg_common import check_dims, make_posterior, refuse_constrained
+from ..options import EngineOptions, option
+from .linreg_common import check_dims, make_posterior
 
 
 def adassp_estimate(xtx, xty, lambdas) -> np.ndarray:
@@ -56,13 +59,20 @@ def adassp_lambdas(data, rho: float) -> np.ndarray:
     return lam
 
 
+@dataclass(frozen=True)
+class AdasspOptions(EngineOptions):
+    """Options of engine ``adassp`` (linear-regression, a point estimate): draws, chains, seed; ``rho``,
+    the share of the privacy budget adaSSP's own eigenvalue estimate would spend (Wang 2018)."""
+
+    engine: ClassVar[str] = "adassp"
+
+    rho: float = option(0.05, "float", "adaSSP's budget share for its eigenvalue bound", low=0.0, high=1.0)
+
 def adassp(release, prior, options):
+    options = AdasspOptions.from_inference(options, f"{release.family}/adassp")
     data = release.regression_data()
-    refuse_constrained(options, "adassp")
     check_dims(data, prior)
-    rho = options.extra.get("rho", 0.05)
-    if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0 < rho < 1:
-        raise InputError("rho", f"must lie in (0, 1) (got {rho!r})")
+    rho = options.rho
     lam = adassp_lambdas(data, float(rho))
     theta = adassp_estimate(data.xtx[None], data.xty[None], lam[None])[0]
     return make_posterior("adassp", data, {"theta": theta[None, None, :]}, options,

@@ -39,10 +39,14 @@ can get "stuck").  No infeasible draw is ever emitted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import math
 
 import numpy as np
 
+from ..options import MCMCOptions, constrained_option, option
 from ..errors import InputError, RefusedError
 from .linreg_common import (chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
                             sym, tri_solve, tri_solve_t, check_dims)
@@ -371,7 +375,19 @@ def initial_state(data, prior, layout, constrained: bool, chains: int):
             mu0)
 
 
+@dataclass(frozen=True)
+class BSOptions(MCMCOptions):
+    """Options of engine ``mcmc-bs`` (linear-regression): draws, warmup, chains, seed; ``constrained``
+    (data in [0, 1], Kazan & Reiter App. I); ``max_rejections``, redraws of an infeasible block."""
+
+    engine: ClassVar[str] = "mcmc-bs"
+
+    constrained: bool = constrained_option("restrict the data blocks to data in [0, 1] (Kazan & Reiter App. I)")
+    max_rejections: int = option(DEFAULT_MAX_REJECTIONS, "int", "redraws of an infeasible block before it keeps "
+                                 "its current value", low=0)
+
 def mcmc_bs(release, prior, options):
+    options = BSOptions.from_inference(options, f"{release.family}/mcmc-bs")
     data = release.regression_data()
     check_dims(data, prior)
     if prior.iw_scale is None or prior.iw_scale.shape[0] != len(data.features):
@@ -380,9 +396,7 @@ def mcmc_bs(release, prior, options):
         if data.x_range != (0.0, 1.0) or data.y_range != (0.0, 1.0):
             raise RefusedError("constrained", "needs a release with bounds.x_range = bounds.y_range = [0, 1] "
                                               "(Kazan & Reiter App. I; the curator's --bounds 0 1)")
-    max_rej = options.extra.get("max_rejections", DEFAULT_MAX_REJECTIONS)
-    if isinstance(max_rej, bool) or not isinstance(max_rej, int) or max_rej < 0:
-        raise InputError("max_rejections", f"must be an integer >= 0 (got {max_rej!r})")
+    max_rej = options.max_rejections
     rng = options.rng()
     layout, obs, noise, lap = setup(data, options.constrained)
     theta0, s20, sig0, mu0 = initial_state(data, prior, layout, options.constrained, options.chains)

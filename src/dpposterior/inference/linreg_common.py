@@ -221,12 +221,6 @@ def require_gaussian(data, method: str) -> None:
                                      f"{data.mechanism!r} noise (use mcmc-bs)")
 
 
-def refuse_constrained(options, method: str) -> None:
-    if options.constrained:
-        raise RefusedError("constrained", f"{method} does not enforce the Kazan & Reiter constraints; "
-                                          "use method mcmc-bs with constrained = true")
-
-
 def prior_arrays(prior):
     """C^{-1} and C^{-1} m through a Cholesky factor of C (done once, outside the loops)."""
     Lc = chol(prior.theta_cov)
@@ -277,8 +271,9 @@ def make_posterior(method, data, variables: dict, options, *, sample_stats=None,
         "noise_mechanism": data.mechanism,
         "privacy_composition": "parallel over data holders (each spends its full (epsilon, delta))",
         "draws_per_chain": options.draws,
-        "warmup": options.warmup,
     }
+    if hasattr(options, "warmup"):  # MCMC engines only
+        base_attrs["warmup"] = options.warmup
     base_attrs.update(attrs or {})
     return Posterior(family="linear-regression", method=method, posterior=post_vars, dims=dims, coords=coords,
                      sample_stats=sample_stats or {}, attrs=base_attrs, extras=extras or {}, iid=iid)

@@ -13,13 +13,15 @@ stands).  Draws are exact and iid (no warm-up); ``sigma2`` is not a variable.
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from typing import ClassVar
+
 
 import numpy as np
 
-from ..errors import InputError
-from .linreg_common import (check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays,
-                            refuse_constrained, require_gaussian, theta_precision, tri_solve, tri_solve_t)
+from ..options import EngineOptions, option
+from .linreg_common import (check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays, require_gaussian,
+                            theta_precision, tri_solve, tri_solve_t)
 
 
 def fast_moments(S, zhat, sz2, sigma2, prior):
@@ -31,18 +33,25 @@ def fast_moments(S, zhat, sz2, sigma2, prior):
 
 
 def sigma2_fixed_of(data, options) -> float:
-    value = options.extra.get("sigma2_fixed")
-    if value is None:
-        return crude_sigma2(data)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InputError("sigma2_fixed", f"must be a finite number > 0 (got {value!r})")
-    return float(value)
+    """``sigma2_fixed`` as given (:class:`FastOptions`), or a crude estimate from the release."""
+    value = options.sigma2_fixed
+    return crude_sigma2(data) if value is None else value
 
+
+@dataclass(frozen=True)
+class FastOptions(EngineOptions):
+    """Options of engine ``bayes-fixeds-fast`` (linear-regression): draws, chains, seed (independent
+    draws); ``sigma2_fixed``, the fixed noise variance (none: a crude estimate from the release)."""
+
+    engine: ClassVar[str] = "bayes-fixeds-fast"
+
+    sigma2_fixed: float | None = option(None, "float", "fixed noise variance sigma2 (none: estimated from the release)",
+                                        low=0.0, nullable=True)
 
 def bayes_fixeds_fast(release, prior, options):
+    options = FastOptions.from_inference(options, f"{release.family}/bayes-fixeds-fast")
     data = release.regression_data()
     require_gaussian(data, "bayes-fixeds-fast")
-    refuse_constrained(options, "bayes-fixeds-fast")
     check_dims(data, prior)
     s2 = sigma2_fixed_of(data, options)
     S = nearest_psd(data.xtx)[None]

@@ -20,13 +20,16 @@ in a numba kernel with its own generator (spawned from the caller's).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import math
 
 import numba
 import numpy as np
 
-from .linreg_common import (Adapter, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays,
-                            refuse_constrained, require_gaussian, theta_sigma2_step)
+from ..options import MCMCOptions
+from .linreg_common import (Adapter, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
 
 
 def run_fixeds_numpy(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2_0,
@@ -191,10 +194,17 @@ def sigma2_start(prior) -> float:
     return prior.b / (prior.a - 1.0) if prior.a > 1 else prior.b
 
 
+@dataclass(frozen=True)
+class FixedSOptions(MCMCOptions):
+    """Options of engine ``mcmc-fixeds`` (linear-regression): draws, warmup, chains, seed."""
+
+    engine: ClassVar[str] = "mcmc-fixeds"
+
+
 def mcmc_fixeds(release, prior, options):
+    options = FixedSOptions.from_inference(options, f"{release.family}/mcmc-fixeds")
     data = release.regression_data()
     require_gaussian(data, "mcmc-fixeds")
-    refuse_constrained(options, "mcmc-fixeds")
     check_dims(data, prior)
     rng = options.rng()
     S = nearest_psd(data.xtx)[None]

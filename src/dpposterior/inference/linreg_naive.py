@@ -10,9 +10,13 @@ noise-ignoring baseline that calibration studies must show to be wrong.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
-from .linreg_common import (check_dims, make_posterior, nearest_psd, prior_arrays, refuse_constrained,
+from ..options import MCMCOptions
+from .linreg_common import (check_dims, make_posterior, nearest_psd, prior_arrays,
                             theta_precision, tri_solve, tri_solve_t, chol)
 from .linreg_fixeds import run_fixeds, sigma2_start
 
@@ -24,9 +28,17 @@ def naive_inputs(xtx: np.ndarray) -> np.ndarray:
                     ).reshape(xtx.shape)
 
 
+@dataclass(frozen=True)
+class NaiveOptions(MCMCOptions):
+    """Options of engine ``naive`` (linear-regression; a Gibbs chain on the noisy statistics taken as
+    exact): draws, warmup, chains, seed."""
+
+    engine: ClassVar[str] = "naive"
+
+
 def naive(release, prior, options):
+    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     data = release.regression_data()
-    refuse_constrained(options, "naive")
     check_dims(data, prior)
     rng = options.rng()
     S = naive_inputs(data.xtx)[None]

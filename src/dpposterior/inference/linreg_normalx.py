@@ -37,13 +37,16 @@ a normal-inverse-Wishart prior with Sigma_x ~ IW(Lambda, kappa).  One iteration:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
 import math
 
 import numpy as np
 
+from ..options import MCMCOptions
 from ..errors import RefusedError
 from .linreg_common import (LOG2PI, Adapter, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
-                            make_posterior, nearest_psd, prior_arrays, refuse_constrained, require_gaussian, sym,
+                            make_posterior, nearest_psd, prior_arrays, require_gaussian, sym,
                             theta_sigma2_step, tri_solve, wishart_factor)
 from .linreg_fixeds import sigma2_start
 
@@ -285,10 +288,17 @@ def run_normalx_intercept(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, th
     return out
 
 
+@dataclass(frozen=True)
+class NormalXOptions(MCMCOptions):
+    """Options of engine ``mcmc-normalx`` (linear-regression): draws, warmup, chains, seed."""
+
+    engine: ClassVar[str] = "mcmc-normalx"
+
+
 def mcmc_normalx(release, prior, options):
+    options = NormalXOptions.from_inference(options, f"{release.family}/mcmc-normalx")
     data = release.regression_data()
     require_gaussian(data, "mcmc-normalx")
-    refuse_constrained(options, "mcmc-normalx")
     check_dims(data, prior)
     if np.any(data.n < data.d):
         raise RefusedError("method", f"mcmc-normalx needs n_j >= d = {data.d} rows per party (Wishart model)")

@@ -25,11 +25,13 @@ refused (the variational engine ``vb`` handles them).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from ..errors import RefusedError
+from ..options import EngineOptions
 from .naive_bayes_vb import posterior_from_draws
 
 MAX_N = 100
@@ -157,8 +159,16 @@ def sample_exact(ex: ExactPosterior, n: int, alpha_c, alpha_f, size: int, rng):
     return class_prob, feature_prob
 
 
+@dataclass(frozen=True)
+class ExactEnumerationOptions(EngineOptions):
+    """Options of engine ``exact-enumeration`` (naive-bayes, 2x2 tables): draws, chains, seed (exact draws)."""
+
+    engine: ClassVar[str] = "exact-enumeration"
+
+
 def exact_engine(release, prior, options):
     """Method ``exact-enumeration``: exact posterior (mixture of Dirichlets) for I = K = J = 2, n <= 100."""
+    options = ExactEnumerationOptions.from_inference(options, f"{release.family}/exact-enumeration")
     ex = exact_for_release(release, prior)
     rng = options.rng()
     size = options.chains * options.draws

@@ -46,12 +46,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numba
 import numpy as np
 from scipy.special import digamma, gammaln, xlogy
 
 from ..errors import InputError
+from ..options import EngineOptions, confidential_option, option
 from ..posterior import Posterior
 
 #: Armijo constants (eq. 12): sufficient-increase fraction sigma and backtracking factor nu
@@ -439,21 +441,39 @@ def posterior_from_draws(release, method, class_prob, feature_prob, sample_stats
                      attrs=base_attrs, extras=extras or {})
 
 
-def _option(options, name, default, kind):
-    value = options.extra.get(name, default)
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise InputError(name, f"must be an integer >= 1 (got {value!r})")
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
-        raise InputError(name, f"must be a finite number > 0 (got {value!r})")
-    return float(value)
+@dataclass(frozen=True)
+class NaiveOptions(EngineOptions):
+    """Options of engine ``naive`` (naive-bayes): draws, chains, seed (independent Dirichlet draws)."""
+
+    engine: ClassVar[str] = "naive"
+
+
+@dataclass(frozen=True)
+class VBOptions(EngineOptions):
+    """Options of engine ``vb`` (naive-bayes): draws, chains, seed (independent draws from the fitted
+    factors); ``tol`` and ``max_iter``, the coordinate ascent's stopping rule."""
+
+    engine: ClassVar[str] = "vb"
+
+    tol: float = option(DEFAULT_TOL, "float", "stop when the lower bound improves by less", low=0.0)
+    max_iter: int = option(DEFAULT_MAX_ITER, "int", "most coordinate-ascent iterations", low=1)
+
+
+@dataclass(frozen=True)
+class NonPrivateOptions(EngineOptions):
+    """Options of engine ``non-private`` (naive-bayes, simulations only): draws, chains, seed;
+    ``confidential``: ``{"tables": ...}``, the simulated release's confidential tables."""
+
+    engine: ClassVar[str] = "non-private"
+
+    confidential: object = confidential_option()
 
 
 def vb_engine(release, prior, options) -> Posterior:
     """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4."""
-    tol = _option(options, "tol", DEFAULT_TOL, float)
-    max_iter = _option(options, "max_iter", DEFAULT_MAX_ITER, int)
+    quiet = options.quiet
+    options = VBOptions.from_inference(options, f"{release.family}/vb")
+    tol, max_iter = options.tol, options.max_iter
     release.require_laplace("vb")
     pb = Problem.from_release(release, prior)
     fit = fit_vb(pb, tol=tol, max_iter=max_iter)
@@ -461,7 +481,7 @@ def vb_engine(release, prior, options) -> Posterior:
     trace = trace[np.isfinite(trace)]
     attrs = {"vb_iterations": int(fit.iterations[0]), "vb_converged": bool(fit.converged[0]),
              "vb_lower_bound": float(trace[-1]), "vb_tol": tol, "vb_max_iter": max_iter}
-    if not fit.converged[0] and not options.quiet:
+    if not fit.converged[0] and not quiet:
         import sys
 
         print(f"warning: vb did not converge in {max_iter} iterations (bound still improving by >= {tol:g})",
@@ -474,6 +494,7 @@ def vb_engine(release, prior, options) -> Posterior:
 def naive_engine(release, prior, options) -> Posterior:
     """Method ``naive``: noisy counts clipped to [0, n], rescaled to total n, plugged into the
     conjugate Dirichlet posterior as if they were the confidential counts."""
+    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     pb = Problem.from_release(release, prior)
     class_counts, feat = naive_counts(pb)
     a_c = pb.alpha_c + class_counts[0]
@@ -508,7 +529,8 @@ def confidential_tables(release, confidential) -> np.ndarray:
 
 def nonprivate_engine(release, prior, options) -> Posterior:
     """Method ``non-private`` (simulations only): Dirichlet(alpha + n) from the confidential counts."""
-    tables = confidential_tables(release, options.extra.get("confidential"))
+    options = NonPrivateOptions.from_inference(options, f"{release.family}/non-private")
+    tables = confidential_tables(release, options.confidential)
     _, mask = release.released_counts()
     a_c = np.asarray(prior.class_alpha, float) + tables[0].sum(axis=1)
     a_f = np.where(mask, prior.feature_alpha_filled() + tables, 0.0)

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numba
 import numpy as np
 
-from ..errors import InputError
+from ..options import MCMCOptions, option
 from ..posterior import Posterior
 
 #: the most draws x areas x cells for which the ``rate`` array is stored (beyond it: alpha, u, v only)
@@ -43,33 +44,16 @@ STEP_OUT = 50
 
 
 @dataclass(frozen=True)
-class SmallAreaOptions:
-    """Options of ``exact-da``: draws, warmup, chains, seed; ``tail_mass`` (noise mass outside each
-    enumeration window, default 1e-12); ``pair_sweeps`` (pair moves per cell per iteration with area
-    totals, default 1)."""
+class SmallAreaOptions(MCMCOptions):
+    """Options of ``exact-da`` (and the small-area ``naive``): draws, warmup, chains, seed; ``tail_mass`` (noise
+    mass outside each enumeration window, default 1e-12); ``pair_sweeps`` (pair moves per cell per iteration
+    when the release has area totals, default 1)."""
 
-    draws: int
-    warmup: int
-    chains: int
-    seed: object
-    tail_mass: float = 1e-12
-    pair_sweeps: int = 1
+    engine: ClassVar[str] = "exact-da"
 
-    @classmethod
-    def from_inference(cls, options) -> "SmallAreaOptions":
-        extra = dict(options.extra or {})
-        tail = extra.pop("tail_mass", 1e-12)
-        pairs = extra.pop("pair_sweeps", 1)
-        if extra:
-            raise InputError(sorted(extra)[0], "not an option of small-area/exact-da (options: draws, warmup, "
-                             "chains, seed, tail_mass, pair_sweeps)")
-        if options.constrained:
-            raise InputError("constrained", "not an option of small-area/exact-da")
-        if isinstance(tail, bool) or not isinstance(tail, (int, float)) or not (0 < tail <= 1e-3):
-            raise InputError("tail_mass", f"must be a number in (0, 1e-3] (got {tail!r})")
-        if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
-            raise InputError("pair_sweeps", f"must be an integer >= 1 (got {pairs!r})")
-        return cls(int(options.draws), int(options.warmup), int(options.chains), options.seed, float(tail), pairs)
+    tail_mass: float = option(1e-12, "float", "noise mass allowed outside each enumeration window", low=0.0,
+                              high=1e-3, open_high=False)
+    pair_sweeps: int = option(1, "int", "pair moves per cell and iteration (area totals)", low=1)
 
 
 # --------------------------------------------------------------------------- counter-based uniforms
@@ -507,7 +491,7 @@ def _initial_counts(ystar, totals):
 
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
-    opts = SmallAreaOptions.from_inference(options)
+    opts = SmallAreaOptions.from_inference(options, "small-area/exact-da")
     G, C = release.G, release.C
     kind, scale, half, zero_pp, zero_tab, zrow, ystar = _noise_arrays(release, opts.tail_mass)
     E = release.exposures()
@@ -569,7 +553,7 @@ def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler."""
     import copy
 
-    opts = SmallAreaOptions.from_inference(options)
+    opts = SmallAreaOptions.from_inference(options, "small-area/naive")
     naive_release = copy.deepcopy(release)
     rec = naive_release.statistics.counts
     clean = np.maximum(np.round(release.released()), 0)

@@ -1,4 +1,7 @@
-"""``dpposterior.infer(model, observed=...)``: every applicable engine on a user :class:`~dpposterior.Model`.
+"""``dpposterior.infer(model, observed=...)``: a user :class:`~dpposterior.Model` run by the engine it names.
+
+A model lists its engines in the families' form, ``Model.methods`` (:class:`~dpposterior.families.EngineSpec`:
+``on_model(model, observed, options)`` and the engine's options class):
 
 * ``da-mcmc`` -- data augmentation MCMC (Ju, Awan, Gong & Rao 2022;
   :mod:`~dpposterior.inference.da_mcmc`) when the model has ``record_logpdf`` or
@@ -6,58 +9,49 @@
 * ``smc-abc``, ``sppe``, ``sple`` -- the simulation-based engines of Xiong, Ju & Zhang
   (App. C, Algorithms 1-2) on the model's :meth:`~dpposterior.Model.simulator_model` view.
 
-``auto`` picks ``da-mcmc`` when the model has a record likelihood or a complete posterior,
-``sppe`` otherwise (the issue-13 contract).  Engine options are the same keywords as for the
-built-in families (``simulations``, ``rounds``, ... for SBI; ``record_sweeps``, ``theta_steps``,
-``thin`` for da-mcmc).
+``auto`` is ``Model.auto_method``: ``da-mcmc`` when the model has a record likelihood or a complete
+posterior, ``sppe`` otherwise (the issue-13 contract).  Engine options are the same keywords as for the
+built-in families, checked by the engine's options class.
 """
 
 from __future__ import annotations
 
-
 from ..errors import InputError
 from ..posterior import Posterior
 
-METHODS = ("da-mcmc", "smc-abc", "sppe", "sple")
-
 
 def resolve_method(model, method: str) -> str:
+    """``method`` (``auto`` resolved) if ``model`` offers it; else a one-line refusal listing its methods."""
     if not isinstance(method, str):
         raise InputError("method", "must be a string")
     if method == "auto":
-        return "da-mcmc" if model.has_likelihood else "sppe"
-    if method not in METHODS:
+        return model.auto_method
+    if method not in model.methods:
         raise InputError("method", f"unknown method {method!r} for a dpposterior.Model "
-                         f"(one of: {', '.join(['auto', *METHODS])})")
+                         f"(one of: {', '.join(['auto', *model.methods])})")
     return method
 
 
-def _sbi(method: str, model, observed, options) -> Posterior:
-    """The families' own SBI engines, with their options and defaults, on the model's simulator view."""
-    if method == "smc-abc":
-        from ..sbi.smc_abc import smc_abc_on_model as run
-    elif method == "sppe":
-        from ..sbi.sppe import sppe_on_model as run
-    else:
-        from ..sbi.sple import sple_on_model as run
-    return run(model.name, model.simulator_model(observed), options)
-
-
-def infer_model(model, observed, options) -> Posterior:
-    """Run ``options.method`` (already resolved) on ``model`` given the release ``observed``."""
+def check_model(model, observed, method: str):
+    """Everything the engine and the orchestrator will ask of ``model``, checked before any work: the
+    released values, the privacy claim and the privacy cost.  Returns the observed values as an array."""
     if observed is None:
         raise InputError("observed", "give the released values: infer(model, observed=[...])")
-    obs = model.check(observed, likelihood=options.method == "da-mcmc")
+    obs = model.check(observed, likelihood=method == "da-mcmc")
     model.check_privacy_claim(obs)
-    if options.method == "da-mcmc":
-        from . import da_mcmc
+    try:
+        model.mechanism.privacy_cost()
+    except (TypeError, ValueError) as exc:
+        raise InputError("model.mechanism", f"{type(model.mechanism).__name__} states no privacy cost ({exc}): "
+                         "give it epsilon (and delta), or the sensitivity it is calibrated to") from None
+    return obs
 
-        kw = da_mcmc.run_options(options)
-        res = da_mcmc.run_da_mcmc(model, obs, draws=options.draws, warmup=options.warmup, chains=options.chains,
-                                  seed=options.seed, **kw)
-        post = da_mcmc.to_posterior(model.name, model, res)
-    else:
-        post = _sbi(options.method, model, obs, options)
+
+def infer_model(model, obs, options) -> Posterior:
+    """Run ``options.method`` (resolved, its options checked) on ``model`` given ``obs`` (from :func:`check_model`)."""
+    from ..families import resolve
+
+    post = resolve(model.methods[options.method].run)(model, obs, options)
     post.attrs.setdefault("model", model.name)
     post.attrs.setdefault("observed", obs.tolist())
     post.attrs.setdefault("n", model.n)

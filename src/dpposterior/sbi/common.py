@@ -1,8 +1,8 @@
 """Shared plumbing of the simulation-based engines (SMC-ABC, SPPE, SPLE, naive NPE).
 
 Builds the family's :class:`~dpposterior.sbi.SimulatorModel` (family hook
-``sbi_model(release, prior)``), validates the engine options (``simulations``,
-``rounds``, ``rqmc_points``, ...), shows a progress bar per round, and packs
+``sbi_model(release, prior)``), declares the options the flow engines share
+(:class:`SimulationOptions`, :class:`RQMCOptions`), shows a progress bar per round, and packs
 draws of the unconstrained parameter into a :class:`~dpposterior.posterior.Posterior`.
 """
 
@@ -10,53 +10,39 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError
+from ..options import EngineOptions, option
 from ..posterior import Posterior
 
-def int_option(extra: dict, key: str, default: int, minimum: int = 1, maximum: int | None = None) -> int:
-    value = extra.get(key, default)
-    if value is None:
-        value = default
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(key, f"must be an integer >= {minimum} (got {value!r})")
-    if maximum is not None and value > maximum:
-        raise InputError(key, f"must be <= {maximum} (got {value!r})")
-    return int(value)
+
+@dataclass(frozen=True)
+class SimulationOptions(EngineOptions):
+    """Options shared by the flow engines (SPPE, SPLE, naive NPE): draws, chains, seed (draws from the
+    trained flow are independent); ``simulations`` per round and ``rounds``."""
+
+    simulations: int = option(1000, "int", "simulations per round", low=20)
+    rounds: int = option(10, "int", "training rounds", low=1)
 
 
-def bool_option(extra: dict, key: str, default: bool) -> bool:
-    value = extra.get(key, default)
-    if not isinstance(value, (bool, np.bool_)):
-        raise InputError(key, f"must be true or false (got {value!r})")
-    return bool(value)
+@dataclass(frozen=True)
+class RQMCOptions(SimulationOptions):
+    """:class:`SimulationOptions` of the engines that average the mechanism over RQMC replicates (SPPE,
+    SPLE; Xiong, Ju & Zhang Sec. 3): ``rqmc_points``, ``rqmc`` and the torch ``device``."""
 
+    rqmc_points: int = option(8, "int", "RQMC replicates of the noise per simulation", low=1, high=4096)
+    rqmc: bool = option(True, "bool", "randomised quasi-Monte Carlo (false: i.i.d. uniforms)")
+    device: str = option("cpu", "choice", "torch device: cpu, cuda or auto (CUDA when torch sees one)",
+                         choices=("cpu", "cuda", "auto"))
 
-def float_option(extra: dict, key: str, default: float, low: float, high: float) -> float:
-    value = extra.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not (low < float(value) < high):
-        raise InputError(key, f"must be a number in ({low:g}, {high:g}) (got {value!r})")
-    return float(value)
+    def resolved_device(self) -> str:
+        """The torch device; ``cuda`` is refused where torch sees none."""
+        from .flows import resolve_device
 
-
-def choice_option(extra: dict, key: str, default: str, choices: tuple) -> str:
-    value = extra.get(key, default)
-    if value is None:
-        value = default
-    if not isinstance(value, str) or value.lower() not in choices:
-        raise InputError(key, f"must be one of {', '.join(choices)} (got {value!r})")
-    return value.lower()
-
-
-def device_option(extra: dict) -> str:
-    """``device``: cpu (default), cuda or auto (CUDA when torch sees one); refused if cuda is absent."""
-    from .flows import resolve_device
-
-    value = choice_option(extra, "device", "cpu", ("cpu", "cuda", "auto"))
-    return str(resolve_device(value))
+        return str(resolve_device(self.device))
 
 
 def model_for(release, prior):
@@ -67,12 +53,6 @@ def model_for(release, prior):
     if hook is None:
         raise InputError("method", f"family {family.name!r} has no simulator model")
     return family, hook(release, prior)
-
-
-def check_unused(extra: dict, used: set, method: str) -> None:
-    for key in sorted(set(extra) - used):
-        if extra[key] is not None:
-            raise InputError(key, f"not an option of method {method!r}")
 
 
 #: prior draws simulated to time one simulation (after one warm-up call that compiles the simulator)

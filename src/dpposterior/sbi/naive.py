@@ -17,16 +17,19 @@ posterior and ``dpposterior report`` overlays it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 import torch
 
+from ..options import option
 from .flows import FlowConfig
 from . import common
 from .rounds import SBIResult
 from .sppe import run_sppe
 
 #: options of the engine (no rqmc_points / rqmc: there is no noise to integrate)
-NAIVE_OPTIONS = {"simulations", "rounds", "max_epochs", "num_atoms"}
 
 
 def run_naive_npe(model, simulations: int = 1000, rounds: int = 1, draws: int = 5000, seed: int = 0,
@@ -49,18 +52,28 @@ def release_zscore(flow, observed) -> float:
     return float(((obs - flow.c_mean.cpu()) / flow.c_std.cpu()).abs().max())
 
 
+@dataclass(frozen=True)
+class NaiveNpeOptions(common.SimulationOptions):
+    """Options of engine ``naive`` (simulator families: NPE that ignores the noise): draws, chains, seed;
+    ``simulations``, ``rounds`` (default 1), ``num_atoms``, ``max_epochs``."""
+
+    engine: ClassVar[str] = "naive"
+
+    rounds: int = option(1, "int", "training rounds", low=1)
+    num_atoms: int = option(10, "int", "atoms of the atomic loss", low=2)
+    max_epochs: int = option(FlowConfig.max_epochs, "int", "most training epochs per round", low=1)
+
+
 def naive(release, prior, options):
     """Engine ``naive``: noise-ignoring NPE, 1 round x 1,000 simulations by default."""
     family, model = common.model_for(release, prior)
-    extra = options.extra
-    common.check_unused(extra, NAIVE_OPTIONS, "naive")
-    simulations = common.int_option(extra, "simulations", 1000, minimum=20)
-    rounds = common.int_option(extra, "rounds", 1)
-    num_atoms = common.int_option(extra, "num_atoms", 10, minimum=2)
-    config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
+    quiet = options.quiet
+    options = NaiveNpeOptions.from_inference(options, f"{family.name}/naive")
+    simulations, rounds, num_atoms = options.simulations, options.rounds, options.num_atoms
+    config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains
-    common.announce_budget(model, "naive", simulations * rounds, options.quiet)
-    res = run_naive_npe(model, simulations, rounds, total, options.seed, num_atoms, config, options.quiet)
+    common.announce_budget(model, "naive", simulations * rounds, quiet)
+    res = run_naive_npe(model, simulations, rounds, total, options.seed, num_atoms, config, quiet)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "total_simulations": simulations * rounds,
              "noise_ignored": 1, "release_zscore_max": release_zscore(res.flow, model.observed)}
     return common.to_posterior(family.name, "naive", model, res.theta, options.chains, attrs,

@@ -16,11 +16,13 @@ returns the last complete population.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from scipy import special
 
 from ..errors import InputError, RefusedError
+from ..options import EngineOptions, option
 from . import common
 
 
@@ -150,18 +152,19 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
                         simulations=used, generations=gens)
 
 
-def smc_abc_options(extra: dict) -> tuple[int, int, str, float]:
-    """(simulations, particles, tolerance, quantile) from engine options, validated (families and Models)."""
-    common.check_unused(extra, {"simulations", "particles", "tolerance", "quantile"}, "smc-abc")
-    simulations = common.int_option(extra, "simulations", 50_000)
-    particles = common.int_option(extra, "particles", 1000, minimum=10)
-    tolerance = extra.get("tolerance", "adaptive")
-    if tolerance not in ("adaptive", "fixed"):
-        raise InputError("tolerance", f"must be 'adaptive' or 'fixed' (got {tolerance!r})")
-    quantile = common.float_option(extra, "quantile", 0.5, 0.0, 1.0)
-    if simulations < particles:  # (run_smc_abc refuses it too; here it comes before the run is announced)
-        raise InputError("simulations", f"the budget must cover at least one population ({particles})")
-    return simulations, particles, tolerance, quantile
+@dataclass(frozen=True)
+class SmcAbcOptions(EngineOptions):
+    """Options of engine ``smc-abc`` (families and user Models): draws, chains, seed (draws resampled from
+    the final population); ``simulations`` (total budget), ``particles`` (N), the ``tolerance`` schedule and
+    its ``quantile``."""
+
+    engine: ClassVar[str] = "smc-abc"
+
+    simulations: int = option(50_000, "int", "total simulation budget", low=1)
+    particles: int = option(1000, "int", "particles N", low=10)
+    tolerance: str = option("adaptive", "choice", "tolerance schedule: adaptive or fixed", choices=("adaptive", "fixed"))
+    quantile: float = option(0.5, "float", "quantile of the distances that sets the next tolerance", low=0.0,
+                             high=1.0)
 
 
 def smc_abc(release, prior, options):
@@ -170,16 +173,24 @@ def smc_abc(release, prior, options):
     return smc_abc_on_model(family.name, model, options)
 
 
+def on_model(model, observed, options):
+    """Engine ``smc-abc`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its simulator view."""
+    return smc_abc_on_model(model.name, model.simulator_model(observed), options)
+
+
 def smc_abc_on_model(name: str, model, options):
     """SMC-ABC on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
-    simulations, particles, tolerance, quantile = smc_abc_options(options.extra)
+    opts = SmcAbcOptions.from_inference(options, f"{name}/smc-abc")
+    simulations, particles, tolerance, quantile = opts.simulations, opts.particles, opts.tolerance, opts.quantile
+    if simulations < particles:  # before the run is announced (run_smc_abc refuses it too)
+        raise InputError("simulations", f"the budget must cover at least one population ({particles})")
     common.announce_budget(model, "smc-abc", simulations, options.quiet, trains=False)
     with common.round_progress(1, "SMC-ABC", options.quiet) as advance:
-        res = run_smc_abc(model, simulations, particles, tolerance, quantile, options.seed)
+        res = run_smc_abc(model, simulations, particles, tolerance, quantile, opts.seed)
         advance(info=f"{res.simulations} sims, {len(res.generations)} generations, tol {res.tolerance:.3g}")
-    rng = np.random.default_rng(np.random.SeedSequence(options.seed).spawn(2)[1])
-    draws = res.resample(options.draws * options.chains, rng)
+    rng = np.random.default_rng(np.random.SeedSequence(opts.seed).spawn(2)[1])
+    draws = res.resample(opts.draws * opts.chains, rng)
     attrs = {"simulations": res.simulations, "particles": particles, "generations": len(res.generations),
              "final_tolerance": res.tolerance, "tolerance_schedule": tolerance}
-    return common.to_posterior(name, "smc-abc", model, draws, options.chains, attrs,
+    return common.to_posterior(name, "smc-abc", model, draws, opts.chains, attrs,
                                {"population": res.theta, "weights": res.weights, "generations": res.generations})

@@ -10,10 +10,14 @@ likelihood estimator ``log_likelihood(theta, s_dp=observed)``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 import torch
 from scipy import special
 
+from ..options import option
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import ple_loss
 from .rounds import RoundLoop, SBIResult
@@ -76,25 +80,37 @@ def run_sple(model, simulations: int = 1000, rounds: int = 10, rqmc_points: int 
                      log_likelihood=log_likelihood, data=loop.data())
 
 
+@dataclass(frozen=True)
+class SpleOptions(common.RQMCOptions):
+    """Options of engine ``sple`` (families and user Models): draws, chains, seed; ``simulations``, ``rounds``,
+    ``rqmc_points``, ``rqmc``, ``device`` (:class:`~dpposterior.sbi.common.RQMCOptions`); ``max_epochs``."""
+
+    engine: ClassVar[str] = "sple"
+
+    max_epochs: int = option(FlowConfig.max_epochs, "int", "most training epochs per round", low=1)
+
+
 def sple(release, prior, options):
     """Engine ``sple``: Algorithm 2 with the paper's defaults (N = 1000 per round, R = 10)."""
     family, model = common.model_for(release, prior)
     return sple_on_model(family.name, model, options)
 
 
+def on_model(model, observed, options):
+    """Engine ``sple`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its simulator view."""
+    return sple_on_model(model.name, model.simulator_model(observed), options)
+
+
 def sple_on_model(name: str, model, options):
     """SPLE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
-    extra = options.extra
-    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "device"}, "sple")
-    simulations = common.int_option(extra, "simulations", 1000, minimum=20)
-    rounds = common.int_option(extra, "rounds", 10)
-    m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
-    rqmc = common.bool_option(extra, "rqmc", True)
-    config = FlowConfig(max_epochs=common.int_option(extra, "max_epochs", FlowConfig.max_epochs))
+    quiet = options.quiet
+    options = SpleOptions.from_inference(options, f"{name}/sple")
+    simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
+    config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains
-    device = common.device_option(extra)
-    common.announce_budget(model, "sple", simulations * rounds, options.quiet)
-    res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, options.quiet, device=device)
+    device = options.resolved_device()
+    common.announce_budget(model, "sple", simulations * rounds, quiet)
+    res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, quiet, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)", "device": device}
     return common.to_posterior(name, "sple", model, res.theta, options.chains, attrs,

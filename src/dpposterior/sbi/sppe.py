@@ -37,10 +37,13 @@ from __future__ import annotations
 
 import copy
 import warnings
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 
+from ..options import option
 from .importance import importance_posterior
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-exported)
@@ -260,6 +263,29 @@ def training_config(training: str = DEFAULT_TRAINING, batch_size: int | None = N
     return FlowConfig(**fields, first_round=first or None)
 
 
+@dataclass(frozen=True)
+class SppeOptions(common.RQMCOptions):
+    """Options of engine ``sppe`` (families and user Models): draws, chains, seed; ``simulations``, ``rounds``,
+    ``rqmc_points``, ``rqmc``, ``device`` (:class:`~dpposterior.sbi.common.RQMCOptions`); the training
+    (``training`` preset, ``max_epochs``, ``batch_size``, ``num_atoms``, ``combined_loss``), the ``proposal``
+    and the final ``correction`` (docs/sbi.md).  An unset preset option follows ``correction``/``training``."""
+
+    engine: ClassVar[str] = "sppe"
+
+    correction: str = option(DEFAULT_CORRECTION, "choice", "final posterior: auto, importance or none",
+                             choices=CORRECTIONS)
+    training: str | None = option(None, "choice", "training preset: paper or fast (unset: fast with a correction, "
+                                  "paper with none)", choices=tuple(TRAINING), nullable=True)
+    num_atoms: int | None = option(None, "int", "atoms of the atomic loss (unset: the preset's)", low=2,
+                                   nullable=True)
+    max_epochs: int | None = option(None, "int", "most training epochs per round (unset: the preset's)", low=1,
+                                    nullable=True)
+    batch_size: int | None = option(None, "int", "training batch size (unset: the preset's)", low=2, nullable=True)
+    combined_loss: bool = option(False, "bool", "add the first round's NPE loss in later rounds")
+    proposal: str = option("atomic", "choice", "later rounds' proposal: atomic (APT) or truncated (TSNPE)",
+                           choices=("atomic", "truncated"))
+
+
 def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10),
     atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE)."""
@@ -267,28 +293,26 @@ def sppe(release, prior, options) -> "Posterior":  # noqa: F821
     return sppe_on_model(family.name, model, options)
 
 
+def on_model(model, observed, options):
+    """Engine ``sppe`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its simulator view."""
+    return sppe_on_model(model.name, model.simulator_model(observed), options)
+
+
 def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
-    extra = options.extra
-    common.check_unused(extra, {"simulations", "rounds", "rqmc_points", "rqmc", "max_epochs", "num_atoms",
-                                "combined_loss", "proposal", "batch_size", "device", "training", "correction"},
-                       "sppe")
-    simulations = common.int_option(extra, "simulations", 1000, minimum=20)
-    rounds = common.int_option(extra, "rounds", 10)
-    m = common.int_option(extra, "rqmc_points", 8, maximum=4096)
-    rqmc = common.bool_option(extra, "rqmc", True)
-    correction = common.choice_option(extra, "correction", DEFAULT_CORRECTION, CORRECTIONS)
-    training = common.choice_option(extra, "training", TRAINING_FOR_CORRECTION[correction], tuple(TRAINING))
-    num_atoms = common.int_option(extra, "num_atoms", TRAINING_ATOMS[training], minimum=2)
-    combined = common.bool_option(extra, "combined_loss", False)
-    proposal = common.choice_option(extra, "proposal", "atomic", ("atomic", "truncated"))
-    device = common.device_option(extra)
-    given = {key: (common.int_option(extra, key, 1, minimum=minimum) if extra.get(key) is not None else None)
-             for key, minimum in (("max_epochs", 1), ("batch_size", 2))}
-    config = training_config(training, **given)
+    quiet = options.quiet
+    options = SppeOptions.from_inference(options, f"{name}/sppe")
+    simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
+    correction = options.correction
+    # the training preset follows the correction, and the atoms follow the preset, unless given
+    training = options.training or TRAINING_FOR_CORRECTION[correction]
+    num_atoms = options.num_atoms or TRAINING_ATOMS[training]
+    combined, proposal = options.combined_loss, options.proposal
+    device = options.resolved_device()
+    config = training_config(training, max_epochs=options.max_epochs, batch_size=options.batch_size)
     total = options.draws * options.chains
-    common.announce_budget(model, "sppe", simulations * rounds, options.quiet)
-    res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, options.quiet,
+    common.announce_budget(model, "sppe", simulations * rounds, quiet)
+    res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, quiet,
                    combined_loss=combined, proposal=proposal, device=device, correction=correction)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "combined_loss": int(combined), "proposal": proposal,

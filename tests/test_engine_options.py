@@ -1,0 +1,159 @@
+"""Typed engine options (issue 30): every family x engine, driven by the registry.
+
+* every ``EngineSpec`` string resolves (engine, options class, batched path), for every family in
+  ``FAMILY_MODULES`` and for the user ``Model``'s method table, so a typo fails here, not when a user
+  calls that method;
+* every option given to an engine that does not take it is refused in one line naming the option and
+  the engine, before any work (parametrised over family x engine x option);
+* ``constrained`` is recorded only where the engine applied it;
+* the table in docs/cli.md ("Engine options") is the option classes' own listing;
+* engines read their options only from their options class (no ``options.extra`` in engine modules).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import dpposterior as dp
+from dpposterior.errors import InputError
+from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
+from dpposterior.model import MODEL_METHODS
+from dpposterior.options import EngineOptions, InferenceOptions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAIRS = [(name, method) for name in FAMILY_MODULES for method in get_family(name).methods]
+
+
+def _options_class(family: str, method: str):
+    return get_family(family).engine_options(method)
+
+
+#: every option name any engine takes, plus a name no engine takes
+ALL_OPTIONS = sorted({n for f, m in PAIRS for n in _options_class(f, m).names()} | {"no_such_option"})
+
+
+@pytest.mark.parametrize("family,method", PAIRS)
+def test_every_engine_spec_resolves(family, method):
+    spec = get_family(family).methods[method]
+    assert isinstance(spec, EngineSpec)
+    assert callable(resolve(spec.run))
+    cls = resolve(spec.options)
+    assert isinstance(cls, type) and issubclass(cls, EngineOptions)
+    assert {"draws", "chains", "seed"} <= set(cls.names())
+    if spec.batch is not None:
+        assert callable(resolve(spec.batch))
+    cls()  # its defaults are valid options
+
+
+@pytest.mark.parametrize("method", sorted(MODEL_METHODS))
+def test_model_methods_resolve(method):
+    spec = MODEL_METHODS[method]
+    assert callable(resolve(spec.run)) and issubclass(resolve(spec.options), EngineOptions)
+
+
+_RELEASES: dict = {}
+
+
+def _release(family: str):
+    if family not in _RELEASES:
+        fam = get_family(family)
+        prior = fam.parse_prior(None, None)
+        _RELEASES[family] = fam.simulate(prior, 60, 1.0, np.random.default_rng(3)).release
+    return _RELEASES[family]
+
+
+@pytest.mark.parametrize("option", ALL_OPTIONS)
+@pytest.mark.parametrize("family,method", PAIRS)
+def test_option_not_taken_is_refused(family, method, option):
+    cls = _options_class(family, method)
+    if option in cls.names():
+        return  # taken: its values are checked by the class (tests below and per engine)
+    value = True if option == "constrained" else 1
+    with pytest.raises(InputError) as err:
+        dp.infer(_release(family), method=method, seed=1, **{option: value})
+    message = str(err.value)
+    assert message.startswith(f"{option}: not an option of {family}/{method} (options: ")
+    assert "\n" not in message
+    assert message.endswith(f"{', '.join(cls.names())})")
+
+
+def test_refusal_reads_as_the_issue_states():
+    with pytest.raises(InputError, match=r"^grid_size: not an option of gaussian/naive \(options: draws, chains, "
+                                         r"seed, constrained\)$"):
+        dp.infer(_release("gaussian"), method="naive", grid_size=7)
+
+
+def test_option_values_are_checked_by_their_class():
+    for kwargs, field in ((dict(method="grid", grid_size=7), "grid_size"),
+                          (dict(method="gibbs", joint_update="yes"), "joint_update"),
+                          (dict(method="da-mcmc", thin=0), "thin"),
+                          (dict(method="gibbs", warmup=-1), "warmup")):
+        with pytest.raises(InputError, match=f"^{field}: must be"):
+            dp.infer(_release("gaussian"), seed=1, **kwargs)
+
+
+def test_constrained_recorded_only_where_applied():
+    gaussian = dp.infer(_release("gaussian"), method="naive", constrained=True, seed=1, draws=50, chains=1)
+    assert gaussian.attrs["constrained"] in (True, 1)
+    binomial = dp.infer(_release("binomial"), method="naive", seed=1, draws=50, chains=1)
+    assert "constrained" not in binomial.attrs
+    assert "options_warmup" not in binomial.attrs  # no warm-up in independent draws
+
+
+def test_direct_engine_call_refuses_too():
+    """An engine called without the orchestrator (a calibration path, a test) builds the same options."""
+    engine = get_family("binomial").engine("gibbs-ss")
+    fam = get_family("binomial")
+    with pytest.raises(InputError, match="^tail_mass: not an option of binomial/gibbs-ss"):
+        engine(_release("binomial"), fam.parse_prior(None, None),
+               InferenceOptions(method="gibbs-ss", draws=10, chains=1, seed=1, extra={"tail_mass": 1e-9}))
+
+
+def options_table() -> str:
+    """The markdown table of docs/cli.md, "Engine options": family | engine | options."""
+    rows = ["| family | engine | options |", "|---|---|---|"]
+    for family, method in PAIRS:
+        names = ", ".join(f"`{n}`" for n in _options_class(family, method).names())
+        rows.append(f"| {family} | `{method}` | {names} |")
+    return "\n".join(rows)
+
+
+def test_cli_doc_table_lists_every_engines_options():
+    text = (ROOT / "docs" / "cli.md").read_text()
+    match = re.search(r"<!-- engine-options:begin -->\n(.*?)\n<!-- engine-options:end -->", text, re.S)
+    assert match, "docs/cli.md lacks the engine-options table markers"
+    assert match.group(1).strip() == options_table(), \
+        "docs/cli.md's engine options table is stale: regenerate it with python tests/test_engine_options.py"
+
+
+def test_engines_never_read_options_extra():
+    for folder in ("inference", "sbi"):
+        for path in (ROOT / "src" / "dpposterior" / folder).glob("*.py"):
+            text = path.read_text()
+            assert "options.extra" not in text and "extra[" not in text, path.name
+
+
+def test_model_without_privacy_cost_refused_before_any_work():
+    from dpposterior.mechanisms import Gaussian
+
+    from scipy import stats
+
+    model = dp.Model(params={"mu": stats.norm(0, 1)},
+                     records=lambda th, size, rng: rng.normal(th["mu"], 1.0, size),
+                     statistic=lambda x: np.clip(x, -3, 3), mechanism=Gaussian(sigma=0.5), n=20,
+                     record_logpdf=lambda x, th: -0.5 * (x - th["mu"]) ** 2, clamp=(-3, 3))
+    with pytest.raises(InputError, match=r"^model\.mechanism: .*no privacy cost") as err:
+        dp.infer(model, observed=[0.3], draws=10, chains=1, seed=1)
+    assert "\n" not in str(err.value)
+
+
+if __name__ == "__main__":  # rewrite the table in docs/cli.md
+    path = ROOT / "docs" / "cli.md"
+    text = path.read_text()
+    new = re.sub(r"(<!-- engine-options:begin -->\n).*?(\n<!-- engine-options:end -->)",
+                 lambda m: m.group(1) + options_table() + m.group(2), text, flags=re.S)
+    path.write_text(new)
