@@ -61,6 +61,14 @@ def gaussian(prior, release=None) -> dict:
     return {"mu": (float(prior.mu0), mu_sd), "sigma2": (s2_mean, s2_sd)}
 
 
+def small_area(prior, release) -> dict:
+    """alpha_c ~ N(alpha_mean, alpha_sd^2) per cell; tau ~ half-N(0, tau_scale^2): mean s sqrt(2/pi), sd
+    s sqrt(1 - 2/pi)."""
+    C = len(release.cells)
+    tau = (prior.tau_scale * math.sqrt(2.0 / math.pi), prior.tau_scale * math.sqrt(1.0 - 2.0 / math.pi))
+    return {"alpha": (np.full(C, prior.alpha_mean), np.full(C, prior.alpha_sd)), "tau": tau}
+
+
 def monte_carlo(sbi_model):
     """The hook of a simulator family: moments of ``MONTE_CARLO_DRAWS`` prior draws (fixed seed)
     mapped to the posterior's variables by the simulator model's ``outputs``."""

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from . import EngineSpec, Family
+from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
 from ..release import FORMAT, ReleaseBase, check_epsilon_range
 
@@ -417,7 +417,7 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
     E = np.ones(G) if exposure is None else np.asarray(exposure, float)
-    alpha = rng.normal(prior.alpha_mean, 1.0, size=C)  # a narrower alpha than the vague prior, so counts stay sane
+    alpha = rng.normal(prior.alpha_mean, prior.alpha_sd, size=C)
     tau = abs(rng.normal(0.0, prior.tau_scale)) if tau is None else float(tau)
     u = rng.normal(0.0, tau, size=G)
     log_rate = alpha[None, :] + u[:, None]
@@ -442,6 +442,22 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
     return truth, release
 
 
+def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float, rng):
+    """``Family.simulate`` for ``dpposterior calibrate``: ``n`` areas, 2 cells, exposures uniform on [5, 50],
+    discrete-Gaussian noise at rho = epsilon^2 / 2 per person (sigma = 1 / sqrt(rho)), theta from the prior."""
+    from . import SimulatedRelease
+    from ..release import load_release
+
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError("n", f"must be an integer >= 1 (the number of areas; got {n!r})")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+    sigma = 1.0 / math.sqrt(0.5 * epsilon ** 2)
+    truth, release = simulate(prior, int(n), 2, sigma, rng, exposure=rng.uniform(5.0, 50.0, size=int(n)))
+    theta = {"alpha": truth["alpha"], "tau": truth["tau"], "u": truth["u"]}
+    return SimulatedRelease(theta=theta, release=load_release(release), confidential={"counts": truth["counts"]})
+
+
 FAMILY = Family(
     name="small-area",
     release_model=SmallAreaRelease,
@@ -451,6 +467,8 @@ FAMILY = Family(
     parse_prior=parse_prior,
     curate=curate,
     naive_method="naive",
+    simulate=simulate_release,
+    hooks={"prior_moments": prior_moments.small_area},
     description="area x cell count tables with (discrete) noise: hierarchical Poisson model (issue 28)",
     mechanisms=SMALL_AREA_MECHANISMS,
 )
