@@ -153,6 +153,8 @@ def reduced(argv: list[str]) -> list[str]:
                 argv += ["--analysis", "reduced.toml"]
         else:
             for option, value in (("--draws", 100), ("--warmup", 50), ("--chains", 2)):
+                if option == "--warmup" and not _takes_warmup(argv, method):
+                    continue  # an independent-draw engine refuses a warm-up (issue 30)
                 _set(argv, option, value)
         if "--quiet" not in argv:
             argv.append("--quiet")
@@ -162,6 +164,19 @@ def reduced(argv: list[str]) -> list[str]:
         if "--model" not in argv:
             _set(argv, "--scheduler", "serial")
     return argv
+
+
+def _takes_warmup(argv: list[str], method: str) -> bool:
+    """Whether the engine this ``infer`` command runs takes a warm-up (its options class declares it)."""
+    from dpposterior.errors import InputError
+    from dpposterior.release import load_release
+
+    try:
+        release = load_release(argv[1])
+    except (InputError, OSError, IndexError):
+        return True  # not a release file here (a model, an analysis file): leave the reduction as it was
+    family = release.family_entry
+    return "warmup" in family.engine_options(family.resolve_method(method, release)).names()
 
 
 # ----------------------------------------------------------------------------------- running
