@@ -526,7 +526,10 @@ def test_engine_returning_nan_is_refused_and_nothing_written(monkeypatch, tmp_pa
 
     def broken(release, prior, options):
         return Posterior("binomial", "gibbs-ss", {"p": np.full((options.chains, options.draws), np.nan)})
-    monkeypatch.setitem(fam.methods, "broken", "tests_fuzz_broken:broken")
+    from dpposterior.families import EngineSpec
+
+    monkeypatch.setitem(fam.methods, "broken", EngineSpec("tests_fuzz_broken:broken",
+                                                          "dpposterior.inference.gibbs_ss:GibbsSSOptions"))
     import sys
     import types
 

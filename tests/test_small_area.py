@@ -4,7 +4,8 @@
   with the latent counts summed out exactly in the likelihood (numpy/scipy, no code shared with the
   engine), with and without post-processing and area totals; means agree within 4.5 combined MCSEs.
 * Simulation-based calibration (Talts et al. 2018) of alpha and tau, which the naive method (noisy counts
-  taken as true) fails; 90% interval coverage of the area rates in the same repeated simulation.
+  taken as true) fails; 90% interval coverage of the area rates in the same repeated simulation
+  (measured: alpha/tau p = 0.27/0.25 and coverage 0.903; naive p = 4e-5/3e-33, coverage 0.62).
 * Release checks, the long-format reader and the record-level curator.
 """
 
@@ -134,13 +135,14 @@ def test_small_case_matches_an_independent_long_run(post, totals):
 
 
 # --------------------------------------------------------------------------- SBC and coverage
-def _sbc(method, trials=150, G=15, C=2, sigma=3.0, seed=21):
+def _sbc(method, trials=150, G=15, C=2, sigma=6.0, seed=21):
+    # small populations (exposures 1-8, rates ~ e^1) under sigma = 6: the regime where the noise matters
     prior = SmallAreaPrior(alpha_mean=1.0, alpha_sd=1.0, tau_scale=1.0)
     ranks = {"alpha": [], "tau": []}
     covered, total = 0, 0
     for t in range(trials):
         rng = np.random.default_rng([seed, t])
-        truth, release = simulate(prior, G, C, sigma, rng, exposure=rng.uniform(2.0, 20.0, size=G))
+        truth, release = simulate(prior, G, C, sigma, rng, exposure=rng.uniform(1.0, 8.0, size=G))
         truth_alpha = truth["alpha"]
         post = dp.infer(release, prior=prior.model_dump(exclude={"kind"}), method=method, seed=t, draws=990,
                         warmup=300, chains=1)

@@ -65,6 +65,8 @@ def parse_analysis(data: dict, family=None) -> dict:
                 if skey not in SAMPLING_KEYS:
                     raise InputError(f"analysis.sampling.{skey}", "unknown key (draws, warmup, chains, seed)")
                 out[skey] = svalue
+        elif key in SAMPLING_KEYS:  # a run option given at the top level would be lost under the CLI's own
+            raise InputError(f"analysis.{key}", "belongs in the [sampling] table (draws, warmup, chains, seed)")
         elif family is not None:  # an engine option: infer refuses it unless the engine that runs takes it
             out[key] = value
         else:  # no family, so no engine to take it
