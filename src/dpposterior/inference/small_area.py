@@ -492,10 +492,31 @@ def _initial_counts(ystar, totals):
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
     opts = SmallAreaOptions.from_inference(options, "small-area/exact-da")
-    G, C = release.G, release.C
-    kind, scale, half, zero_pp, zero_tab, zrow, ystar = _noise_arrays(release, opts.tail_mass)
-    E = release.exposures()
     totals = release.area_totals()
+    return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
+                   {"algorithm": "exact data augmentation over the latent counts + slice/interweaving (issue 28)",
+                    "tail_mass": opts.tail_mass, "mechanism": release.statistics.counts.mechanism,
+                    "postprocessing": release.postprocessing, "invariants": int(totals is not None)})
+
+
+def naive(release, prior, options) -> Posterior:
+    """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler --
+    the latent counts are held at the clean table (a zero-width window)."""
+    opts = SmallAreaOptions.from_inference(options, "small-area/naive")
+    G, C = release.G, release.C
+    clean = np.maximum(np.round(release.released()), 0)
+    noise = (GAUSS, np.full((G, C), 1e-3), np.zeros((G, C)), np.zeros((G, C), dtype=bool), np.full((1, 2), -np.inf),
+             np.zeros((G, C), dtype=np.int64), clean)
+    return _sample(release, prior, opts, noise, None, "naive",
+                   {"algorithm": "noise-ignoring", "naive_statistic": "noisy counts taken as the true counts, "
+                                                                      "negatives set to 0"})
+
+
+def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict) -> Posterior:
+    """Starts, seeds and output arrays, then the compiled chains (:func:`_run_chains`)."""
+    kind, scale, half, zero_pp, zero_tab, zrow, ystar = noise
+    G, C = release.G, release.C
+    E = release.exposures()
     pidx, parent_ids = release.parent_index()
     P = len(parent_ids)
     if P == 0:
@@ -509,24 +530,17 @@ def exact_da(release, prior, options) -> Posterior:
     lgam = _lgamma_table(ymax)
     y0 = np.stack([_initial_counts(ystar, totals) for _ in range(opts.chains)])
     alpha0, u0 = _data_start(y0[0], E, opts.chains, rng)
-    v0 = rng.normal(0, 0.1, size=(opts.chains, max(P, 1)))[:, :max(P, 0)].copy() if P else np.zeros((opts.chains, 0))
+    v0 = rng.normal(0, 0.1, size=(opts.chains, P))
     log_tau0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     log_taup0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     D = opts.draws
-    out_alpha = np.empty((opts.chains, D, C))
-    out_u = np.empty((opts.chains, D, G))
-    out_v = np.empty((opts.chains, D, P))
-    out_tau = np.empty((opts.chains, D))
-    out_taup = np.empty((opts.chains, D))
+    out = (np.empty((opts.chains, D, C)), np.empty((opts.chains, D, G)), np.empty((opts.chains, D, P)),
+           np.empty((opts.chains, D)), np.empty((opts.chains, D)))
     _run_chains(keys, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow,
                 totals if totals is not None else np.zeros(G, dtype=np.int64), totals is not None, pidx, P,
                 prior.alpha_mean, prior.alpha_sd, prior.tau_scale, prior.tau_parent_scale, opts.warmup, D,
-                opts.pair_sweeps, lgam, y0, u0, alpha0, v0, log_tau0, log_taup0,
-                out_alpha, out_u, out_v, out_tau, out_taup)
-    return _posterior(release, "exact-da", out_alpha, out_u, out_v, out_tau, out_taup, parent_ids, pidx,
-                      {"algorithm": "exact data augmentation over the latent counts + slice/interweaving (issue 28)",
-                       "tail_mass": opts.tail_mass, "mechanism": release.statistics.counts.mechanism,
-                       "postprocessing": release.postprocessing, "invariants": int(totals is not None)})
+                opts.pair_sweeps, lgam, y0, u0, alpha0, v0, log_tau0, log_taup0, *out)
+    return _posterior(release, method, *out, parent_ids, pidx, attrs)
 
 
 def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs, iid=False) -> Posterior:
@@ -547,52 +561,3 @@ def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs,
                                           f"{log_rate.size} values exceed {MAX_RATE_VALUES}"}
     return Posterior(family="small-area", method=method, posterior=post, dims=dims, coords=coords, attrs=attrs,
                      iid=iid)
-
-
-def naive(release, prior, options) -> Posterior:
-    """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler."""
-    import copy
-
-    opts = SmallAreaOptions.from_inference(options, "small-area/naive")
-    naive_release = copy.deepcopy(release)
-    rec = naive_release.statistics.counts
-    clean = np.maximum(np.round(release.released()), 0)
-    rec.value = clean.tolist()
-    # no noise: a degenerate window (the latent count is the released one)
-    post = exact_da_fixed(naive_release, prior, opts)
-    post.method = "naive"
-    post.attrs["naive_statistic"] = "noisy counts taken as the true counts, negatives set to 0"
-    return post
-
-
-def exact_da_fixed(release, prior, opts: SmallAreaOptions) -> Posterior:
-    """The sampler with the latent counts fixed at the (clean) released table: the noise-ignoring model."""
-    G, C = release.G, release.C
-    ystar = release.released()
-    E = release.exposures()
-    pidx, parent_ids = release.parent_index()
-    P = len(parent_ids)
-    if P == 0:
-        pidx = np.zeros(G, dtype=np.int64)
-    ss = opts.seed if isinstance(opts.seed, np.random.SeedSequence) else np.random.SeedSequence(opts.seed)
-    keys = ss.generate_state(opts.chains, dtype=np.uint64)
-    rng = np.random.default_rng(ss.spawn(1)[0])
-    # a tiny Gaussian noise scale with window 0: the latent count can only be the released value
-    scale = np.full((G, C), 1e-3)
-    half = np.zeros((G, C))
-    zero_pp = np.zeros((G, C), dtype=bool)
-    zero_tab = np.full((1, 2), -np.inf)
-    zrow = np.zeros((G, C), dtype=np.int64)
-    lgam = _lgamma_table(int(ystar.max()) + 66)
-    y0 = np.stack([ystar.astype(np.int64)] * opts.chains)
-    alpha0, u0 = _data_start(y0[0], E, opts.chains, rng)
-    v0 = np.zeros((opts.chains, P))
-    log_tau0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
-    log_taup0 = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
-    D = opts.draws
-    out = (np.empty((opts.chains, D, C)), np.empty((opts.chains, D, G)), np.empty((opts.chains, D, P)),
-           np.empty((opts.chains, D)), np.empty((opts.chains, D)))
-    _run_chains(keys, ystar, E, GAUSS, scale, half, zero_pp, zero_tab, zrow, np.zeros(G, dtype=np.int64), False,
-                pidx, P, prior.alpha_mean, prior.alpha_sd, prior.tau_scale, prior.tau_parent_scale, opts.warmup, D,
-                1, lgam, y0, u0, alpha0, v0, log_tau0, log_taup0, *out)
-    return _posterior(release, "naive", *out, parent_ids, pidx, {"algorithm": "noise-ignoring"})

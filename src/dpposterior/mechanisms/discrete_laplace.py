@@ -17,9 +17,10 @@ import numpy as np
 from ..errors import require
 from .accounting import PrivacyCost
 from .integer import IntegerNoise, two_sided_geometric
+from .laplace import LaplaceAudit
 
 
-class DiscreteLaplace(IntegerNoise):
+class DiscreteLaplace(LaplaceAudit, IntegerNoise):
     """Discrete Laplace noise, P(k) proportional to exp(-|k| epsilon / sensitivity) on the integers."""
 
     name = "discrete-laplace"
@@ -101,26 +102,7 @@ class DiscreteLaplace(IntegerNoise):
         return opendp_integer_vector(values, lambda domain: dp.m.make_laplace(
             domain, dp.l1_distance(T=int), scale=float(scale)))
 
-    # ------------------------------------------------------------------ audit side
-    sensitivity_norm = "L1"
-
-    @staticmethod
-    def norm(diff):
-        return float(np.abs(diff).sum())
-
-    @classmethod
-    def audit_noise(cls, release, record):
-        eps = float(record["epsilon"])
-        t = float(record["sensitivity"]) / eps
-        return eps, 0.0, t, t * eps
-
-    @classmethod
-    def audit_epsilon(cls, noise, sensitivity):
-        return sensitivity / noise[2]
-
-    @classmethod
-    def audit_log_density(cls, noise, out, s):
-        return -np.abs(out - s).sum(-1) / noise[2]
+    # the audit side (L1 sensitivity, epsilon = sensitivity / t, the log-ratio score) is Laplace's
 
     def __repr__(self):
         return f"DiscreteLaplace(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"

@@ -12,7 +12,32 @@ from ..errors import require
 from .base import Mechanism, as_rng, opendp_vector
 
 
-class Laplace(Mechanism):
+class LaplaceAudit:
+    """The audit side of a mechanism with mass or density proportional to exp(-|y - s| / b), b = sensitivity /
+    epsilon (Laplace and discrete Laplace): L1 sensitivity, epsilon = sensitivity / b, the log-ratio score."""
+
+    sensitivity_norm = "L1"
+
+    @staticmethod
+    def norm(diff):
+        return float(np.abs(diff).sum())
+
+    @classmethod
+    def audit_noise(cls, release, record):
+        eps = float(record["epsilon"])
+        b = float(record["sensitivity"]) / eps
+        return eps, 0.0, b, b * eps
+
+    @classmethod
+    def audit_epsilon(cls, noise, sensitivity):
+        return sensitivity / noise[2]
+
+    @classmethod
+    def audit_log_density(cls, noise, out, s):
+        return -np.abs(out - s).sum(-1) / noise[2]
+
+
+class Laplace(LaplaceAudit, Mechanism):
     """Laplace noise of scale ``scale`` = sensitivity / epsilon (pure epsilon-DP)."""
 
     name = "laplace"
@@ -56,25 +81,6 @@ class Laplace(Mechanism):
     def noise_scale(self) -> float:
         return self.scale
 
-    sensitivity_norm = "L1"
-
-    @staticmethod
-    def norm(diff):
-        return float(np.abs(diff).sum())
-
-    @classmethod
-    def audit_noise(cls, release, record):
-        eps = float(record["epsilon"])
-        b = float(record["sensitivity"]) / eps
-        return eps, 0.0, b, b * eps
-
-    @classmethod
-    def audit_epsilon(cls, noise, sensitivity):
-        return sensitivity / noise[2]
-
-    @classmethod
-    def audit_log_density(cls, noise, out, s):
-        return -np.abs(out - s).sum(-1) / noise[2]
 
     @classmethod
     def numpy_noise(cls, scale, shape, rng):
