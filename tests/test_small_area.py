@@ -83,15 +83,26 @@ def reference_run(release: dict, prior: SmallAreaPrior, iters=30000, seed=0):
             out += logsumexp(logpois(s, mu[g, 0]) + logpois(T - s, mu[g, 1]) + obs_tab[g, 0, s] + obs_tab[g, 1, T - s])
         return float(out)
 
+    parents = release.get("parents")
+    pidx = np.unique(parents, return_inverse=True)[1] if parents else None
+    P = int(pidx.max()) + 1 if parents else 0
+
     def logpost(th):
-        alpha, u, lt = th[:C], th[C:C + G], th[-1]
+        alpha, u, lt = th[:C], th[C:C + G], th[C + G]
         tau = math.exp(lt)
-        return (loglik(alpha, u) - ((alpha - prior.alpha_mean) ** 2).sum() / (2 * prior.alpha_sd ** 2)
-                - (u * u).sum() / (2 * tau * tau) - G * lt - tau * tau / (2 * prior.tau_scale ** 2) + lt)
+        out = -((alpha - prior.alpha_mean) ** 2).sum() / (2 * prior.alpha_sd ** 2)
+        out += -(u * u).sum() / (2 * tau * tau) - G * lt - tau * tau / (2 * prior.tau_scale ** 2) + lt
+        if P:  # v ~ N(0, tau_p^2), tau_p ~ half-N(0, tau_parent_scale^2), log tau_p with its Jacobian
+            v, ltp = th[C + G + 1:C + G + 1 + P], th[-1]
+            taup = math.exp(ltp)
+            out += -(v * v).sum() / (2 * taup * taup) - P * ltp - taup * taup / (2 * prior.tau_parent_scale ** 2) + ltp
+            u = u + v[pidx]
+        return out + loglik(alpha, u)
 
     rng = np.random.default_rng(seed)
-    d = C + G + 1
-    th = np.concatenate([np.log(np.maximum(y.mean(0), 1) / E.mean()), np.zeros(G), [math.log(0.5)]])
+    d = C + G + 1 + (P + 1 if P else 0)
+    th = np.concatenate([np.log(np.maximum(y.mean(0), 1) / E.mean()), np.zeros(G), [math.log(0.5)]]
+                        + ([np.zeros(P), [math.log(0.5)]] if P else []))
     lp = logpost(th)
     chol = np.eye(d) * 0.1
     out = np.empty((iters, d))
@@ -106,7 +117,10 @@ def reference_run(release: dict, prior: SmallAreaPrior, iters=30000, seed=0):
             acc += 1
         out[i] = th
     keep = out[iters // 4:]
-    return {"alpha": keep[:, :C], "tau": np.exp(keep[:, -1])}
+    res = {"alpha": keep[:, :C], "tau": np.exp(keep[:, C + G])}
+    if P:
+        res["tau_parent"] = np.exp(keep[:, -1])
+    return res
 
 
 def _agree(engine_draws, ref_draws):
@@ -132,6 +146,18 @@ def test_small_case_matches_an_independent_long_run(post, totals):
     for c in range(2):
         _agree(engine.posterior["alpha"][..., c], ref["alpha"][:, c])
     _agree(engine.posterior["tau"], ref["tau"])
+
+
+def test_parents_match_an_independent_long_run():
+    release = _release([[4, 9], [13, 18], [0, 2], [7, 5]], sigma=2.0, exposure=[10.0, 25.0, 4.0, 12.0],
+                       parents=["P", "P", "Q", "Q"])
+    engine = dp.infer(release, prior=PRIOR, seed=4, draws=4000, warmup=1000, chains=4)
+    assert {"v", "tau_parent"} <= set(engine.posterior) and engine.posterior["v"].shape[-1] == 2
+    ref = reference_run(release, SmallAreaPrior(**PRIOR), iters=40000)
+    for c in range(2):
+        _agree(engine.posterior["alpha"][..., c], ref["alpha"][:, c])
+    _agree(engine.posterior["tau"], ref["tau"])
+    _agree(engine.posterior["tau_parent"], ref["tau_parent"])
 
 
 # --------------------------------------------------------------------------- SBC and coverage
