@@ -35,6 +35,7 @@ cores; BLAS/OpenMP held to 1 (neither side uses them in the hot loop).
 
     python benchmarks/small_area_peer.py                                  # G 100 1000, seeds 0 1 2
     python benchmarks/small_area_peer.py --G 100 1000 10000 --seeds 0 1 2 --timeout 900
+    python benchmarks/small_area_peer.py --table                          # the table of the saved results
     python benchmarks/small_area_peer.py --G 100 --seeds 0 --engines exact-da numpyro numpyro-centred \
         --out-name small_area_peer_param.json
 """
@@ -145,14 +146,14 @@ def numpyro_model(ystar, E, sigma, centred: bool):
     return model, W
 
 
-def run_numpyro(rel, seed: int, second: bool, centred: bool, chain_method: str) -> dict:
+def run_numpyro(rel, seed: int, second: bool, centred: bool, chain_method: str, chains: int = CHAINS) -> dict:
     import jax
     from numpyro.infer import MCMC, NUTS
 
     ystar = np.asarray(rel["statistics"]["counts"]["value"], dtype=np.int64)
     E = np.asarray(rel["exposure"], float)
     model, W = numpyro_model(ystar, E, SIGMA, centred)
-    mcmc = MCMC(NUTS(model), num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS, chain_method=chain_method,
+    mcmc = MCMC(NUTS(model), num_warmup=WARMUP, num_samples=DRAWS, num_chains=chains, chain_method=chain_method,
                 progress_bar=False)
     out = {"window_half_width": W}
     for call, s in (("first", seed), ("second", seed + 100)):
@@ -187,7 +188,9 @@ def worker(args) -> None:
     if args.engine == "exact-da":
         res = run_exact_da(rel, args.worker_seed, args.second)
     else:
-        res = run_numpyro(rel, args.worker_seed, args.second, args.engine == "numpyro-centred", args.chain_method)
+        res = run_numpyro(rel, args.worker_seed, args.second, args.engine == "numpyro-centred", args.chain_method,
+                          args.numpyro_chains)
+        res["chains"] = args.numpyro_chains
     res.update(setup_seconds=setup, truth_tau=float(truth["tau"]), truth_alpha=np.asarray(truth["alpha"]).tolist(),
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     print("RESULT " + json.dumps(res))
@@ -205,7 +208,7 @@ def child_env(cores: int) -> dict:
 
 def run_one(engine, G, seed, args, cores) -> dict:
     cmd = [sys.executable, __file__, "--worker", engine, "--worker-G", str(G), "--worker-seed", str(seed),
-           "--chain-method", args.chain_method]
+           "--chain-method", args.chain_method, "--numpyro-chains", str(args.numpyro_chains)]
     if args.second and not (engine.startswith("numpyro") and G > args.second_max_G):
         cmd.append("--worker-second")
     rec = {"engine": engine, "G": G, "C": C, "sigma": SIGMA, "seed": seed, "loadavg_before": loadavg()}
@@ -292,7 +295,10 @@ def main() -> None:
     ap.add_argument("--no-second", dest="second", action="store_false", help="skip the second call")
     ap.add_argument("--second-max-G", type=int, default=1000, help="NumPyro's second call only up to this G")
     ap.add_argument("--chain-method", default="sequential", choices=["sequential", "vectorized"])
+    ap.add_argument("--numpyro-chains", type=int, default=CHAINS,
+                    help="NumPyro's chains (default 4; 1 = a bounded probe of its ESS/s where 4 do not finish)")
     ap.add_argument("--out-name", default="small_area_peer.json")
+    ap.add_argument("--table", action="store_true", help="only print the table of an existing --out-name file")
     ap.add_argument("--worker", default=None)
     ap.add_argument("--worker-G", type=int)
     ap.add_argument("--worker-seed", type=int)
@@ -302,6 +308,11 @@ def main() -> None:
         args.engine = args.worker
         args.second = args.worker_second
         worker(args)
+        return
+    if args.table:
+        rows = json.loads((ROOT / "benchmarks" / "results" / args.out_name).read_text())["rows"]
+        agreement(rows)
+        print(table(rows))
         return
     cores = len(os.sched_getaffinity(0))
     # fill the numba cache (untimed), as after install
