@@ -113,6 +113,10 @@ if __name__ == "__main__":
 
 
 # ----------------------------------------------------------------------------- peer (worker side)
+#: the engine module each peer case runs
+CASE_ENGINE = {"example1": "gaussian_gibbs", "binomial": "gibbs_ss", "linreg": "linreg_fixeds"}
+
+
 def peer_worker(case: str, engine: str, seed: int, npz: str) -> None:
     """One fresh process: import, one posterior, save its draws (timed in the parent from start to exit)."""
     t0 = time.perf_counter()
@@ -121,9 +125,11 @@ def peer_worker(case: str, engine: str, seed: int, npz: str) -> None:
 
     if case == "linreg":  # the case's data (both engines build it the same way)
         ppl_peer._LINREG_REL.append(ppl_peer.linreg_release())
-    if engine == "dpposterior":  # its imports, as NumPyro's side imports jax and numpyro before its call
+    if engine == "dpposterior":  # its imports, as NumPyro's side imports jax and numpyro before its call:
+        import importlib          # the orchestrator and the one engine this case runs (a user's process
+                                  # imports no other engine)
         import dpposterior.api  # noqa: F401
-        from dpposterior.inference import gaussian_gibbs, gibbs_ss, linreg_fixeds  # noqa: F401
+        importlib.import_module(f"dpposterior.inference.{CASE_ENGINE[case]}")
 
         run = lambda s: ppl_peer._dpposterior_run(case, s)  # noqa: E731
     else:
