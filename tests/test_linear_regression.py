@@ -175,6 +175,8 @@ def test_curator_round_trip(tmp_path, capsys):
                  "--response", "y", "--x-norm", "4", "--y-abs", "3", "--parties", "3", "--seed", "5",
                  "--out", str(out)])
     assert code == 0, capsys.readouterr().err
+    # the summary line states the parallel composition of the 3 parties (not 3 x epsilon)
+    assert "total epsilon 1, delta 1e-06" in capsys.readouterr().out
     rel = load_release(out)
     assert [p.n for p in rel.parties] == [101, 100, 100]          # rows split in order
     # delta default min(1e-6, 1/n^2) = 1e-6 here (issue 17; it was 1/n), parallel composition

@@ -54,10 +54,10 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     post.attrs.setdefault("release_sha256", release.sha256)
     if hasattr(engine_options, "constrained"):  # recorded only where the engine applies it
         post.attrs.setdefault("constrained", engine_options.constrained)
-    eps, delta = release.total_privacy_cost()
+    cost = release.privacy()
+    eps, delta = cost.as_tuple()
     post.attrs.setdefault("release_epsilon", eps)
     post.attrs.setdefault("release_delta", delta)
-    cost = release.privacy()
     if cost.accounting == "zcdp":
         # a zCDP release: its rho, and how (epsilon, delta) was obtained from it (docs/privacy.md)
         post.attrs.setdefault("release_rho", cost.rho)

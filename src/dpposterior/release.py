@@ -272,14 +272,15 @@ class ReleaseBase(BaseModel):
 
     def privacy(self):
         """The release's :class:`~dpposterior.mechanisms.accounting.PrivacyCost`: basic composition of
-        (epsilon, delta) statistics, rho-zCDP where any statistic is accounted in rho (docs/privacy.md)."""
+        (epsilon, delta) statistics, rho-zCDP where any statistic is accounted in rho (docs/privacy.md).
+        The one place a family states how its release composes (override this, not total_privacy_cost)."""
         from .mechanisms.accounting import compose
 
         delta = self.reporting_delta()
         return compose([record_cost(rec, delta) for rec in _records(self)], delta)
 
     def total_privacy_cost(self) -> tuple[float, float]:
-        """(epsilon, delta) of the whole release (:meth:`privacy`); families may override."""
+        """(epsilon, delta) of the whole release (:meth:`privacy`)."""
         return self.privacy().as_tuple()
 
 

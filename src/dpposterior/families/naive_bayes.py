@@ -204,9 +204,6 @@ class NaiveBayesRelease(ReleaseBase):
         return PrivacyCost(eps, 0.0, None, "pure", "epsilon per table, K tables compose"
                            if self.scale == "counts" else "epsilon is the total over the K tables")
 
-    def total_privacy_cost(self) -> tuple[float, float]:
-        return self.privacy().as_tuple()
-
     @property
     def mechanism(self):
         """The mechanism of the tables' cells (count scale for the integer mechanisms)."""

@@ -205,24 +205,17 @@ class SmallAreaRelease(ReleaseBase):
     def privacy(self):
         """discrete Gaussian: rho of the worst pair of cells, (epsilon, delta) by CKS Cor. 13 at report_delta;
         (discrete) Laplace: epsilon (L1 sensitivity 2 for the whole table); gaussian: as stated."""
-        from ..mechanisms.accounting import PrivacyCost, compose
+        from ..mechanisms.accounting import PrivacyCost, zcdp_epsilon
 
         rec = self.statistics.counts
         delta = self.reporting_delta()
         if rec.mechanism == "discrete-gaussian":
-            part = PrivacyCost(math.inf, delta, self._rho(), "zcdp", "worst pair of cells")
-            return compose([part], delta)
+            rho = self._rho()
+            return PrivacyCost(zcdp_epsilon(rho, delta), delta, rho, "zcdp", "rho of the worst pair of cells; "
+                               f"(epsilon, delta) by Canonne, Kamath & Steinke 2020, Cor. 13 at delta {delta:g}")
         if rec.mechanism == "gaussian":
             return PrivacyCost(float(rec.epsilon), float(rec.delta), None, "approximate", "as stated")
         return PrivacyCost(float(rec.epsilon), 0.0, None, "pure", "pure epsilon-DP (L1 sensitivity 2)")
-
-    def total_privacy_cost(self) -> tuple[float, float]:
-        return self.privacy().as_tuple()
-
-    def reporting_delta(self) -> float:
-        if self.report_delta is not None:
-            return float(self.report_delta)
-        return 1e-6
 
     def area_totals(self) -> np.ndarray | None:
         if self.invariants is None or self.invariants.area_totals is None:

@@ -46,7 +46,7 @@ its sensitivity X_eff^2 is already the replace-one value.
 
 Each party spends the full (eps, delta) on its own rows; the parties' rows are
 disjoint, so the release as a whole is (eps, delta)-DP by parallel composition
-(:meth:`LinearRegressionRelease.total_privacy_cost`).
+(:meth:`LinearRegressionRelease.privacy`).
 
 Priors (004 eq. 4 and Sec. 4.1): theta ~ N(m, C), sigma_y^2 ~ IG(a, b),
 Sigma_x ~ IW(Lambda, kappa).  Defaults as in Sec. 5.1: a = 20, b = 0.5, m = 0,

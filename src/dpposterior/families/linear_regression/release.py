@@ -147,7 +147,7 @@ class LinearRegressionRelease(ReleaseBase):
     def regression_data(self) -> RegressionData:
         return _resolve(self)
 
-    def total_privacy_cost(self) -> tuple[float, float]:
+    def privacy(self):
         """Parallel composition: every party spends (eps, delta) on its own, disjoint rows.
 
         Within a party with ``composition = "joint"``, xtx/xty(/yty) are one mechanism (one
@@ -169,7 +169,10 @@ class LinearRegressionRelease(ReleaseBase):
                 dlt += st.lambda_min.delta or 0.0
             eps_j.append(eps)
             delta_j.append(dlt)
-        return max(eps_j), max(delta_j)
+        from ...mechanisms.accounting import PrivacyCost
+
+        eps, dlt = max(eps_j), max(delta_j)
+        return PrivacyCost(eps, dlt, None, "approximate" if dlt > 0 else "pure", self.privacy_composition)
 
     privacy_composition: ClassVar[str] = "parallel (each data holder spends (epsilon, delta) on its own disjoint rows)"
 
