@@ -15,12 +15,11 @@ import math
 import numpy as np
 
 from ..errors import require
-from .accounting import PrivacyCost
 from .integer import IntegerNoise, two_sided_geometric
-from .laplace import LaplaceAudit
+from .laplace import LaplaceShape
 
 
-class DiscreteLaplace(LaplaceAudit, IntegerNoise):
+class DiscreteLaplace(LaplaceShape, IntegerNoise):
     """Discrete Laplace noise, P(k) proportional to exp(-|k| epsilon / sensitivity) on the integers."""
 
     name = "discrete-laplace"
@@ -59,19 +58,10 @@ class DiscreteLaplace(LaplaceAudit, IntegerNoise):
     def draw(self, shape, rng):
         return two_sided_geometric(1.0 / self.scale, shape, rng)
 
-    def log_mass_shape(self):
-        return ("laplace", self.scale)
-
     @property
     def noise_variance(self) -> float:
         q = math.exp(-1.0 / self.scale)
         return 2.0 * q / (1.0 - q) ** 2
-
-    def privacy_cost(self):
-        return (self.epsilon, 0.0)
-
-    def privacy_accounting(self, delta=None, dim=1) -> PrivacyCost:
-        return PrivacyCost(self.epsilon, 0.0, 0.5 * self.epsilon ** 2, "pure", "pure epsilon-DP")
 
     # ------------------------------------------------------------------ release-file side
     @classmethod
@@ -84,14 +74,6 @@ class DiscreteLaplace(LaplaceAudit, IntegerNoise):
         cls.check_integer_values(record.value)
 
     @classmethod
-    def from_record(cls, record, sensitivity=None):
-        return cls(record.epsilon, sensitivity if sensitivity is not None else record.sensitivity)
-
-    @property
-    def noise_scale(self) -> float:
-        return self.scale
-
-    @classmethod
     def _from_scale(cls, scale):
         return cls(1.0, float(scale))
 
@@ -102,7 +84,7 @@ class DiscreteLaplace(LaplaceAudit, IntegerNoise):
         return opendp_integer_vector(values, lambda domain: dp.m.make_laplace(
             domain, dp.l1_distance(T=int), scale=float(scale)))
 
-    # the audit side (L1 sensitivity, epsilon = sensitivity / t, the log-ratio score) is Laplace's
+    # record, scale, pure-epsilon cost, log-mass shape and the audit side: LaplaceShape (as for Laplace)
 
     def __repr__(self):
         return f"DiscreteLaplace(epsilon={self.epsilon:g}, sensitivity={self.sensitivity:g})"

@@ -12,9 +12,25 @@ from ..errors import require
 from .base import Mechanism, as_rng, opendp_vector
 
 
-class LaplaceAudit:
-    """The audit side of a mechanism with mass or density proportional to exp(-|y - s| / b), b = sensitivity /
-    epsilon (Laplace and discrete Laplace): L1 sensitivity, epsilon = sensitivity / b, the log-ratio score."""
+class LaplaceShape:
+    """What a mechanism with mass or density proportional to exp(-|y - s| / b), b = sensitivity / epsilon, states
+    the same way whether it is continuous (Laplace) or on the integers (discrete Laplace): its record, scale,
+    pure-epsilon cost and log-mass shape, and its audit side (L1 sensitivity, epsilon = sensitivity / b, the
+    log-ratio score).  The class sets ``epsilon``, ``sensitivity`` and ``scale``."""
+
+    @classmethod
+    def from_record(cls, record, sensitivity=None):
+        return cls(record.epsilon, sensitivity if sensitivity is not None else record.sensitivity)
+
+    @property
+    def noise_scale(self) -> float:
+        return self.scale
+
+    def privacy_cost(self):
+        return (self.epsilon, 0.0)
+
+    def log_mass_shape(self):
+        return ("laplace", self.scale)
 
     sensitivity_norm = "L1"
 
@@ -37,7 +53,7 @@ class LaplaceAudit:
         return -np.abs(out - s).sum(-1) / noise[2]
 
 
-class Laplace(LaplaceAudit, Mechanism):
+class Laplace(LaplaceShape, Mechanism):
     """Laplace noise of scale ``scale`` = sensitivity / epsilon (pure epsilon-DP)."""
 
     name = "laplace"
@@ -64,22 +80,8 @@ class Laplace(LaplaceAudit, Mechanism):
 
         return np.asarray(s, float) + stats.laplace.ppf(np.asarray(u, float), scale=self.scale)
 
-    def privacy_cost(self):
-        return (self.epsilon, 0.0)
-
     def tail_window(self, tail=1e-12):
         return self.scale * float(np.log(1.0 / tail))
-
-    def log_mass_shape(self):
-        return ("laplace", self.scale)
-
-    @classmethod
-    def from_record(cls, record, sensitivity=None):
-        return cls(record.epsilon, sensitivity if sensitivity is not None else record.sensitivity)
-
-    @property
-    def noise_scale(self) -> float:
-        return self.scale
 
 
     @classmethod
