@@ -180,78 +180,50 @@ def _draw_pair(m, p, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u
 
 # --------------------------------------------------------------------------- slice sampling
 @numba.njit(cache=True)
-def _logf(code, x, a, b, c, d):
+def _logf(code, x, a, b, c, d, z, Yg, Sg):
     """The univariate log full conditionals, by code:
     0 effect:   a x - b e^x - (x - d)^2 / (2 c^2)     (u_g, v_p, alpha_c: counts a, exposure sum b)
     1 log-sd:   -a x - b e^(-2x) / 2 - e^(2x) / (2 c^2) + x   (centred tau: a = #effects, b = sum of squares)
+    2 non-centred log tau, u = e^x z held fixed: sum_g (Y_g e^x z_g - S_g e^(e^x z_g)) - e^(2x) / (2 c^2) + x
+    (``z``, ``Yg``, ``Sg`` are read by code 2 only)
     """
     if code == 0:
         return a * x - b * math.exp(x) - (x - d) * (x - d) / (2.0 * c * c)
-    return -a * x - 0.5 * b * math.exp(-2.0 * x) - math.exp(2.0 * x) / (2.0 * c * c) + x
+    if code == 1:
+        return -a * x - 0.5 * b * math.exp(-2.0 * x) - math.exp(2.0 * x) / (2.0 * c * c) + x
+    tau = math.exp(x)
+    out = 0.0
+    for g in range(z.shape[0]):
+        t = tau * z[g]
+        out += Yg[g] * t - Sg[g] * math.exp(t)
+    return out - tau * tau / (2.0 * c * c) + x
 
 
 @numba.njit(cache=True)
-def _slice(code, x0, a, b, c, d, w, key, idx, it, slot):
-    """One slice-sampling step (Neal 2003: stepping out, then shrinkage) from x0."""
-    f0 = _logf(code, x0, a, b, c, d)
+def _slice(code, x0, a, b, c, d, w, key, idx, it, slot, z, Yg, Sg):
+    """One slice-sampling step (Neal 2003: stepping out, then shrinkage) from x0, on ``_logf(code, ...)``."""
+    f0 = _logf(code, x0, a, b, c, d, z, Yg, Sg)
     level = f0 + math.log(_uniform(key, idx, it, slot))
     left = x0 - w * _uniform(key, idx, it, slot + 1)
     right = left + w
     # at most STEP_OUT steps, split at random between the two sides (Neal 2003, Fig. 3): exact when it binds
     j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
     k = STEP_OUT - 1 - j
-    while j > 0 and _logf(code, left, a, b, c, d) > level:
+    while j > 0 and _logf(code, left, a, b, c, d, z, Yg, Sg) > level:
         left -= w
         j -= 1
-    while k > 0 and _logf(code, right, a, b, c, d) > level:
+    while k > 0 and _logf(code, right, a, b, c, d, z, Yg, Sg) > level:
         right += w
         k -= 1
     for j in range(200):
         x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
-        if _logf(code, x, a, b, c, d) > level:
+        if _logf(code, x, a, b, c, d, z, Yg, Sg) > level:
             return x
         if x < x0:
             left = x
         else:
             right = x
     return x0
-
-
-@numba.njit(cache=True)
-def _nc_tau_logf(t, z, Yg, Sg, scale):
-    """Non-centred log tau: sum_g (Y_g e^t z_g - S_g e^(e^t z_g)) + half-normal prior on e^t + Jacobian."""
-    tau = math.exp(t)
-    out = 0.0
-    for g in range(z.shape[0]):
-        x = tau * z[g]
-        out += Yg[g] * x - Sg[g] * math.exp(x)
-    return out - tau * tau / (2.0 * scale * scale) + t
-
-
-@numba.njit(cache=True)
-def _nc_tau_slice(t0, z, Yg, Sg, scale, key, idx, it, slot):
-    f0 = _nc_tau_logf(t0, z, Yg, Sg, scale)
-    level = f0 + math.log(_uniform(key, idx, it, slot))
-    w = 0.5
-    left = t0 - w * _uniform(key, idx, it, slot + 1)
-    right = left + w
-    j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
-    k = STEP_OUT - 1 - j
-    while j > 0 and _nc_tau_logf(left, z, Yg, Sg, scale) > level:
-        left -= w
-        j -= 1
-    while k > 0 and _nc_tau_logf(right, z, Yg, Sg, scale) > level:
-        right += w
-        k -= 1
-    for j in range(200):
-        x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
-        if _nc_tau_logf(x, z, Yg, Sg, scale) > level:
-            return x
-        if x < t0:
-            left = x
-        else:
-            right = x
-    return t0
 
 
 # --------------------------------------------------------------------------- one chain
@@ -266,6 +238,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
     PARAM = G + 10  # counter index base of the shared parameters (areas use 0..G-1)
     Yg = np.zeros(G)
     Sg = np.zeros(G)
+    z = np.zeros(G)  # u / tau, for the non-centred tau update
     ea = np.empty(C)
     for it in range(warmup + draws):
         # ---- latent counts (per area; counters depend on the area only)
@@ -305,7 +278,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
             vg = v[pidx[g]] if has_p else 0.0
             Sg[g] = E[g] * math.exp(vg) * sum_ea
             w = 2.5 / math.sqrt(Yg[g] + 1.0 / (tau * tau))
-            u[g] = _slice(0, u[g], Yg[g], Sg[g], tau, 0.0, w, key, g, it, 5000)
+            u[g] = _slice(0, u[g], Yg[g], Sg[g], tau, 0.0, w, key, g, it, 5000, z, Yg, Sg)
         # ---- parent effects
         if has_p:
             taup = math.exp(log_taup)
@@ -317,7 +290,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
                         a += Yg[g]
                         b += E[g] * math.exp(u[g]) * sum_ea
                 w = 2.5 / math.sqrt(a + 1.0 / (taup * taup))
-                v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, PARAM + 100 + p, it, 0)
+                v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, PARAM + 100 + p, it, 0, z, Yg, Sg)
         # ---- cell effects
         A = 0.0
         for g in range(G):
@@ -328,24 +301,23 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
             for g in range(G):
                 Yc += y[g, c]
             w = 2.5 / math.sqrt(Yc + 1.0 / (alpha_sd * alpha_sd))
-            alpha[c] = _slice(0, alpha[c], Yc, A, alpha_sd, alpha_mean, w, key, PARAM + 1, it, 300 * c)
+            alpha[c] = _slice(0, alpha[c], Yc, A, alpha_sd, alpha_mean, w, key, PARAM + 1, it, 300 * c, z, Yg, Sg)
         # ---- tau: centred, then non-centred (interweaving)
         ss = 0.0
         for g in range(G):
             ss += u[g] * u[g]
-        log_tau = _slice(1, log_tau, G, ss, tau_scale, 0.0, 1.0, key, PARAM + 2, it, 0)
+        log_tau = _slice(1, log_tau, G, ss, tau_scale, 0.0, 1.0, key, PARAM + 2, it, 0, z, Yg, Sg)
         tau = math.exp(log_tau)
         for c in range(C):
             ea[c] = math.exp(alpha[c])
         sum_ea = 0.0
         for c in range(C):
             sum_ea += ea[c]
-        z = np.empty(G)
         for g in range(G):
             z[g] = u[g] / tau
             vg = v[pidx[g]] if has_p else 0.0
             Sg[g] = E[g] * math.exp(vg) * sum_ea
-        log_tau = _nc_tau_slice(log_tau, z, Yg, Sg, tau_scale, key, PARAM + 3, it, 0)
+        log_tau = _slice(2, log_tau, 0.0, 0.0, tau_scale, 0.0, 0.5, key, PARAM + 3, it, 0, z, Yg, Sg)
         tau = math.exp(log_tau)
         for g in range(G):
             u[g] = tau * z[g]
@@ -353,7 +325,7 @@ def _run_chain(key, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, totals
             ssp = 0.0
             for p in range(P):
                 ssp += v[p] * v[p]
-            log_taup = _slice(1, log_taup, P, ssp, taup_scale, 0.0, 1.0, key, PARAM + 4, it, 0)
+            log_taup = _slice(1, log_taup, P, ssp, taup_scale, 0.0, 1.0, key, PARAM + 4, it, 0, z, Yg, Sg)
         # ---- the likelihood-invariant shift (alpha + d, u - d): random-walk Metropolis on the priors
         # the mean of u has prior sd tau / sqrt(G): five proposals of 2.4 times that per iteration
         step = 2.4 * tau / math.sqrt(G) + 1e-3
