@@ -104,25 +104,23 @@ def knapsack_forward(log_f, lows, t_lo, t_hi):
             msg[0, t] = log_f[0, s]
     for k in range(1, K):
         for t in range(t_lo[k], t_hi[k] + 1):
+            # one-pass log-sum-exp: acc is the sum scaled by exp(-m), m the largest term so far
             m = -np.inf
-            for s in range(L):
-                prev = t - lows[k] - s
-                if prev < 0:
-                    break
-                if prev > t_hi[k - 1] or log_f[k, s] == -np.inf:
-                    continue
-                m = max(m, log_f[k, s] + msg[k - 1, prev])
-            if m == -np.inf:
-                continue
             acc = 0.0
             for s in range(L):
                 prev = t - lows[k] - s
                 if prev < 0:
                     break
-                if prev > t_hi[k - 1] or log_f[k, s] == -np.inf:
+                v = log_f[k, s] + msg[k - 1, prev] if prev <= t_hi[k - 1] else -np.inf
+                if v == -np.inf:
                     continue
-                acc += math.exp(log_f[k, s] + msg[k - 1, prev] - m)
-            msg[k, t] = m + math.log(acc)
+                if v > m:
+                    acc = acc * math.exp(m - v) + 1.0
+                    m = v
+                else:
+                    acc += math.exp(v - m)
+            if m > -np.inf:
+                msg[k, t] = m + math.log(acc)
     return msg
 
 
