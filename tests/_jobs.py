@@ -14,6 +14,19 @@ import time
 
 import numpy as np
 
+def kill_group(proc) -> None:
+    """SIGKILL a test's subprocess and its session (started with ``start_new_session=True``), then reap it."""
+    import os
+    import signal
+
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # pragma: no cover - already gone
+            pass
+    proc.wait(timeout=30)
+
+
 #: units computed by this process (the resume test checks that done units are not rerun)
 CALLS = 0
 

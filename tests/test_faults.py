@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from _jobs import kill_group
+
 import numpy as np
 import pytest
 
@@ -77,17 +79,10 @@ def _finish(proc: subprocess.Popen, timeout: float = LIMIT) -> tuple[int, str, s
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
-        _kill(proc)
+        kill_group(proc)
     return proc.returncode, out, err
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:  # pragma: no cover - already gone
-            pass
-        proc.wait(timeout=30)
 
 
 def _temps(folder: Path) -> list[str]:
@@ -316,7 +311,7 @@ def test_two_calibrate_runs_never_share_a_checkpoint(tmp_path):
         code, _, err = _finish(first)
         assert code == 0, err
     finally:
-        _kill(first)
+        kill_group(first)
     # afterwards the other seed runs (fresh), and resuming it onto the first's checkpoint is refused
     code, _, err = _finish(_cli([*_set(STUDY, "--seed", 9), "--out", "C.json", "--resume"], tmp_path))
     _one_line_refusal(code, err, "belongs to a different run")
@@ -410,7 +405,7 @@ def scheduler(tmp_path):
         yield address, procs, add_worker
     finally:
         for proc in procs.values():
-            _kill(proc)
+            kill_group(proc)
 
 
 def test_no_worker_is_one_line_naming_the_scheduler_and_the_checkpoint(scheduler, tmp_path):
@@ -441,10 +436,10 @@ def test_lost_scheduler_is_one_line_and_resume_finishes(scheduler, tmp_path):
     client = _cli(_cluster_study(address, "L.json"), tmp_path)
     try:
         _wait_for(lambda: _done_units(tmp_path / "L.json.ckpt.json") >= 2, 180, "2 units", [client])
-        _kill(procs["scheduler"])
+        kill_group(procs["scheduler"])
         code, _, err = _finish(client, timeout=120)
     finally:
-        _kill(client)
+        kill_group(client)
     line = _one_line_refusal(code, err, f"lost the Dask scheduler {address}", "rerun with --resume")
     assert "Dask worker connected" in err  # progress named the connected workers
     done = _done_units(tmp_path / "L.json.ckpt.json")
@@ -466,11 +461,11 @@ def test_finished_units_of_a_dead_worker_are_not_recomputed(scheduler, tmp_path)
     try:
         _wait_for(lambda: _done_units(ck) >= 6, 120, "6 units done", [job])
         done_before = set(json.loads(ck.read_text())["results"])
-        _kill(procs["w2"])
+        kill_group(procs["w2"])
         out, _ = job.communicate(timeout=LIMIT)
         assert job.returncode == 0, out
     finally:
-        _kill(job)
+        kill_group(job)
     runs = [int(line) for line in log.read_text().split()]
     assert sorted(set(runs)) == list(range(24))
     assert all(runs.count(int(k)) == 1 for k in done_before), (done_before, runs)

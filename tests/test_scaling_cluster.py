@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _jobs import kill_group
 
 import pytest
 
@@ -47,13 +48,6 @@ def _spawn(args, log: Path) -> subprocess.Popen:
                             start_new_session=True, env=env)
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:  # pragma: no cover - already gone
-            pass
-    proc.wait(timeout=30)
 
 
 def _wait_for(predicate, timeout: float, what: str, procs=()):
@@ -97,7 +91,7 @@ def cluster(tmp_path):
         yield address, procs
     finally:
         for proc in procs.values():
-            _kill(proc)
+            kill_group(proc)
 
 
 def _safe_count(address: str) -> int:
@@ -121,11 +115,11 @@ def test_study_survives_a_killed_worker_and_a_killed_client(cluster, tmp_path):
     try:
         _wait_for(lambda: _done_units(ck) >= 3, 180, "3 units on the cluster", [client])
         done_at_kill = _done_units(ck)
-        _kill(procs["w2"])
+        kill_group(procs["w2"])
         assert done_at_kill < UNITS, "the study ended before the worker could be killed"
         assert client.wait(timeout=300) == 0, (tmp_path / "client1.log").read_text()
     finally:
-        _kill(client)
+        kill_group(client)
     assert _n_workers(address) == 1
     assert out.read_text() == reference.read_text()
 
@@ -136,14 +130,14 @@ def test_study_survives_a_killed_worker_and_a_killed_client(cluster, tmp_path):
     client = _spawn(args, tmp_path / "client2.log")
     try:
         _wait_for(lambda: _done_units(ck2) >= 2, 180, "2 units before killing the client", [client])
-        _kill(client)
+        kill_group(client)
     finally:
-        _kill(client)
+        kill_group(client)
     done = _done_units(ck2)
     assert 2 <= done < UNITS and not out2.exists()
     resumed = _spawn([*args, "--resume"], tmp_path / "client3.log")
     try:
         assert resumed.wait(timeout=300) == 0, (tmp_path / "client3.log").read_text()
     finally:
-        _kill(resumed)
+        kill_group(resumed)
     assert out2.read_text() == reference.read_text()
