@@ -27,13 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
-from ..release import FORMAT, ReleaseBase, check_epsilon_range
+from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
 POSTPROCESSING = ("none", "nonnegative")
-#: a released value further than this many noise scales from [0, total possible] is refused
-INCONSISTENCY_SCALES = 50.0
 
 
 class CountTable(BaseModel):
