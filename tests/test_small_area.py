@@ -244,3 +244,32 @@ def test_long_format_reader_and_curator(tmp_path):
                          extra={"area_column": "county", "cell_column": "age", "exposure": {"A": 10, "B": 20}})
     rel = dp.load_release(curate(frame, opts))
     assert rel.privacy().rho == pytest.approx(0.5) and rel.G == 2 and rel.C == 2
+
+
+def test_release_command_for_small_area(tmp_path, capsys):
+    from dpposterior.cli import main
+
+    records = tmp_path / "records.csv"
+    records.write_text("county,age\nA,young\nA,old\nB,old\nB,young\nB,old\n")
+    exposure = tmp_path / "exposure.csv"
+    exposure.write_text("area,exposure\nA,100\nB,250\n")
+    out = tmp_path / "r.json"
+    base = ["release", str(records), "--family", "small-area", "--area-column", "county", "--cell-column", "age",
+            "--out", str(out)]
+    assert main([*base, "--exposure", str(exposure), "--mechanism", "discrete-gaussian", "--rho", "0.5",
+                 "--postprocessing", "nonnegative", "--seed", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "rho 0.5 (zCDP)" in captured.out and "integer noise from a seeded numpy generator" in captured.err
+    rel = dp.load_release(out)
+    assert rel.exposure == [100.0, 250.0] and rel.postprocessing == "nonnegative"
+    assert rel.privacy().rho == pytest.approx(0.5)
+    # options a curator does not use are refused in one line, exit 2
+    assert main([*base, "--column", "x", "--mechanism", "discrete-gaussian", "--rho", "0.5"]) == 2
+    assert "column: not an option of the small-area curator" in capsys.readouterr().err
+    other = ["release", str(records), "--family", "multinomial", "--column", "age", "--epsilon", "1", "--out",
+             str(out), "--area-column", "county"]
+    assert main(other) == 2
+    assert "area-column: not an option of the multinomial curator" in capsys.readouterr().err
+    exposure.write_text("area,exposure\nA,abc\n")
+    assert main([*base, "--exposure", str(exposure), "--mechanism", "discrete-gaussian", "--rho", "0.5"]) == 2
+    assert "exposure: row 1" in capsys.readouterr().err

@@ -85,25 +85,39 @@ def release_cmd(
     design: Optional[Path] = typer.Option(None, "--design",
                                           help="linreg-ju: public design JSON (x_mean, x_cov, noise_variance, "
                                                "clamp); default Xiong et al.'s."),
+    area_column: Optional[str] = typer.Option(None, "--area-column", help="small-area: the area id column."),
+    cell_column: Optional[str] = typer.Option(None, "--cell-column", help="small-area: the cell (category) column."),
+    exposure: Optional[Path] = typer.Option(None, "--exposure", help="small-area: public CSV of area, exposure."),
+    postprocessing: Optional[str] = typer.Option(None, "--postprocessing",
+                                                 help="small-area: none or nonnegative (released max(0, y + e))."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
-    from .curator import CurateOptions, build_release
+    from .curator import CurateOptions, build_release, read_exposure
     from .errors import check_output_path
 
     check_output_path(out, "--out")
+    small_area = {"area_column": area_column, "cell_column": cell_column, "postprocessing": postprocessing,
+                  "exposure": read_exposure(exposure) if exposure is not None else None}
     options = CurateOptions(
         family=family, epsilon=epsilon, rho=rho, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
         epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
         intercept=intercept, seed=seed, population=population, trials=trials, times=times, design=design,
+        extra={k: v for k, v in small_area.items() if v is not None},
     )
     release = build_release(data, options)
     release.save(out)
     cost = release.privacy()
     typer.echo(f"wrote {out} (family {release.family}, total {cost.describe()}, neighbouring {release.neighbouring})")
     if seed is not None:
-        typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
-                   "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)
+        from .mechanisms.noise import SEEDED_INTEGER_NOTE
+
+        if SEEDED_INTEGER_NOTE in release.to_json():  # integer noise: an exact sampler, but a seeded generator
+            typer.echo("note: --seed draws integer noise from a seeded numpy generator: reproducible, not for "
+                       "publication; omit --seed for OpenDP's samplers", err=True)
+        else:
+            typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
+                       "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)
 
 
 @app.command("infer")

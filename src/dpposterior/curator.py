@@ -29,6 +29,33 @@ def read_csv(path):
         raise InputError("data", f"cannot read CSV ({exc})") from None
 
 
+#: the small-area curator's options, carried in ``CurateOptions.extra``
+SMALL_AREA_OPTIONS = ("area_column", "cell_column", "exposure", "postprocessing")
+
+
+def read_exposure(path) -> dict:
+    """A public exposure file (CSV with columns ``area``, ``exposure``) -> {area id: exposure > 0}."""
+    import numpy as np
+
+    frame = read_csv(path)
+    for col in ("area", "exposure"):
+        if col not in frame.columns:
+            raise InputError("exposure", f"no column {col!r} in {path} (columns: area, exposure)")
+    values = frame["exposure"].to_numpy()
+    for row, (area, value) in enumerate(zip(frame["area"].astype(str), values), start=1):
+        try:
+            ok = float(value) > 0 and np.isfinite(float(value))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise InputError("exposure", f"row {row}: exposure of area {area!r} must be a finite number > 0 "
+                             f"(got {value!r})")
+    areas = frame["area"].astype(str)
+    if areas.duplicated().any():
+        raise InputError("exposure", f"area {areas[areas.duplicated()].iloc[0]!r} appears twice")
+    return {a: float(v) for a, v in zip(areas, values)}
+
+
 def check_budget(options: CurateOptions) -> None:
     """Exactly one budget: ``--rho`` for the discrete Gaussian (zCDP), ``--epsilon`` for everything else."""
     from .release import check_epsilon_range
@@ -83,6 +110,9 @@ def build_release(data_path, options: CurateOptions):
     for name in ("population", "trials", "times"):  # the sir curator's options (--population, ...)
         if family.name != "sir" and getattr(options, name, None) is not None:
             raise InputError(name, f"not an option of the {family.name} curator (sir only)")
+    for name in SMALL_AREA_OPTIONS:  # the small-area curator's (--area-column, ...)
+        if family.name != "small-area" and name in (options.extra or {}):
+            raise InputError(name.replace("_", "-"), f"not an option of the {family.name} curator (small-area only)")
     frame = read_csv(data_path)
     release_dict = family.curate(frame, options)
     return load_release(release_dict)

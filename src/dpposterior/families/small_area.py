@@ -277,8 +277,9 @@ def curate(frame, options) -> dict:
     ``--epsilon E``).  Areas and cells are the public lists in ``extra`` or, if absent, read from the data
     (with a note: declare them publicly)."""
     from ..mechanisms.noise import draw_noise
-    from ._curate import require_column
+    from ._curate import reject_unused, require_column
 
+    reject_unused(options, {"mechanism"}, "small-area")
     extra = dict(options.extra or {})
     area_col = extra.pop("area_column", None)
     cell_col = extra.pop("cell_column", None)
