@@ -10,7 +10,8 @@ error modeling"; this family is that model (docs/small-area.md):
     y_gc ~ Poisson(E_g lambda_gc),   log lambda_gc = alpha_c + u_g (+ v_parent(g)),
     u_g ~ N(0, tau^2),  v_p ~ N(0, tau_parent^2),  alpha_c ~ N(0, 10^2),  tau, tau_parent ~ half-N(0, 1),
 
-with E_g the public exposure (population at risk; 1 when not given).  Sensitivity (replace-one):
+with E_g the public exposure (population at risk; 1 when not given; it may also be given per area and
+cell, E_gc, e.g. births in each period).  Sensitivity (replace-one):
 one person moves between two cells of the table (possibly in two areas), so the table changes by
 -1 in one cell and +1 in another: L1 = 2, L2 = sqrt(2); with per-cell sigma the zCDP cost is the
 worst pair, rho = (1/sigma_a^2 + 1/sigma_b^2)/2 over the two smallest sigmas.  Invariants are
@@ -81,7 +82,8 @@ class SmallAreaRelease(ReleaseBase):
     family: Literal["small-area"]
     areas: list[str]
     parents: list[str] | None = None
-    exposure: list[float] | None = None
+    #: per area (G numbers) or per area and cell (G lists of C numbers: e.g. births in each period)
+    exposure: list[float] | list[list[float]] | None = None
     cells: list[str]
     statistics: SmallAreaStatistics
     invariants: Invariants | None = None
@@ -102,9 +104,15 @@ class SmallAreaRelease(ReleaseBase):
         if self.parents is not None and len(self.parents) != G:
             raise ValueError(f"parents: has {len(self.parents)} ids, expected one per area ({G})")
         if self.exposure is not None:
-            e = np.asarray(self.exposure, float)
-            if e.shape != (G,) or not np.all(np.isfinite(e) & (e > 0)):
-                raise ValueError(f"exposure: must be {G} finite numbers > 0 (one per area)")
+            try:
+                e = np.asarray(self.exposure, float)
+            except ValueError:
+                raise ValueError(f"exposure: must be {G} numbers (one per area) or {G} x {C} (per area and cell)")
+            if e.shape not in ((G,), (G, C)):
+                raise ValueError(f"exposure: is {'x'.join(map(str, e.shape))}, expected {G} numbers (one per area) "
+                                 f"or {G} x {C} (per area and cell)")
+            if not np.all(np.isfinite(e) & (e > 0)):
+                raise ValueError("exposure: must be finite numbers > 0")
         if self.postprocessing not in POSTPROCESSING:
             raise ValueError(f"postprocessing: must be one of {', '.join(POSTPROCESSING)} (got {self.postprocessing!r})")
         if rec.mechanism not in SMALL_AREA_MECHANISMS:
@@ -178,7 +186,11 @@ class SmallAreaRelease(ReleaseBase):
         return np.asarray(self.statistics.counts.value, float)
 
     def exposures(self) -> np.ndarray:
-        return np.ones(self.G) if self.exposure is None else np.asarray(self.exposure, float)
+        """The exposure as a G x C array (an exposure per area is the same for each of its cells)."""
+        if self.exposure is None:
+            return np.ones((self.G, self.C))
+        e = np.asarray(self.exposure, float)
+        return np.repeat(e[:, None], self.C, axis=1) if e.ndim == 1 else e
 
     def noise_sigma(self) -> np.ndarray:
         """The noise scale of every cell, G x C: sigma, or the (discrete-)Laplace scale 2/epsilon."""
