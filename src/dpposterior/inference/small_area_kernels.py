@@ -1,0 +1,540 @@
+"""Compiled kernels of the small-area engine ``exact-da`` (issue 28): the four phases of an iteration.
+
+The model, the sampler and its references are in inference/small_area.py (the engine); this module
+holds what runs in the hot loop -- the exact draws of the latent counts (enumeration over a window),
+the slice and Metropolis updates of the effects -- split into phases that run in one compiled loop
+(:func:`run_serial`) or with phases 1 and 3 on Dask partitions (inference/small_area_dask.py), with
+the same arithmetic and the same counter-based random numbers (splitmix64 of (chain key, area or
+parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+#: the most stepping-out steps of a slice update (split at random between the two sides)
+STEP_OUT = 50
+GAUSS, LAPLACE = 0, 1
+
+#: log k! is tabulated up to this k; beyond it the kernels call lgamma (counts that large are rare)
+LGAMMA_TABLE = 2_000_000
+
+
+@numba.njit(cache=True, inline="always")
+def _lfact(lgam, k):
+    return lgam[k] if k < lgam.shape[0] else math.lgamma(k + 1.0)
+
+
+# --------------------------------------------------------------------------- counter-based uniforms
+@numba.njit(cache=True, inline="always")
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, inline="always")
+def _uniform(key, a, b, c):
+    """A uniform in (0, 1) from the counter (a, b, c) under ``key`` (splitmix64 chained)."""
+    z = _mix(key ^ (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)))
+    z = _mix(z + np.uint64(b) * np.uint64(0xD1B54A32D192ED03))
+    z = _mix(z + np.uint64(c) * np.uint64(0x8CB92BA72F3D8DD7))
+    return (np.float64(z >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _normal(key, a, b, c):
+    u1 = _uniform(key, a, b, 2 * c)
+    u2 = _uniform(key, a, b, 2 * c + 1)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+# --------------------------------------------------------------------------- noise and windows
+@numba.njit(cache=True, inline="always")
+def _log_eta(kind, scale, d):
+    if kind == GAUSS:
+        return -0.5 * (d / scale) * (d / scale)
+    return -abs(d) / scale
+
+
+@numba.njit(cache=True, inline="always")
+def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow):
+    """log p(released | latent y) up to a constant in y: eta(y* - y), or P(e <= -y) for a post-processed 0."""
+    if zero_pp:
+        if y >= zero_tab.shape[1]:
+            return -np.inf
+        return zero_tab[zrow, y]
+    return _log_eta(kind, scale, ystar - y)
+
+
+@numba.njit(cache=True)
+def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf):
+    """One exact draw of y from Poisson(y; mu) * p(y* | y) over its window (``buf``: scratch of the window's
+    width; one exp per value: log-weights, then weights, then the inverse-CDF walk)."""
+    if zero_pp:
+        lo, hi = 0, zero_tab.shape[1] - 1
+    else:
+        lo = max(0, int(math.floor(ystar - half)))
+        hi = int(math.ceil(ystar + half))
+    # the Poisson's own window, where it is narrower (mass outside < 1e-12)
+    plo = int(mu - 8.0 * math.sqrt(mu) - 10.0)
+    phi = int(mu + 8.0 * math.sqrt(mu) + 10.0)
+    if plo > lo and plo <= hi:
+        lo = plo
+    if phi < hi and phi >= lo:
+        hi = phi
+    if hi - lo + 1 > buf.shape[0]:
+        hi = lo + buf.shape[0] - 1
+    logmu = math.log(mu) if mu > 0 else -745.0
+    best = -np.inf
+    for y in range(lo, hi + 1):
+        lg = lgam[y] if y < lgam.shape[0] else math.lgamma(y + 1.0)
+        w = y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow)
+        buf[y - lo] = w
+        if w > best:
+            best = w
+    if best == -np.inf:
+        return max(lo, int(ystar))
+    total = 0.0
+    for i in range(hi - lo + 1):
+        w = math.exp(buf[i] - best)
+        buf[i] = w
+        total += w
+    target = u * total
+    run = 0.0
+    for i in range(hi - lo + 1):
+        run += buf[i]
+        if run >= target:
+            return lo + i
+    return hi
+
+
+@numba.njit(cache=True)
+def _draw_pair(m, p, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u):
+    """The split s of m = y_c + y_c' (y_c = s), exactly: Binomial(s; m, p) eta1(y1* - s) eta2(y2* - m + s)."""
+    lo = 0 if z1 else max(0, int(math.floor(y1 - h1)))
+    hi = (zt.shape[1] - 1) if z1 else int(math.ceil(y1 + h1))
+    if z2:
+        lo = max(lo, m - (zt.shape[1] - 1))
+    else:
+        lo = max(lo, m - int(math.ceil(y2 + h2)))
+        hi = min(hi, m - max(0, int(math.floor(y2 - h2))))
+    hi = min(hi, m)
+    lo = max(lo, 0)
+    if hi < lo:
+        return -1
+    lp = math.log(p) if p > 0 else -745.0
+    lq = math.log1p(-p) if p < 1 else -745.0
+    best = -np.inf
+    for s in range(lo, hi + 1):
+        w = (s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+             + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2))
+        if w > best:
+            best = w
+    if best == -np.inf:
+        return -1
+    total = 0.0
+    for s in range(lo, hi + 1):
+        total += math.exp(s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+                          + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+    target = u * total
+    run = 0.0
+    for s in range(lo, hi + 1):
+        run += math.exp(s * lp + (m - s) * lq - _lfact(lgam, s) - _lfact(lgam, m - s) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+                        + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+        if run >= target:
+            return s
+    return hi
+
+
+# --------------------------------------------------------------------------- slice sampling
+@numba.njit(cache=True, inline="always")
+def _logf(code, x, a, b, c, d):
+    """The univariate log full conditionals, by code:
+    0 effect:   a x - b e^x - (x - d)^2 / (2 c^2)     (u_g, v_p, alpha_c: counts a, exposure sum b)
+    1 log-sd:   -a x - b e^(-2x) / 2 - e^(2x) / (2 c^2) + x   (centred tau: a = #effects, b = sum of squares)
+    """
+    if code == 0:
+        return a * x - b * math.exp(x) - (x - d) * (x - d) / (2.0 * c * c)
+    return -a * x - 0.5 * b * math.exp(-2.0 * x) - math.exp(2.0 * x) / (2.0 * c * c) + x
+
+
+@numba.njit(cache=True)
+def _slice(code, x0, a, b, c, d, w, key, idx, it, slot):
+    """One slice-sampling step (Neal 2003: stepping out, then shrinkage) from x0, on ``_logf(code, ...)``."""
+    f0 = _logf(code, x0, a, b, c, d)
+    level = f0 + math.log(_uniform(key, idx, it, slot))
+    left = x0 - w * _uniform(key, idx, it, slot + 1)
+    right = left + w
+    # at most STEP_OUT steps, split at random between the two sides (Neal 2003, Fig. 3): exact when it binds
+    j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
+    k = STEP_OUT - 1 - j
+    while j > 0 and _logf(code, left, a, b, c, d) > level:
+        left -= w
+        j -= 1
+    while k > 0 and _logf(code, right, a, b, c, d) > level:
+        right += w
+        k -= 1
+    for j in range(200):
+        x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
+        if _logf(code, x, a, b, c, d) > level:
+            return x
+        if x < x0:
+            left = x
+        else:
+            right = x
+    return x0
+
+
+# --------------------------------------------------------------------------- one iteration, in four phases
+# The iteration is split where the areas meet the shared parameters, so that the same arithmetic runs
+# in one compiled loop (serial) or on Dask partitions (inference/small_area_dask.py):
+#   1. sweep (per area): apply the pending moves of the last iteration to u_g, record u_g, draw the
+#      latent counts and u_g; sum per *unit* (a parent, or a block of BLOCK areas) the counts, the
+#      exposure-weighted e^u, sum u and sum u^2;
+#   2. shared_a (client): v_p, alpha_c, tau, tau_parent from the unit sums; propose a non-centred tau;
+#   3. nc_delta (per area): the log-likelihood change of that proposal, per unit;
+#   4. shared_b (client): accept or not; the likelihood-invariant shifts; the pending moves for 1.
+# Unit sums are added up in unit order, and a partition is a run of whole units, so every sum -- and
+# so every draw -- is the same for any partitioning.
+#: hyperparameter slots of a chain's ``hyp`` vector (scalars shared by the phases)
+H_LOG_TAU, H_LOG_TAUP, H_LOG_NC_STEP, H_SCALE, H_SHIFT, H_PROPOSAL = 0, 1, 2, 3, 4, 5
+N_HYP = 6
+#: counter index of the shared parameters (areas use their own index, < 2^40)
+SHARED = 1 << 40
+#: areas per unit when the release has no parents
+BLOCK = 256
+#: target acceptance of the non-centred tau proposal during warm-up (Robbins-Monro on its log step)
+NC_TARGET = 0.44
+
+
+@numba.njit(cache=True)
+def _sweep_chain(key, it, warmup, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+                 pair_sweeps, lgam, akey, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u,
+                 UY, UB, USU, USS, buf):
+    """Phase 1 for one chain over the units of ``ustart`` (local area indices; ``ustart[-1]`` = areas)."""
+    C = ystar.shape[1]
+    tau = math.exp(hyp[H_LOG_TAU])
+    ea = np.empty(C)
+    for c in range(C):
+        ea[c] = math.exp(alpha[c])
+    for un in range(ustart.shape[0] - 1):
+        p = uparent[un]
+        ev = math.exp(v[p])
+        for c in range(C):
+            UY[un, c] = 0.0
+            UB[un, c] = 0.0
+        su = 0.0
+        sq = 0.0
+        for g in range(ustart[un], ustart[un + 1]):
+            ag = akey[g]
+            if it > 0:
+                u[g] = u[g] * hyp[H_SCALE] - hyp[H_SHIFT] - dp[p]
+                if it - 1 >= warmup:
+                    out_u[it - 1 - warmup, g] = u[g]
+            if it == warmup + out_u.shape[0]:  # the closing call: only the last draw's pending moves
+                continue
+            eu = math.exp(u[g])
+            if has_totals:
+                for rep in range(pair_sweeps):
+                    for c in range(C):
+                        c2 = (c + 1) % C
+                        if c2 == c:
+                            continue
+                        m = y[g, c] + y[g, c2]
+                        w1 = E[g, c] * ea[c]
+                        pr = w1 / (w1 + E[g, c2] * ea[c2])
+                        s = _draw_pair(m, pr, kind, scale[g, c], scale[g, c2], ystar[g, c], ystar[g, c2],
+                                       half[g, c], half[g, c2], zero_pp[g, c], zero_pp[g, c2], zero_tab,
+                                       zrow[g, c], zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c))
+                        if s >= 0:
+                            y[g, c] = s
+                            y[g, c2] = m - s
+            else:
+                for c in range(C):
+                    y[g, c] = _draw_latent(E[g, c] * ea[c] * eu * ev, kind, scale[g, c], ystar[g, c], half[g, c],
+                                           zero_pp[g, c], zero_tab, zrow[g, c], lgam, _uniform(key, ag, it, c), buf)
+            tot = 0.0
+            sg = 0.0
+            for c in range(C):
+                tot += y[g, c]
+                sg += E[g, c] * ea[c]
+            Ysum[g] = tot
+            w = 2.5 / math.sqrt(tot + 1.0 / (tau * tau))
+            u[g] = _slice(0, u[g], tot, sg * ev, tau, 0.0, w, key, ag, it, 5000)
+            eu = math.exp(u[g])
+            for c in range(C):
+                UY[un, c] += y[g, c]
+                UB[un, c] += E[g, c] * eu
+            su += u[g]
+            sq += u[g] * u[g]
+        USU[un] = su
+        USS[un] = sq
+
+
+@numba.njit(cache=True)
+def _shared_a_chain(key, it, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                    UY, UB, USS, alpha, v, hyp):
+    """Phase 2 for one chain: v_p, alpha_c, log tau, log tau_parent by slice steps on their exact full
+    conditionals (sufficient statistics: the unit sums), then a non-centred tau proposal."""
+    U, C = UY.shape
+    P = v.shape[0]
+    if has_p:  # units are the parents
+        taup = math.exp(hyp[H_LOG_TAUP])
+        for p in range(P):
+            a = 0.0
+            b = 0.0
+            for c in range(C):
+                a += UY[p, c]
+                b += math.exp(alpha[c]) * UB[p, c]
+            w = 2.5 / math.sqrt(a + 1.0 / (taup * taup))
+            v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, SHARED + 100 + p, it, 0)
+    for c in range(C):
+        a = 0.0
+        b = 0.0
+        for un in range(U):
+            a += UY[un, c]
+            b += math.exp(v[uparent[un]]) * UB[un, c]
+        w = 2.5 / math.sqrt(a + 1.0 / (alpha_sd * alpha_sd))
+        alpha[c] = _slice(0, alpha[c], a, b, alpha_sd, alpha_mean, w, key, SHARED + 1, it, 300 * c)
+    ss = 0.0
+    for un in range(U):
+        ss += USS[un]
+    hyp[H_LOG_TAU] = _slice(1, hyp[H_LOG_TAU], G, ss, tau_scale, 0.0, 1.0, key, SHARED + 2, it, 0)
+    if has_p:
+        ssp = 0.0
+        for p in range(P):
+            ssp += v[p] * v[p]
+        hyp[H_LOG_TAUP] = _slice(1, hyp[H_LOG_TAUP], P, ssp, taup_scale, 0.0, 1.0, key, SHARED + 4, it, 0)
+    hyp[H_PROPOSAL] = hyp[H_LOG_TAU] + math.exp(hyp[H_LOG_NC_STEP]) * _normal(key, SHARED + 3, it, 0)
+
+
+@numba.njit(cache=True)
+def _nc_delta_chain(E, ustart, uparent, alpha, v, hyp, u, Ysum, UD):
+    """Phase 3 for one chain: per unit, the log-likelihood change of scaling u by tau' / tau (u / tau fixed)."""
+    C = E.shape[1]
+    r = math.exp(hyp[H_PROPOSAL] - hyp[H_LOG_TAU])
+    ea = np.empty(C)
+    for c in range(C):
+        ea[c] = math.exp(alpha[c])
+    for un in range(ustart.shape[0] - 1):
+        ev = math.exp(v[uparent[un]])
+        d = 0.0
+        for g in range(ustart[un], ustart[un + 1]):
+            sg = 0.0
+            for c in range(C):
+                sg += E[g, c] * ea[c]
+            d += Ysum[g] * (r - 1.0) * u[g] - sg * ev * (math.exp(r * u[g]) - math.exp(u[g]))
+        UD[un] = d
+
+
+@numba.njit(cache=True)
+def _shared_b_chain(key, it, warmup, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                    USU, UD, alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
+    """Phase 4 for one chain: accept the non-centred tau (interweaving, Yu & Meng 2011), then the shifts
+    (alpha + d, u - d) and (v_p + d, u_children - d) by random-walk Metropolis on the priors (they leave
+    the likelihood unchanged); ``hyp`` and ``dp`` carry the moves u must make at the next sweep."""
+    U = USU.shape[0]
+    P = v.shape[0]
+    x = hyp[H_LOG_TAU]
+    xp = hyp[H_PROPOSAL]
+    delta = 0.0
+    for un in range(U):
+        delta += UD[un]
+    s2 = 2.0 * tau_scale * tau_scale
+    log_acc = delta - math.exp(2.0 * xp) / s2 + xp + math.exp(2.0 * x) / s2 - x
+    accepted = math.log(_uniform(key, SHARED + 3, it, 10)) < log_acc
+    scale = 1.0
+    if accepted:
+        scale = math.exp(xp - x)
+        hyp[H_LOG_TAU] = xp
+    if it < warmup:  # Robbins-Monro on the log step (warm-up only: the chain is Markov afterwards)
+        hyp[H_LOG_NC_STEP] += ((1.0 if accepted else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
+    hyp[H_SCALE] = scale
+    tau = math.exp(hyp[H_LOG_TAU])
+    su = 0.0
+    for un in range(U):
+        su += USU[un] * scale
+    # the mean of u has prior sd tau / sqrt(G): five proposals of 2.4 times that per iteration
+    step = 2.4 * tau / math.sqrt(G) + 1e-3
+    shift = 0.0
+    for rep in range(5):
+        d = step * _normal(key, SHARED + 5, it, rep)
+        dl = (2.0 * d * su - G * d * d) / (2.0 * tau * tau)
+        for c in range(alpha.shape[0]):
+            a0 = alpha[c] - alpha_mean
+            dl += (a0 * a0 - (a0 + d) * (a0 + d)) / (2.0 * alpha_sd * alpha_sd)
+        if math.log(_uniform(key, SHARED + 6, it, rep)) < dl:
+            for c in range(alpha.shape[0]):
+                alpha[c] += d
+            su -= G * d
+            shift += d
+    hyp[H_SHIFT] = shift
+    for p in range(P):
+        dp[p] = 0.0
+    if has_p:  # units are the parents
+        taup = math.exp(hyp[H_LOG_TAUP])
+        for p in range(P):
+            n = n_unit[p]
+            sup = USU[p] * scale - n * shift
+            d = (0.5 * tau / math.sqrt(max(n, 1)) + 1e-3) * _normal(key, SHARED + 200 + p, it, 0)
+            dl = (v[p] * v[p] - (v[p] + d) * (v[p] + d)) / (2.0 * taup * taup) + (2.0 * d * sup - n * d * d) / (2.0 * tau * tau)
+            if math.log(_uniform(key, SHARED + 200 + p, it, 10)) < dl:
+                v[p] += d
+                dp[p] = d
+    if it >= warmup:
+        k = it - warmup
+        out_tau[k] = tau
+        out_taup[k] = math.exp(hyp[H_LOG_TAUP])
+        for c in range(alpha.shape[0]):
+            out_alpha[k, c] = alpha[c]
+        if has_p:
+            for p in range(P):
+                out_v[k, p] = v[p]
+
+
+# --------------------------------------------------------------------------- the in-process driver
+@numba.njit(cache=True, parallel=True)
+def _run_chains(keys, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals, pair_sweeps, lgam,
+                akey, ustart, uparent, n_unit, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, warmup, draws,
+                y, u, alpha, v, hyp, out_alpha, out_u, out_v, out_tau, out_taup):
+    """All four phases of every iteration in one compiled loop, chains in parallel."""
+    G, C = ystar.shape
+    U = ustart.shape[0] - 1
+    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8
+    for ch in numba.prange(keys.shape[0]):
+        key = keys[ch]
+        UY = np.zeros((U, C))
+        UB = np.zeros((U, C))
+        USU = np.zeros(U)
+        USS = np.zeros(U)
+        UD = np.zeros(U)
+        Ysum = np.zeros(G)
+        dp = np.zeros(v.shape[1])
+        buf = np.empty(width)
+        for it in range(warmup + draws + 1):
+            _sweep_chain(key, it, warmup, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+                         pair_sweeps, lgam, akey, ustart, uparent, alpha[ch], v[ch], dp, hyp[ch], y[ch], u[ch],
+                         Ysum, out_u[ch], UY, UB, USU, USS, buf)
+            if it == warmup + draws:
+                break
+            _shared_a_chain(key, it, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                            UY, UB, USS, alpha[ch], v[ch], hyp[ch])
+            _nc_delta_chain(E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum, UD)
+            _shared_b_chain(key, it, warmup, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                            USU, UD, alpha[ch], v[ch], dp, hyp[ch], out_alpha[ch], out_v[ch], out_tau[ch],
+                            out_taup[ch])
+
+
+# --------------------------------------------------------------------------- the phases over all chains (Dask)
+@numba.njit(cache=True, parallel=True)
+def sweep_partition(keys, it, warmup, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals, pair_sweeps,
+                    lgam, akey, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u, UY, UB, USU, USS):
+    """Phase 1 of every chain over one partition's areas (leading chain axis on every state array)."""
+    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8 if half.size else 8
+    for ch in numba.prange(keys.shape[0]):
+        buf = np.empty(width)
+        _sweep_chain(keys[ch], it, warmup, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+                     pair_sweeps, lgam, akey, ustart, uparent, alpha[ch], v[ch], dp[ch], hyp[ch], y[ch], u[ch],
+                     Ysum[ch], out_u[ch], UY[ch], UB[ch], USU[ch], USS[ch], buf)
+
+
+@numba.njit(cache=True, parallel=True)
+def nc_delta_partition(E, ustart, uparent, alpha, v, hyp, u, Ysum, UD):
+    """Phase 3 of every chain over one partition's areas."""
+    for ch in numba.prange(alpha.shape[0]):
+        _nc_delta_chain(E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum[ch], UD[ch])
+
+
+@numba.njit(cache=True)
+def shared_a(keys, it, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent, UY, UB, USS, alpha, v, hyp):
+    """Phase 2 of every chain (the client), on the unit sums of all partitions in unit order."""
+    for ch in range(keys.shape[0]):
+        _shared_a_chain(keys[ch], it, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                        UY[ch], UB[ch], USS[ch], alpha[ch], v[ch], hyp[ch])
+
+
+@numba.njit(cache=True)
+def shared_b(keys, it, warmup, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit, USU, UD,
+             alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
+    """Phase 4 of every chain (the client)."""
+    for ch in range(keys.shape[0]):
+        _shared_b_chain(keys[ch], it, warmup, G, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                        USU[ch], UD[ch], alpha[ch], v[ch], dp[ch], hyp[ch], out_alpha[ch], out_v[ch],
+                        out_tau[ch], out_taup[ch])
+
+
+@dataclass
+class Plan:
+    """Everything the phases read, in the engine's internal area order (areas sorted by parent, so a
+    parent's areas form one unit), and the starting state of every chain."""
+
+    ystar: np.ndarray
+    E: np.ndarray
+    kind: int
+    scale: np.ndarray
+    half: np.ndarray
+    zero_pp: np.ndarray
+    zero_tab: np.ndarray
+    zrow: np.ndarray
+    has_totals: bool
+    pair_sweeps: int
+    lgam: np.ndarray
+    akey: np.ndarray      # original index of each area: the counter of its random numbers
+    order: np.ndarray     # internal position -> original area index
+    ustart: np.ndarray    # unit u holds internal areas ustart[u] .. ustart[u + 1] - 1
+    uparent: np.ndarray   # parent index of each unit (0 when there are no parents)
+    n_unit: np.ndarray
+    has_p: bool
+    prior: tuple          # alpha_mean, alpha_sd, tau_scale, tau_parent_scale
+    warmup: int
+    draws: int
+    keys: np.ndarray
+    y: np.ndarray         # (chains, G, C) latent counts
+    u: np.ndarray         # (chains, G)
+    alpha: np.ndarray     # (chains, C)
+    v: np.ndarray         # (chains, max(P, 1)); v[:, 0] stays 0 without parents
+    hyp: np.ndarray       # (chains, N_HYP)
+
+    @property
+    def chains(self) -> int:
+        return self.keys.shape[0]
+
+    @property
+    def G(self) -> int:
+        return self.ystar.shape[0]
+
+    def area_slice(self, u0: int, u1: int) -> slice:
+        return slice(int(self.ustart[u0]), int(self.ustart[u1]))
+
+
+def output_arrays(plan: Plan) -> dict:
+    ch, D = plan.chains, plan.draws
+    P = plan.v.shape[1] if plan.has_p else 0
+    return {"alpha": np.empty((ch, D, plan.alpha.shape[1])), "v": np.empty((ch, D, P)), "tau": np.empty((ch, D)),
+            "taup": np.empty((ch, D))}
+
+
+def run_serial(plan: Plan) -> dict:
+    """Every phase in one compiled loop per chain, chains in parallel threads."""
+    out = output_arrays(plan)
+    out_u = np.empty((plan.chains, plan.draws, plan.G))
+    y, u, alpha, v, hyp = (plan.y.copy(), plan.u.copy(), plan.alpha.copy(), plan.v.copy(), plan.hyp.copy())
+    _run_chains(plan.keys, plan.ystar, plan.E, plan.kind, plan.scale, plan.half, plan.zero_pp, plan.zero_tab,
+                plan.zrow, plan.has_totals, plan.pair_sweeps, plan.lgam, plan.akey, plan.ustart, plan.uparent,
+                plan.n_unit, plan.has_p, *plan.prior, plan.warmup, plan.draws, y, u, alpha, v, hyp,
+                out["alpha"], out_u, out["v"], out["tau"], out["taup"])
+    out["u"] = unpermute(plan, out_u)
+    return out
+
+
+def unpermute(plan: Plan, out_u: np.ndarray) -> np.ndarray:
+    if np.array_equal(plan.order, np.arange(plan.G)):
+        return out_u
+    res = np.empty_like(out_u)
+    res[:, :, plan.order] = out_u
+    return res
