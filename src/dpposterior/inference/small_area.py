@@ -230,17 +230,19 @@ def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs,
     post = {"alpha": alpha, "tau": tau, "u": u}
     dims = {"alpha": ["cell"], "u": ["area"], "rate": ["area", "cell"]}
     coords = {"cell": list(release.cells), "area": list(release.areas)}
-    log_rate = alpha[:, :, None, :] + u[:, :, :, None]
     if parent_ids:
         post["tau_parent"] = taup
         post["v"] = v
         dims["v"] = ["parent"]
         coords["parent"] = parent_ids
-        log_rate = log_rate + v[:, :, pidx][:, :, :, None]
-    if log_rate.size <= MAX_RATE_VALUES:
+    n_rate = alpha.shape[0] * alpha.shape[1] * u.shape[2] * alpha.shape[2]
+    if n_rate <= MAX_RATE_VALUES:  # (sized first: at 10^6 cells the array alone would be 16 GB)
+        log_rate = alpha[:, :, None, :] + u[:, :, :, None]
+        if parent_ids:
+            log_rate = log_rate + v[:, :, pidx][:, :, :, None]
         post["rate"] = np.exp(log_rate)
     else:
         attrs = {**attrs, "rate_omitted": "rate = exp(alpha[cell] + u[area] (+ v[parent])), not stored: "
-                                          f"{log_rate.size} values exceed {MAX_RATE_VALUES}"}
+                                          f"{n_rate} values exceed {MAX_RATE_VALUES}"}
     return Posterior(family="small-area", method=method, posterior=post, dims=dims, coords=coords, attrs=attrs,
                      iid=iid)
