@@ -87,6 +87,7 @@ from ..options import MCMCOptions, constrained_option, option
 from ..posterior import Posterior
 import math
 
+from .mcmc_common import chain_workers, map_chains, warmup_windows
 from .truncated import (_jit, inverse_gaussian_recip, log_diff_exp, log_gammainc, log_gammaincc, nb_inverse_gaussian_recip,
                         nb_log_diff_exp, nb_log_gammainc, nb_log_gammaincc, nb_log_ndtr, nb_logaddexp, nb_truncgamma,
                         nb_truncnorm, truncgamma_rvs, truncnorm_rvs)
@@ -536,21 +537,6 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
     return new, scale
 
 
-def warmup_windows(warmup: int) -> list[int]:
-    """Warm-up windows of doubling length from 25 (a short tail merged into the last); the proposal is
-    adapted at the end of each.  Shared by the compiled and the numpy paths so both adapt identically."""
-    windows = []
-    remaining, size = warmup, 25
-    while remaining > 0:
-        size = min(size, remaining)
-        if remaining - size < size:  # merge a short tail into the last window
-            size = remaining
-        windows.append(size)
-        remaining -= size
-        size *= 2
-    return windows
-
-
 def run_chains_numpy(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
                joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1):
     """Reference (numpy, vectorised over chains) version of :func:`run_chains`; same algorithm.
@@ -858,42 +844,6 @@ def _prop_matrix(proposal: Proposal):
     return out
 
 
-#: chains x iterations above which chains run on threads (below it the thread start costs more)
-PARALLEL_MIN_ITERATIONS = 20_000
-
-
-def default_workers(chains: int, iterations: int) -> int:
-    """Threads for the chains: all cores when the run is long enough to gain from them.
-
-    Capped by ``NUMBA_NUM_THREADS`` (set it to 1 for a single-threaded process)."""
-    import os
-
-    import numba
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    cores = min(cores, int(numba.config.NUMBA_NUM_THREADS))
-    if chains < 2 or chains * iterations < PARALLEL_MIN_ITERATIONS:
-        return 1
-    return max(1, min(cores, chains))
-
-
-def _map_chains(fn, chains: int, workers: int):
-    if workers <= 1:
-        return [fn(c) for c in range(chains)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    # the kernels release the GIL (nogil); each chain has its own generator, so the result
-    # is the same whatever the number of threads
-    blocks = [range(c, chains, workers) for c in range(workers)]
-    with ThreadPoolExecutor(workers) as ex:
-        parts = list(ex.map(lambda b: [(c, fn(c)) for c in b], blocks))
-    out = [None] * chains
-    for part in parts:
-        for c, v in part:
-            out[c] = v
-    return out
-
-
 def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
                joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1,
                workers: int | None = None):
@@ -903,7 +853,7 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
     points and the proposal adaptation are those of :func:`run_chains_numpy`; the
     iterations run in :func:`advance_chain`, one window of warm-up at a time (the proposal
     is refitted between windows, pooled over the chains of a dataset).  ``workers``: threads
-    (default :func:`default_workers`); the draws do not depend on it.
+    (default :func:`~.mcmc_common.chain_workers`); the draws do not depend on it.
     """
     if groups is None:
         groups = np.zeros(chains, dtype=np.int64)
@@ -916,7 +866,7 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
                                         (state.mu, state.sigma2, state.ybar, state.s2, state.inv_omega2)], axis=1))
     chain_rngs = rng.spawn(chains)
     if workers is None:
-        workers = default_workers(chains, warmup + draws * thin)
+        workers = chain_workers(chains, warmup + draws * thin)
     windows = warmup_windows(warmup)
     for w in windows:
         keep = max(w // 2, 1)
@@ -924,7 +874,7 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
         hist_mu = np.empty((chains, keep))
         hist_s2 = np.empty((chains, keep))
         hist_acc = np.empty((chains, keep), bool)
-        acc = np.array(_map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], w - keep,
+        acc = np.array(map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], w - keep,
                                                            keep, 1, hist_mu[c], hist_s2[c], hist_acc[c]),
                                    chains, workers), float)
         if joint_update and w >= 10:
@@ -933,7 +883,7 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
     out_mu = np.empty((chains, draws))
     out_s2 = np.empty((chains, draws))
     out_acc = np.zeros((chains, draws), bool)
-    _map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], 0, draws, thin, out_mu[c],
+    map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], 0, draws, thin, out_mu[c],
                                         out_s2[c], out_acc[c]), chains, workers)
     return {"mu": out_mu, "sigma2": out_s2, "accepted": out_acc}
 
