@@ -24,6 +24,8 @@ from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
 from dpposterior.model import MODEL_METHODS
 from dpposterior.options import EngineOptions, InferenceOptions
 
+from _examples import example
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAIRS = [(name, method) for name in FAMILY_MODULES for method in get_family(name).methods]
 
@@ -55,15 +57,8 @@ def test_model_methods_resolve(method):
     assert callable(resolve(spec.run)) and issubclass(resolve(spec.options), EngineOptions)
 
 
-_RELEASES: dict = {}
-
-
 def _release(family: str):
-    if family not in _RELEASES:
-        fam = get_family(family)
-        prior = fam.parse_prior(None, None)
-        _RELEASES[family] = fam.simulate(prior, 60, 1.0, np.random.default_rng(3)).release
-    return _RELEASES[family]
+    return example(family).release
 
 
 @pytest.mark.parametrize("option", ALL_OPTIONS)
