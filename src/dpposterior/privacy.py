@@ -211,14 +211,18 @@ def families() -> list[str]:
 
 
 def _options(spec: AuditSpec, epsilon: float, seed):
+    """The curator's typed options (``Family.curator_options``) for the spec at ``epsilon``."""
     from .curator import CurateOptions
+    from .families import get_family
 
     opts = dict(spec.options)
     extra = opts.pop("extra", {})
     if opts.get("mechanism") == "discrete-gaussian":
         # a zCDP curator runs at rho = epsilon^2 / 2, the zCDP that epsilon-DP implies (Bun & Steinke 2016)
-        return CurateOptions(family=spec.family, rho=0.5 * epsilon ** 2, seed=seed, extra=dict(extra), **opts)
-    return CurateOptions(family=spec.family, epsilon=epsilon, seed=seed, extra=dict(extra), **opts)
+        given = CurateOptions(spec.family, rho=0.5 * epsilon ** 2, seed=seed, extra=dict(extra), **opts)
+    else:
+        given = CurateOptions(spec.family, epsilon=epsilon, seed=seed, extra=dict(extra), **opts)
+    return get_family(spec.family).curator_options.from_curate(given)
 
 
 def _frame(spec: AuditSpec, records):

@@ -9,7 +9,8 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
   method table, record-level ``da-mcmc`` included,
 * ``auto_method``   -- what ``method="auto"`` picks,
 * ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
-* ``curate``        -- the curator: data frame + options -> release dict,
+* ``curate``        -- the curator: data frame + options -> release dict, with ``curator_options``, its
+  typed options class (``families/_curate.py``),
 * ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
   draws theta from the prior, data from the model, and a release through the
   mechanism; returns a :class:`SimulatedRelease`,
@@ -96,6 +97,9 @@ class Family:
     auto_method: str
     parse_prior: Callable[[Any, Any], Any]
     curate: Callable[..., dict] | None = None
+    #: the curator's typed options class (a ``families._curate.CuratorOptions`` subclass): every option
+    #: ``curate`` takes; required with ``curate``
+    curator_options: type | None = None
     #: method shown beside the main summary by ``dpposterior infer`` (noise-ignoring)
     naive_method: str | None = "naive"
     #: whether ``dpposterior infer`` computes the naive posterior unless told ``--no-naive``: off where it
@@ -112,6 +116,8 @@ class Family:
     auto_rule: Callable[[Any], str] | None = None
 
     def __post_init__(self):
+        if self.curate is not None and self.curator_options is None:
+            raise TypeError(f"family {self.name!r}: a curator needs its typed options class (curator_options=)")
         for method, spec in self.methods.items():
             if not isinstance(spec, EngineSpec):
                 raise TypeError(f"family {self.name!r}: method {method!r} must be an EngineSpec(run=, options=), "

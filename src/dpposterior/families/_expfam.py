@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,7 +28,7 @@ from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
-from ._curate import numeric_values, reject_unused, require_column
+from ._curate import CuratorOptions, given_option, numeric_values, require_column, rho_option
 
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -373,6 +373,55 @@ def parse_gamma_prior(prior, release=None) -> GammaPrior:
 
 
 # --------------------------------------------------------------------------- curators
+@dataclass(frozen=True)
+class ColumnCuratorOptions(CuratorOptions):
+    """A curator of one data column: epsilon, seed; ``column``."""
+
+    column: str | None = given_option("the data column (--column)")
+
+
+@dataclass(frozen=True)
+class CountCuratorOptions(ColumnCuratorOptions):
+    """A count curator: epsilon, seed; ``column``, ``rho``, ``mechanism``."""
+
+    rho: float | None = rho_option()
+    mechanism: str | None = given_option(f"one of {', '.join(COUNT_MECHANISMS)} (--mechanism; default laplace)")
+
+
+@dataclass(frozen=True)
+class BinomialCuratorOptions(CountCuratorOptions):
+    """Options of the binomial curator: epsilon, seed; ``column`` (0/1 values), ``rho``, ``mechanism``."""
+
+    family: ClassVar[str] = "binomial"
+
+
+@dataclass(frozen=True)
+class MultinomialCuratorOptions(CountCuratorOptions):
+    """Options of the multinomial curator: epsilon, seed; ``column``, ``rho``, ``mechanism``, ``categories``."""
+
+    family: ClassVar[str] = "multinomial"
+
+    categories: list | None = given_option("the public category labels (Python: extra; default: read from the data)")
+
+
+@dataclass(frozen=True)
+class ExponentialCuratorOptions(ColumnCuratorOptions):
+    """Options of the exponential curator: epsilon, seed; ``column``, ``bounds`` (truncation)."""
+
+    family: ClassVar[str] = "exponential"
+
+    bounds: tuple | None = given_option("public truncation bounds A B (--bounds; required)")
+
+
+@dataclass(frozen=True)
+class PoissonCuratorOptions(CountCuratorOptions):
+    """Options of the poisson curator: epsilon, seed; ``column``, ``rho``, ``mechanism``, ``bounds`` (truncation)."""
+
+    family: ClassVar[str] = "poisson"
+
+    bounds: tuple | None = given_option("public truncation bounds A B (--bounds; required)")
+
+
 def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> dict:
     """The statistic record of ``values`` released through ``options.mechanism`` (default laplace) at the
     budget the options give: epsilon (laplace, discrete-laplace) or rho (discrete-gaussian, zCDP).
@@ -381,7 +430,7 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
     """
     from ..mechanisms.registry import get_mechanism
 
-    name = options.mechanism or "laplace"
+    name = getattr(options, "mechanism", None) or "laplace"  # the exponential curator takes none
     if name not in COUNT_MECHANISMS and not _integer_noise(name):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
                          f"curator (got {name!r})")
@@ -417,7 +466,7 @@ def _numeric(col, name: str) -> np.ndarray:
 
 
 def curate_binomial(frame, options) -> dict:
-    reject_unused(options, {"column", "mechanism"}, "binomial")
+    options = BinomialCuratorOptions.from_curate(options)
     col = _column(frame, options)
     if col.dtype == bool:
         x = col.to_numpy(dtype=float)
@@ -430,9 +479,9 @@ def curate_binomial(frame, options) -> dict:
 
 
 def curate_multinomial(frame, options) -> dict:
-    reject_unused(options, {"column", "mechanism"}, "multinomial")
+    options = MultinomialCuratorOptions.from_curate(options)
     col = _column(frame, options).astype(str)
-    categories = options.extra.get("categories") if options.extra else None
+    categories = options.categories
     note = None
     if categories is None:
         # the category set should be public; taking it from the data reveals which labels occur
@@ -455,7 +504,7 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    reject_unused(options, {"column", "bounds"} | ({"mechanism"} if family == "poisson" else set()), family)
+    options = (PoissonCuratorOptions if family == "poisson" else ExponentialCuratorOptions).from_curate(options)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:

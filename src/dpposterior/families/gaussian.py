@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,7 +36,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import numeric_values, reject_unused, require_column
+from ._curate import CuratorOptions, given_option, numeric_values, require_column
 
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -236,10 +236,22 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
     raise InputError(field, f"gaussian releases two statistics: give F or 'F1,F2' (got {split!r})")
 
 
+@dataclass(frozen=True)
+class GaussianCuratorOptions(CuratorOptions):
+    """Options of the gaussian curator: epsilon, seed; ``column``, ``bounds``, ``epsilon_split``, ``mechanism``."""
+
+    family: ClassVar[str] = "gaussian"
+
+    column: str | None = given_option("the data column (--column)")
+    bounds: tuple | None = given_option("clamping bounds LO HI (--bounds; required)")
+    epsilon_split: str | None = given_option("epsilon's shares of mean and variance, F or 'F1,F2' (--epsilon-split)")
+    mechanism: str | None = given_option("laplace, the only one (--mechanism)")
+
+
 def curate(frame, options) -> dict:
     """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
 
-    reject_unused(options, {"column", "bounds", "epsilon_split", "mechanism"}, "gaussian")
+    options = GaussianCuratorOptions.from_curate(options)
     column = require_column(frame, options.column, "column")
     if options.bounds is None:
         raise InputError("bounds", "is required for the gaussian family (--bounds LO HI)")
@@ -454,6 +466,7 @@ FAMILY = Family(
     auto_method="gibbs",
     parse_prior=parse_prior,
     curate=curate,
+    curator_options=GaussianCuratorOptions,
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     simulate=simulate,

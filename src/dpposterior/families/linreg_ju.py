@@ -19,7 +19,8 @@ Release file::
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -31,7 +32,7 @@ from ..mechanisms import Laplace, draw_noise
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from ._curate import numeric_column, reject_unused
+from ._curate import CuratorOptions, given_option, numeric_column
 from ._simulator import sbi_family
 
 
@@ -191,10 +192,21 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
             "design": (design or Design()).model_dump(), "statistics": {"sufficient": rec}}
 
 
+@dataclass(frozen=True)
+class LinregJuCuratorOptions(CuratorOptions):
+    """Options of the linreg-ju curator: epsilon, seed; ``features`` (two), ``response``, ``design``."""
+
+    family: ClassVar[str] = "linreg-ju"
+
+    features: list | None = given_option("the two feature columns (--features X1,X2)")
+    response: str | None = given_option("the response column (--response)")
+    design: Any = given_option("the public design, a JSON file (--design; default Xiong et al.'s)")
+
+
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
 
-    reject_unused(options, {"features", "response", "design"}, "linreg-ju")
+    options = LinregJuCuratorOptions.from_curate(options)
     design = load_design(options.design)
     features = list(options.features or [])
     if len(features) != 2:
@@ -328,7 +340,7 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
-                    curate=curate, da_model=da_model,
+                    curate=curate, curator_options=LinregJuCuratorOptions, da_model=da_model,
                     # auto picks by measurement (issue 32; docs/benchmarks.md, "auto's choice per family"): this
                     # family has an exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact
                     # posterior at eps = 10, 1 and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off

@@ -31,7 +31,8 @@ Laplace(2K/(n epsilon)) noise on the proportions (counts: Laplace(2K/epsilon), s
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,7 +43,7 @@ from ..errors import InputError
 from ..mechanisms import Laplace, draw_noise
 from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel
-from ._curate import class_feature_tables, reject_unused
+from ._curate import CuratorOptions, class_feature_tables, given_option
 from ._simulator import sbi_family
 
 
@@ -216,6 +217,17 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(make_release(tables, epsilon, n)), confidential={"s": s})
 
 
+@dataclass(frozen=True)
+class LoglinearCuratorOptions(CuratorOptions):
+    """Options of the loglinear curator: epsilon, seed; ``columns`` (class first), ``scale``, ``mechanism``."""
+
+    family: ClassVar[str] = "loglinear"
+
+    columns: list | None = given_option("the class column, then the feature columns (--columns Y,X1,...)")
+    scale: str | None = given_option("proportions (default) or counts (--scale)")
+    mechanism: str | None = given_option("laplace, the only one (--mechanism)")
+
+
 def curate(frame, options) -> dict:
     """Curator (App. E.3): CSV records -> ``loglinear`` release.  ``--columns Y,X1,...`` (class
     first), ``--scale proportions`` (default, the paper's) or ``counts``.
@@ -227,9 +239,7 @@ def curate(frame, options) -> dict:
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
 
-    reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")
-    if options.extra:
-        raise InputError(sorted(options.extra)[0], "not an option of the loglinear curator")
+    options = LoglinearCuratorOptions.from_curate(options)
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", "loglinear tables are released with the Laplace mechanism only")
     scale = options.scale or "proportions"
@@ -276,4 +286,4 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
-                    curate=curate, da_model=da_model)
+                    curate=curate, curator_options=LoglinearCuratorOptions, da_model=da_model)

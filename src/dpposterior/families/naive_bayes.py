@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -35,7 +35,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import class_feature_tables, reject_unused
+from ._curate import CuratorOptions, class_feature_tables, given_option, rho_option
 
 
 SCALES = ("counts", "proportions")
@@ -367,6 +367,19 @@ def _structured_alpha(alpha: dict) -> DirichletPrior:
 
 # -- curator ---------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class NaiveBayesCuratorOptions(CuratorOptions):
+    """Options of the naive-bayes curator: epsilon, seed; ``rho``, ``columns`` (class first), ``scale``,
+    ``mechanism``."""
+
+    family: ClassVar[str] = "naive-bayes"
+
+    rho: float | None = rho_option()
+    columns: list | None = given_option("the class column, then the feature columns (--columns Y,X1,...)")
+    scale: str | None = given_option("counts (default) or proportions (--scale)")
+    mechanism: str | None = given_option("laplace (default), discrete-laplace or discrete-gaussian (--mechanism)")
+
+
 def curate(frame, options) -> dict:
     """CSV of categorical columns -> release.  ``--columns Y,X1,...`` (class first), ``--scale``.
 
@@ -374,7 +387,7 @@ def curate(frame, options) -> dict:
     whose level sets are themselves confidential must recode the columns first.
     """
 
-    reject_unused(options, {"columns", "scale", "mechanism"}, "naive-bayes")
+    options = NaiveBayesCuratorOptions.from_curate(options)
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
@@ -607,6 +620,7 @@ FAMILY = Family(
     mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,
+    curator_options=NaiveBayesCuratorOptions,
     naive_method="naive",
     description="naive Bayes log-linear model from Laplace-noised two-way tables (Karwa, Kifer & Slavkovic)",
     simulate=simulate,

@@ -23,7 +23,8 @@ by numpy (seeded with ``--seed``, else from OS entropy) and the record's ``sampl
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,7 +37,7 @@ from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from ._curate import numeric_column, reject_unused
+from ._curate import CuratorOptions, given_option, numeric_column
 from ._simulator import sbi_family
 
 
@@ -261,6 +262,22 @@ def _unseeded_sampler() -> str:
     return f"numpy-{np.__version__} (unseeded, OS entropy; {opendp} no binomial sampler)"
 
 
+@dataclass(frozen=True)
+class SirCuratorOptions(CuratorOptions):
+    """Options of the sir curator: epsilon, seed; ``column``, ``mechanism``, ``population``, ``trials``,
+    ``times``, ``initial_infected``, ``event_cap`` (:func:`curate`)."""
+
+    family: ClassVar[str] = "sir"
+
+    column: str | None = given_option("the infected-count column (--column; default infected)")
+    mechanism: str | None = given_option("binomial-trajectory, the only one (--mechanism)")
+    population: Any = given_option("the public population size K (--population, or a population column)")
+    trials: Any = given_option(f"binomial trials N (--trials; default {DEFAULT_TRIALS})")
+    times: Any = given_option("the time grid, one per data row (--times, or a time column)")
+    initial_infected: Any = given_option("the analyst's simulator: people infected at t = 0 (Python: extra; 1)")
+    event_cap: Any = given_option("the analyst's simulator: most events per run (Python: extra; 2,000,000)")
+
+
 def curate(frame, options) -> dict:
     """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
 
@@ -269,28 +286,19 @@ def curate(frame, options) -> dict:
     one per row in row order; with both they must agree).  The population K is public: a
     ``population`` column (the same on every row) or ``options.population`` (``--population``).
     ``--column`` renames the count column (default ``infected``).  ``options.trials``
-    (``--trials``) is N (default 1000).  ``options.extra`` may set the same three keys and
+    (``--trials``) is N (default 1000).  ``extra`` may set the same three keys and
     ``initial_infected`` (1) and ``event_cap`` (2,000,000), the analyst's simulator settings.
     s_i = Binomial(N, (I(t_i) + m)/(K + 2m))/N with m = N L / epsilon: epsilon-DP in total.
     OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
 
-    reject_unused(options, {"column", "mechanism", "population", "trials", "times"}, "sir")
+    options = SirCuratorOptions.from_curate(options)
     if options.mechanism not in (None, "binomial-trajectory"):
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
-    extra = dict(options.extra or {})
-    for key in ("population", "trials", "times"):  # --population, --trials, --times
-        value = getattr(options, key, None)
-        if value is not None:
-            if extra.get(key) is not None and extra[key] != value:
-                raise InputError(key, f"given twice with different values ({value!r} and {extra[key]!r})")
-            extra[key] = value
-    unknown = set(extra) - {"population", "trials", "times", "initial_infected", "event_cap"}
-    if unknown:
-        raise InputError(sorted(unknown)[0], "not an option of the sir curator "
-                         "(population, trials, times, initial_infected, event_cap)")
+    extra = {key: getattr(options, key) for key in ("population", "trials", "times", "initial_infected", "event_cap")
+             if getattr(options, key) is not None}
     if len(frame) == 0:
         raise InputError("data", "the CSV has no rows")
     infected_column = options.column or INFECTED_COLUMN
@@ -352,4 +360,4 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 
 FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
                     "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
-                    curate=curate, mechanisms=("binomial-trajectory",))
+                    curate=curate, curator_options=SirCuratorOptions, mechanisms=("binomial-trajectory",))

@@ -20,7 +20,8 @@ published exactly (as the Census's are); the privacy statement covers the noisy 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
+from ._curate import CuratorOptions, given_option, rho_option
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
@@ -271,24 +273,34 @@ def _release_dict(areas, cells, noisy, record, exposure=None, parents=None, tota
     return out
 
 
+@dataclass(frozen=True)
+class SmallAreaCuratorOptions(CuratorOptions):
+    """Options of the small-area curator: epsilon, seed; ``rho``, ``mechanism``, ``area_column``, ``cell_column``,
+    ``exposure``, ``postprocessing``, and the public ``areas`` / ``cells`` lists (Python: extra)."""
+
+    family: ClassVar[str] = "small-area"
+
+    rho: float | None = rho_option()
+    mechanism: str | None = given_option("discrete-gaussian (default, --rho), discrete-laplace or laplace (--mechanism)")
+    area_column: str | None = given_option("the area id column (--area-column)")
+    cell_column: str | None = given_option("the cell (category) column (--cell-column)")
+    exposure: dict | None = given_option("public exposure per area (--exposure CSV of area, exposure)")
+    postprocessing: str | None = given_option("none (default) or nonnegative (--postprocessing)")
+    areas: list | None = given_option("the public area list (Python: extra; default: read from the data)")
+    cells: list | None = given_option("the public cell list (Python: extra; default: read from the data)")
+
+
 def curate(frame, options) -> dict:
     """Record-level CSV -> noisy area x cell table (``--area-column``, ``--cell-column``; public ``--exposure``
     CSV of area, exposure; ``--mechanism discrete-gaussian --rho R`` (default) or discrete-laplace/laplace
     ``--epsilon E``).  Areas and cells are the public lists in ``extra`` or, if absent, read from the data
     (with a note: declare them publicly)."""
     from ..mechanisms.noise import draw_noise
-    from ._curate import reject_unused, require_column
+    from ._curate import require_column
 
-    reject_unused(options, {"mechanism"}, "small-area")
-    extra = dict(options.extra or {})
-    area_col = extra.pop("area_column", None)
-    cell_col = extra.pop("cell_column", None)
-    exposure_map = extra.pop("exposure", None)
-    areas = extra.pop("areas", None)
-    cells = extra.pop("cells", None)
-    post = extra.pop("postprocessing", "none")
-    if extra:
-        raise InputError(sorted(extra)[0], "not an option of the small-area curator")
+    options = SmallAreaCuratorOptions.from_curate(options)
+    area_col, cell_col, exposure_map = options.area_column, options.cell_column, options.exposure
+    areas, cells, post = options.areas, options.cells, options.postprocessing or "none"
     a = require_column(frame, area_col, "area-column").astype(str)
     c = require_column(frame, cell_col, "cell-column").astype(str)
     if areas is None:
@@ -458,6 +470,7 @@ FAMILY = Family(
     auto_method="exact-da",
     parse_prior=parse_prior,
     curate=curate,
+    curator_options=SmallAreaCuratorOptions,
     naive_method="naive",
     simulate=simulate_release,
     hooks={"prior_moments": prior_moments.small_area},

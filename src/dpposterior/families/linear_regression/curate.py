@@ -4,7 +4,8 @@ the budget split of ``--epsilon-split`` (Alparslan et al. Sec. 3; adaSSP, Wang 2
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -12,12 +13,33 @@ from . import sensitivity
 from ...errors import InputError
 from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT, default_delta
-from .._curate import numeric_column, reject_unused, require_column
+from ...options import option
+from .._curate import CuratorOptions, given_option, numeric_column, require_column
 from .release import FAMILY_NAME, SPLITS
 from .sensitivity import design_row_norm
 
 
 # ----------------------------------------------------------------------------- curator
+
+
+@dataclass(frozen=True)
+class LinearRegressionCuratorOptions(CuratorOptions):
+    """Options of the linear-regression curator: epsilon, seed; ``features``, ``response``, ``bounds``,
+    ``x_norm``, ``y_abs``, ``epsilon_split``, ``delta`` (gaussian mechanism only), ``mechanism``, ``parties``,
+    ``intercept`` (:func:`curate`)."""
+
+    family: ClassVar[str] = FAMILY_NAME
+
+    features: list | None = given_option("the feature columns (--features A,B)")
+    response: str | None = given_option("the response column (--response)")
+    bounds: tuple | None = given_option("clip every column to LO HI (--bounds)")
+    x_norm: float | None = given_option("public bound on the row norm of x (--x-norm)")
+    y_abs: float | None = given_option("public bound on |y| (--y-abs)")
+    epsilon_split: str | None = given_option("what each party releases (--epsilon-split; see curate)")
+    delta: float | None = given_option("delta of the gaussian mechanism (--delta; default 1/n)")
+    mechanism: str | None = given_option("gaussian (default) or laplace (--mechanism)")
+    parties: int = option(1, "int", "split the rows into J data holders in order (--parties)", low=1)
+    intercept: bool = option(False, "bool", "add an intercept column (--intercept)")
 
 
 def curate(frame, options) -> dict:
@@ -33,6 +55,7 @@ def curate(frame, options) -> dict:
     xty and the smallest eigenvalue of xtx).
     """
 
+    options = LinearRegressionCuratorOptions.from_curate(options)
     feats = options.features
     if not feats:
         raise InputError("features", "is required for linear-regression (--features A,B)")
@@ -48,9 +71,9 @@ def curate(frame, options) -> dict:
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
 
     # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
-    reject_unused(options, {"features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "mechanism",
-                            "parties", "intercept"} | ({"delta"} if mechanism == "gaussian" else set()),
-                  "linear-regression" + (" (laplace)" if mechanism == "laplace" else ""))
+    if mechanism == "laplace" and options.delta is not None:
+        raise InputError("delta", "not an option of the linear-regression curator with --mechanism laplace "
+                                  "(pure epsilon-DP)")
     split = options.epsilon_split or ("xtx,xty,yty" if mechanism == "laplace" else "xtx,xty")
     split = split.replace(" ", "")
     if split not in SPLITS:
@@ -83,8 +106,6 @@ def curate(frame, options) -> dict:
     y = np.clip(y, -y_abs, y_abs)
     n = X.shape[0]
     J = options.parties
-    if isinstance(J, bool) or not isinstance(J, (int, np.integer)) or J < 1:
-        raise InputError("parties", f"must be an integer >= 1 (got {J!r})")
     if J > n:
         raise InputError("parties", f"{J} parties for {n} rows: every party needs at least one row")
 
