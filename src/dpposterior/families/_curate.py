@@ -7,8 +7,9 @@ pattern of :mod:`dpposterior.options`, issue 30):
   flags, Python keywords, and ``extra`` for options with no flag, e.g. multinomial ``categories``);
   None means not given;
 * each family's curator has one typed options class, a frozen dataclass subclass of
-  :class:`CuratorOptions` whose fields (declared with :func:`dpposterior.options.option`) are all the
-  options that curator takes, named by ``Family(curator_options=...)``;
+  :class:`CuratorOptions` made by :func:`curator_options` whose fields are all the options that curator
+  takes (rows of :data:`CURATOR_OPTION_TABLE`: name, type, default, doc), named by
+  ``Family(curator_options=...)``;
   ``XCuratorOptions.from_curate(options)`` builds it and refuses, in one line naming the option and the
   family, every option the curator does not take.  ``dpposterior.curator.build_release`` builds it
   before reading the data; each ``curate(frame, options)`` builds it again on its first line (cheap;
@@ -59,9 +60,8 @@ def flag(name: str) -> str:
 class CuratorOptions:
     """Base of every family's curator options class: the budget and the noise sampler's seed.
 
-    Subclass it per family (a frozen dataclass, fields declared with :func:`dpposterior.options.option`)
-    and set ``family``; a curator that may release through the discrete Gaussian adds ``rho``
-    (:func:`rho_option`).  Which budget a release needs (``epsilon``, or ``rho`` for the discrete
+    Each family's class is made by :func:`curator_options` from the rows of :data:`CURATOR_OPTION_TABLE` it
+    takes; a curator that may release through the discrete Gaussian takes ``rho``.  Which budget a release needs (``epsilon``, or ``rho`` for the discrete
     Gaussian) is checked by ``dpposterior.curator.check_budget``.
     """
 
@@ -94,14 +94,60 @@ class CuratorOptions:
         return cls(**values)
 
 
-def given_option(doc: str):
-    """A curator option whose "not given" is None (the curator then applies its own default)."""
+#: every option a family's curator may take: name, kind (any: None when not given; bool; int>=1: default 1)
+#: and what it is; each family's class names the rows it takes (:func:`curator_options`)
+CURATOR_OPTION_TABLE = """
+rho               any     zCDP budget of --mechanism discrete-gaussian (--rho; curators that may release through it)
+column            any     the data column (--column; sir: the infected counts, default infected)
+columns           any     the class column, then the feature columns (--columns Y,X1,...)
+features          any     the feature columns (--features A,B; linreg-ju: two)
+response          any     the response column (--response)
+bounds            any     clamping (gaussian, linear-regression) or truncation bounds LO HI (--bounds)
+x_norm            any     public bound on the row norm of x (--x-norm)
+y_abs             any     public bound on |y| (--y-abs)
+epsilon_split     any     how epsilon is split between the statistics (--epsilon-split)
+delta             any     delta of the gaussian mechanism (--delta)
+mechanism         any     the noise mechanism, one of the family's (--mechanism)
+scale             any     counts or proportions (--scale)
+parties           int>=1  split the rows into J data holders, in order (--parties)
+intercept         bool    add an intercept column (--intercept)
+population        any     the public population size K (--population, or a population column)
+trials            any     binomial trials N (--trials; default 1000)
+times             any     the time grid, one per data row (--times, or a time column)
+initial_infected  any     the analyst's simulator: people infected at t = 0 (Python extra; default 1)
+event_cap         any     the analyst's simulator: most events per run (Python extra; default 2,000,000)
+design            any     the public design, a JSON file (--design; default Xiong et al.'s)
+categories        any     the public category labels (Python extra; default: read from the data)
+area_column       any     the area id column (--area-column)
+cell_column       any     the cell (category) column (--cell-column)
+exposure          any     public exposure per area (--exposure: a CSV of area, exposure)
+postprocessing    any     none (default) or nonnegative (--postprocessing)
+areas             any     the public area list (Python extra; default: read from the data)
+cells             any     the public cell list (Python extra; default: read from the data)
+"""
+_OPTION_ROWS = {name: (kind, doc) for name, kind, doc in
+                (line.split(None, 2) for line in CURATOR_OPTION_TABLE.strip().splitlines())}
+
+
+def _option_field(kind: str, doc: str):
+    if kind == "bool":
+        return option(False, "bool", doc)
+    if kind == "int>=1":
+        return option(1, "int", doc, low=1)
     return option(None, "any", doc)
 
 
-def rho_option():
-    """The ``rho`` field: the zCDP budget, of curators that may release through the discrete Gaussian."""
-    return option(None, "any", "zCDP budget of --mechanism discrete-gaussian (--rho)")
+def curator_options(family: str, *names: str, module: str) -> type:
+    """The typed options class of ``family``'s curator: :class:`CuratorOptions` (epsilon, seed) and the rows
+    ``names`` of :data:`CURATOR_OPTION_TABLE`, a frozen dataclass ``<Family>CuratorOptions`` of ``module``."""
+    fields = [(name, Any, _option_field(*_OPTION_ROWS[name])) for name in names]
+    title = "".join(part.capitalize() for part in family.replace("_", "-").split("-"))
+    cls = dataclasses.make_dataclass(f"{title}CuratorOptions", fields, bases=(CuratorOptions,), frozen=True,
+                                     namespace={"family": family})
+    cls.__module__ = module
+    cls.__doc__ = (f"Options of the {family} curator: {', '.join(flag(n) for n in cls.names())} "
+                   "(families/_curate.py, CURATOR_OPTION_TABLE).")
+    return cls
 
 
 def class_feature_tables(frame, columns, family: str):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,7 +28,7 @@ from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
-from ._curate import CuratorOptions, given_option, numeric_values, require_column, rho_option
+from ._curate import curator_options, numeric_values, require_column
 
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -373,53 +373,11 @@ def parse_gamma_prior(prior, release=None) -> GammaPrior:
 
 
 # --------------------------------------------------------------------------- curators
-@dataclass(frozen=True)
-class ColumnCuratorOptions(CuratorOptions):
-    """A curator of one data column: epsilon, seed; ``column``."""
-
-    column: str | None = given_option("the data column (--column)")
-
-
-@dataclass(frozen=True)
-class CountCuratorOptions(ColumnCuratorOptions):
-    """A count curator: epsilon, seed; ``column``, ``rho``, ``mechanism``."""
-
-    rho: float | None = rho_option()
-    mechanism: str | None = given_option(f"one of {', '.join(COUNT_MECHANISMS)} (--mechanism; default laplace)")
-
-
-@dataclass(frozen=True)
-class BinomialCuratorOptions(CountCuratorOptions):
-    """Options of the binomial curator: epsilon, seed; ``column`` (0/1 values), ``rho``, ``mechanism``."""
-
-    family: ClassVar[str] = "binomial"
-
-
-@dataclass(frozen=True)
-class MultinomialCuratorOptions(CountCuratorOptions):
-    """Options of the multinomial curator: epsilon, seed; ``column``, ``rho``, ``mechanism``, ``categories``."""
-
-    family: ClassVar[str] = "multinomial"
-
-    categories: list | None = given_option("the public category labels (Python: extra; default: read from the data)")
-
-
-@dataclass(frozen=True)
-class ExponentialCuratorOptions(ColumnCuratorOptions):
-    """Options of the exponential curator: epsilon, seed; ``column``, ``bounds`` (truncation)."""
-
-    family: ClassVar[str] = "exponential"
-
-    bounds: tuple | None = given_option("public truncation bounds A B (--bounds; required)")
-
-
-@dataclass(frozen=True)
-class PoissonCuratorOptions(CountCuratorOptions):
-    """Options of the poisson curator: epsilon, seed; ``column``, ``rho``, ``mechanism``, ``bounds`` (truncation)."""
-
-    family: ClassVar[str] = "poisson"
-
-    bounds: tuple | None = given_option("public truncation bounds A B (--bounds; required)")
+#: the typed options of the four curators here (docs/cli.md, "Curator options")
+BinomialCuratorOptions = curator_options("binomial", "column", "rho", "mechanism", module=__name__)
+MultinomialCuratorOptions = curator_options("multinomial", "column", "rho", "mechanism", "categories", module=__name__)
+ExponentialCuratorOptions = curator_options("exponential", "column", "bounds", module=__name__)
+PoissonCuratorOptions = curator_options("poisson", "column", "rho", "mechanism", "bounds", module=__name__)
 
 
 def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> dict:

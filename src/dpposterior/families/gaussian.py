@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,7 +36,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import CuratorOptions, given_option, numeric_values, require_column
+from ._curate import curator_options, numeric_values, require_column
 
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -236,16 +236,8 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
     raise InputError(field, f"gaussian releases two statistics: give F or 'F1,F2' (got {split!r})")
 
 
-@dataclass(frozen=True)
-class GaussianCuratorOptions(CuratorOptions):
-    """Options of the gaussian curator: epsilon, seed; ``column``, ``bounds``, ``epsilon_split``, ``mechanism``."""
-
-    family: ClassVar[str] = "gaussian"
-
-    column: str | None = given_option("the data column (--column)")
-    bounds: tuple | None = given_option("clamping bounds LO HI (--bounds; required)")
-    epsilon_split: str | None = given_option("epsilon's shares of mean and variance, F or 'F1,F2' (--epsilon-split)")
-    mechanism: str | None = given_option("laplace, the only one (--mechanism)")
+#: the gaussian curator's typed options (docs/cli.md, "Curator options")
+GaussianCuratorOptions = curator_options("gaussian", "column", "bounds", "epsilon_split", "mechanism", module=__name__)
 
 
 def curate(frame, options) -> dict:

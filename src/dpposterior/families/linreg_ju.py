@@ -19,8 +19,7 @@ Release file::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -32,7 +31,7 @@ from ..mechanisms import Laplace, draw_noise
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from ._curate import CuratorOptions, given_option, numeric_column
+from ._curate import curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -192,15 +191,8 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
             "design": (design or Design()).model_dump(), "statistics": {"sufficient": rec}}
 
 
-@dataclass(frozen=True)
-class LinregJuCuratorOptions(CuratorOptions):
-    """Options of the linreg-ju curator: epsilon, seed; ``features`` (two), ``response``, ``design``."""
-
-    family: ClassVar[str] = "linreg-ju"
-
-    features: list | None = given_option("the two feature columns (--features X1,X2)")
-    response: str | None = given_option("the response column (--response)")
-    design: Any = given_option("the public design, a JSON file (--design; default Xiong et al.'s)")
+#: the linreg-ju curator's typed options (docs/cli.md, "Curator options")
+LinregJuCuratorOptions = curator_options("linreg-ju", "features", "response", "design", module=__name__)
 
 
 def curate(frame, options):

@@ -31,8 +31,7 @@ Laplace(2K/(n epsilon)) noise on the proportions (counts: Laplace(2K/epsilon), s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -43,7 +42,7 @@ from ..errors import InputError
 from ..mechanisms import Laplace, draw_noise
 from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel
-from ._curate import CuratorOptions, class_feature_tables, given_option
+from ._curate import class_feature_tables, curator_options
 from ._simulator import sbi_family
 
 
@@ -217,15 +216,8 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(make_release(tables, epsilon, n)), confidential={"s": s})
 
 
-@dataclass(frozen=True)
-class LoglinearCuratorOptions(CuratorOptions):
-    """Options of the loglinear curator: epsilon, seed; ``columns`` (class first), ``scale``, ``mechanism``."""
-
-    family: ClassVar[str] = "loglinear"
-
-    columns: list | None = given_option("the class column, then the feature columns (--columns Y,X1,...)")
-    scale: str | None = given_option("proportions (default) or counts (--scale)")
-    mechanism: str | None = given_option("laplace, the only one (--mechanism)")
+#: the loglinear curator's typed options (docs/cli.md, "Curator options")
+LoglinearCuratorOptions = curator_options("loglinear", "columns", "scale", "mechanism", module=__name__)
 
 
 def curate(frame, options) -> dict:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import math
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -35,7 +35,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import CuratorOptions, class_feature_tables, given_option, rho_option
+from ._curate import class_feature_tables, curator_options
 
 
 SCALES = ("counts", "proportions")
@@ -367,17 +367,8 @@ def _structured_alpha(alpha: dict) -> DirichletPrior:
 
 # -- curator ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class NaiveBayesCuratorOptions(CuratorOptions):
-    """Options of the naive-bayes curator: epsilon, seed; ``rho``, ``columns`` (class first), ``scale``,
-    ``mechanism``."""
-
-    family: ClassVar[str] = "naive-bayes"
-
-    rho: float | None = rho_option()
-    columns: list | None = given_option("the class column, then the feature columns (--columns Y,X1,...)")
-    scale: str | None = given_option("counts (default) or proportions (--scale)")
-    mechanism: str | None = given_option("laplace (default), discrete-laplace or discrete-gaussian (--mechanism)")
+#: the naive-bayes curator's typed options (docs/cli.md, "Curator options")
+NaiveBayesCuratorOptions = curator_options("naive-bayes", "rho", "columns", "scale", "mechanism", module=__name__)
 
 
 def curate(frame, options) -> dict:

@@ -23,8 +23,7 @@ by numpy (seeded with ``--seed``, else from OS entropy) and the record's ``sampl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -37,7 +36,7 @@ from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from ._curate import CuratorOptions, given_option, numeric_column
+from ._curate import curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -262,20 +261,9 @@ def _unseeded_sampler() -> str:
     return f"numpy-{np.__version__} (unseeded, OS entropy; {opendp} no binomial sampler)"
 
 
-@dataclass(frozen=True)
-class SirCuratorOptions(CuratorOptions):
-    """Options of the sir curator: epsilon, seed; ``column``, ``mechanism``, ``population``, ``trials``,
-    ``times``, ``initial_infected``, ``event_cap`` (:func:`curate`)."""
-
-    family: ClassVar[str] = "sir"
-
-    column: str | None = given_option("the infected-count column (--column; default infected)")
-    mechanism: str | None = given_option("binomial-trajectory, the only one (--mechanism)")
-    population: Any = given_option("the public population size K (--population, or a population column)")
-    trials: Any = given_option(f"binomial trials N (--trials; default {DEFAULT_TRIALS})")
-    times: Any = given_option("the time grid, one per data row (--times, or a time column)")
-    initial_infected: Any = given_option("the analyst's simulator: people infected at t = 0 (Python: extra; 1)")
-    event_cap: Any = given_option("the analyst's simulator: most events per run (Python: extra; 2,000,000)")
+#: the sir curator's typed options (docs/cli.md, "Curator options")
+SirCuratorOptions = curator_options("sir", "column", "mechanism", "population", "trials", "times", "initial_infected",
+                                    "event_cap", module=__name__)
 
 
 def curate(frame, options) -> dict:

@@ -20,8 +20,7 @@ published exactly (as the Census's are); the privacy statement covers the noisy 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
-from ._curate import CuratorOptions, given_option, rho_option
+from ._curate import curator_options
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
@@ -273,21 +272,9 @@ def _release_dict(areas, cells, noisy, record, exposure=None, parents=None, tota
     return out
 
 
-@dataclass(frozen=True)
-class SmallAreaCuratorOptions(CuratorOptions):
-    """Options of the small-area curator: epsilon, seed; ``rho``, ``mechanism``, ``area_column``, ``cell_column``,
-    ``exposure``, ``postprocessing``, and the public ``areas`` / ``cells`` lists (Python: extra)."""
-
-    family: ClassVar[str] = "small-area"
-
-    rho: float | None = rho_option()
-    mechanism: str | None = given_option("discrete-gaussian (default, --rho), discrete-laplace or laplace (--mechanism)")
-    area_column: str | None = given_option("the area id column (--area-column)")
-    cell_column: str | None = given_option("the cell (category) column (--cell-column)")
-    exposure: dict | None = given_option("public exposure per area (--exposure CSV of area, exposure)")
-    postprocessing: str | None = given_option("none (default) or nonnegative (--postprocessing)")
-    areas: list | None = given_option("the public area list (Python: extra; default: read from the data)")
-    cells: list | None = given_option("the public cell list (Python: extra; default: read from the data)")
+#: the small-area curator's typed options (docs/cli.md, "Curator options")
+SmallAreaCuratorOptions = curator_options("small-area", "rho", "mechanism", "area_column", "cell_column", "exposure",
+                                          "postprocessing", "areas", "cells", module=__name__)
 
 
 def curate(frame, options) -> dict:

@@ -4,8 +4,7 @@ the budget split of ``--epsilon-split`` (Alparslan et al. Sec. 3; adaSSP, Wang 2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -13,8 +12,7 @@ from . import sensitivity
 from ...errors import InputError
 from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT, default_delta
-from ...options import option
-from .._curate import CuratorOptions, given_option, numeric_column, require_column
+from .._curate import curator_options, numeric_column, require_column
 from .release import FAMILY_NAME, SPLITS
 from .sensitivity import design_row_norm
 
@@ -22,24 +20,10 @@ from .sensitivity import design_row_norm
 # ----------------------------------------------------------------------------- curator
 
 
-@dataclass(frozen=True)
-class LinearRegressionCuratorOptions(CuratorOptions):
-    """Options of the linear-regression curator: epsilon, seed; ``features``, ``response``, ``bounds``,
-    ``x_norm``, ``y_abs``, ``epsilon_split``, ``delta`` (gaussian mechanism only), ``mechanism``, ``parties``,
-    ``intercept`` (:func:`curate`)."""
-
-    family: ClassVar[str] = FAMILY_NAME
-
-    features: list | None = given_option("the feature columns (--features A,B)")
-    response: str | None = given_option("the response column (--response)")
-    bounds: tuple | None = given_option("clip every column to LO HI (--bounds)")
-    x_norm: float | None = given_option("public bound on the row norm of x (--x-norm)")
-    y_abs: float | None = given_option("public bound on |y| (--y-abs)")
-    epsilon_split: str | None = given_option("what each party releases (--epsilon-split; see curate)")
-    delta: float | None = given_option("delta of the gaussian mechanism (--delta; default 1/n)")
-    mechanism: str | None = given_option("gaussian (default) or laplace (--mechanism)")
-    parties: int = option(1, "int", "split the rows into J data holders in order (--parties)", low=1)
-    intercept: bool = option(False, "bool", "add an intercept column (--intercept)")
+#: the linear-regression curator's typed options (docs/cli.md, "Curator options")
+LinearRegressionCuratorOptions = curator_options(
+    FAMILY_NAME, "features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "delta", "mechanism", "parties",
+    "intercept", module=__name__)
 
 
 def curate(frame, options) -> dict:
