@@ -7,9 +7,6 @@ is the option classes' own listing (``python tests/test_curator_options.py`` rew
 
 from __future__ import annotations
 
-import pathlib
-import re
-
 import pytest
 
 from dpposterior.curator import CurateOptions, CuratorOptions, build_release
@@ -17,7 +14,8 @@ from dpposterior.errors import InputError
 from dpposterior.families import FAMILY_MODULES, get_family
 from dpposterior.families._curate import flag
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from _doc_tables import check_table, rewrite_table
+
 CURATOR_FAMILIES = [name for name in FAMILY_MODULES if get_family(name).curate is not None]
 #: every option any curator takes, plus a name none takes
 ALL_OPTIONS = sorted({n for f in CURATOR_FAMILIES for n in get_family(f).curator_options.names()}
@@ -73,16 +71,8 @@ def options_table() -> str:
 
 
 def test_cli_doc_table_lists_every_curators_options():
-    text = (ROOT / "docs" / "cli.md").read_text()
-    match = re.search(r"<!-- curator-options:begin -->\n(.*?)\n<!-- curator-options:end -->", text, re.S)
-    assert match, "docs/cli.md lacks the curator-options table markers"
-    assert match.group(1).strip() == options_table(), \
-        "docs/cli.md's curator options table is stale: regenerate it with python tests/test_curator_options.py"
+    check_table("curator-options", options_table(), "tests/test_curator_options.py")
 
 
 if __name__ == "__main__":  # rewrite the table in docs/cli.md
-    path = ROOT / "docs" / "cli.md"
-    text = path.read_text()
-    new = re.sub(r"(<!-- curator-options:begin -->\n).*?(\n<!-- curator-options:end -->)",
-                 lambda m: m.group(1) + options_table() + m.group(2), text, flags=re.S)
-    path.write_text(new)
+    rewrite_table("curator-options", options_table())

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import pathlib
-import re
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
 from dpposterior.model import MODEL_METHODS
 from dpposterior.options import EngineOptions, InferenceOptions
 
+from _doc_tables import check_table, rewrite_table
 from _examples import example
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -118,11 +118,7 @@ def options_table() -> str:
 
 
 def test_cli_doc_table_lists_every_engines_options():
-    text = (ROOT / "docs" / "cli.md").read_text()
-    match = re.search(r"<!-- engine-options:begin -->\n(.*?)\n<!-- engine-options:end -->", text, re.S)
-    assert match, "docs/cli.md lacks the engine-options table markers"
-    assert match.group(1).strip() == options_table(), \
-        "docs/cli.md's engine options table is stale: regenerate it with python tests/test_engine_options.py"
+    check_table("engine-options", options_table(), "tests/test_engine_options.py")
 
 
 def test_engines_never_read_options_extra():
@@ -147,8 +143,4 @@ def test_model_without_privacy_cost_refused_before_any_work():
 
 
 if __name__ == "__main__":  # rewrite the table in docs/cli.md
-    path = ROOT / "docs" / "cli.md"
-    text = path.read_text()
-    new = re.sub(r"(<!-- engine-options:begin -->\n).*?(\n<!-- engine-options:end -->)",
-                 lambda m: m.group(1) + options_table() + m.group(2), text, flags=re.S)
-    path.write_text(new)
+    rewrite_table("engine-options", options_table())
