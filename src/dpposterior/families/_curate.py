@@ -8,7 +8,7 @@ pattern of :mod:`dpposterior.options`, issue 30):
   None means not given;
 * each family's curator has one typed options class, a frozen dataclass subclass of
   :class:`CuratorOptions` made by :func:`curator_options` whose fields are all the options that curator
-  takes (rows of :data:`CURATOR_OPTION_TABLE`: name, type, default, doc), named by
+  takes (rows of :data:`CURATOR_OPTION_TABLE`: name, kind -- type and default -- and doc), named by
   ``Family(curator_options=...)``;
   ``XCuratorOptions.from_curate(options)`` builds it and refuses, in one line naming the option and the
   family, every option the curator does not take.  ``dpposterior.curator.build_release`` builds it
@@ -60,9 +60,10 @@ def flag(name: str) -> str:
 class CuratorOptions:
     """Base of every family's curator options class: the budget and the noise sampler's seed.
 
-    Each family's class is made by :func:`curator_options` from the rows of :data:`CURATOR_OPTION_TABLE` it
-    takes; a curator that may release through the discrete Gaussian takes ``rho``.  Which budget a release needs (``epsilon``, or ``rho`` for the discrete
-    Gaussian) is checked by ``dpposterior.curator.check_budget``.
+    Each family's class is made by :func:`curator_options` from the rows of :data:`CURATOR_OPTION_TABLE`
+    it takes; a curator that may release through the discrete Gaussian takes ``rho``.  Which budget a
+    release needs (``epsilon``, or ``rho`` for the discrete Gaussian) is checked by
+    ``dpposterior.curator.check_budget``.
     """
 
     family: ClassVar[str] = "family"
