@@ -46,6 +46,14 @@ def test_option_not_taken_is_refused_before_the_data_are_read(family, option, tm
     assert message.endswith(f"{', '.join(flag(n) for n in cls.names())})")
 
 
+def test_a_curator_must_declare_its_options():
+    from dpposterior.families import Family
+
+    with pytest.raises(TypeError, match="declare the curator with its typed options class"):
+        Family(name="x", release_model=object, methods={}, auto_method="a", parse_prior=lambda p, r: p,
+               curate=lambda frame, options: {})
+
+
 def test_direct_curator_call_refuses_too():
     """A curator called without build_release (the audit, a test) builds the same options."""
     import pandas as pd

@@ -3,7 +3,7 @@
 The CLI's ``dpposterior release`` collects the options it was given into :class:`CurateOptions`
 (defined with the families' shared curator helpers in ``families/_curate.py``);
 :func:`build_release` builds the family's typed curator options from them (``Family.curator_options``,
-which refuses in one line an option that curator does not take), checks the budget, and hands the data
+the class the curator is declared with, which refuses in one line an option that curator does not take), checks the budget, and hands the data
 frame to the family's ``curate`` function, which clamps, computes the statistics, draws the noise
 (``mechanisms.draw_noise``) and returns the release dict.  The dict is validated like any release
 before it is written, and it never contains a data row.

@@ -9,11 +9,12 @@ pattern of :mod:`dpposterior.options`, issue 30):
 * each family's curator has one typed options class, a frozen dataclass subclass of
   :class:`CuratorOptions` made by :func:`curator_options` whose fields are all the options that curator
   takes (rows of :data:`CURATOR_OPTION_TABLE`: name, kind -- type and default -- and doc), named by
-  ``Family(curator_options=...)``;
-  ``XCuratorOptions.from_curate(options)`` builds it and refuses, in one line naming the option and the
-  family, every option the curator does not take.  ``dpposterior.curator.build_release`` builds it
-  before reading the data; each ``curate(frame, options)`` builds it again on its first line (cheap;
-  the same check when a curator is called directly) and reads only its fields.
+  the curator's declaration, ``@curator(XCuratorOptions) def curate(frame, options)``
+  (``Family.curator_options``); ``XCuratorOptions.from_curate(options)`` builds it and refuses, in one
+  line naming the option and the family, every option the curator does not take.
+  ``dpposterior.curator.build_release`` builds it before reading the data; the decorated curator builds
+  it again when called (cheap; the same check when a curator is called directly) and reads only its
+  fields.
 
 It sits inside ``families/`` so that a family never imports the command layer above it.
 """
@@ -21,6 +22,7 @@ It sits inside ``families/`` so that a family never imports the command layer ab
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -149,6 +151,22 @@ def curator_options(family: str, *names: str, module: str) -> type:
     cls.__doc__ = (f"Options of the {family} curator: {', '.join(flag(n) for n in cls.names())} "
                    "(families/_curate.py, CURATOR_OPTION_TABLE).")
     return cls
+
+
+def curator(options_class: type):
+    """Declares a family's curator: ``@curator(XCuratorOptions) def curate(frame, options)``.
+
+    The curator receives ``options_class.from_curate(options)`` -- its typed options, any option it does
+    not take refused in one line -- and names the class as ``curate.curator_options`` (what
+    ``Family.curator_options`` returns)."""
+    def declare(fn):
+        @functools.wraps(fn)
+        def curate(frame, options):
+            return fn(frame, options_class.from_curate(options))
+
+        curate.curator_options = options_class
+        return curate
+    return declare
 
 
 def class_feature_tables(frame, columns, family: str):

@@ -28,7 +28,7 @@ from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
-from ._curate import curator_options, numeric_values, require_column
+from ._curate import curator, curator_options, numeric_values, require_column
 
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -423,8 +423,8 @@ def _numeric(col, name: str) -> np.ndarray:
     return numeric_values(col, name)
 
 
+@curator(BinomialCuratorOptions)
 def curate_binomial(frame, options) -> dict:
-    options = BinomialCuratorOptions.from_curate(options)
     col = _column(frame, options)
     if col.dtype == bool:
         x = col.to_numpy(dtype=float)
@@ -436,8 +436,8 @@ def curate_binomial(frame, options) -> dict:
             "statistics": {"successes": noisy_record(options, [x.sum()], 1.0, scalar=True)}}
 
 
+@curator(MultinomialCuratorOptions)
 def curate_multinomial(frame, options) -> dict:
-    options = MultinomialCuratorOptions.from_curate(options)
     col = _column(frame, options).astype(str)
     categories = options.categories
     note = None
@@ -462,7 +462,6 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    options = (PoissonCuratorOptions if family == "poisson" else ExponentialCuratorOptions).from_curate(options)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:
@@ -484,10 +483,12 @@ def _curate_truncated(frame, options, family: str) -> dict:
             "statistics": {"truncated_sum": noisy_record(options, [x[inside].sum()], sens, scalar=True)}}
 
 
+@curator(ExponentialCuratorOptions)
 def curate_exponential(frame, options) -> dict:
     return _curate_truncated(frame, options, "exponential")
 
 
+@curator(PoissonCuratorOptions)
 def curate_poisson(frame, options) -> dict:
     return _curate_truncated(frame, options, "poisson")
 

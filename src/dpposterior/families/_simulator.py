@@ -17,7 +17,7 @@ SBI_METHODS = {"smc-abc": EngineSpec.of("dpposterior.sbi.smc_abc", "smc_abc", "S
 
 
 def sbi_family(name, release_model, parse_prior, simulate, sbi_model, description, curate=None,
-               mechanisms=("laplace",), da_model=None, auto_method="sppe", curator_options=None):
+               mechanisms=("laplace",), da_model=None, auto_method="sppe"):
     """The ``Family`` of a simulator problem: the three likelihood-free engines, SPPE by default,
     and ``naive`` (noise-ignoring NPE, :mod:`~dpposterior.sbi.naive`) for comparison; with a record
     model (``da_model(release, prior) -> (Model, observed)``) also ``da-mcmc``."""
@@ -33,7 +33,6 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         auto_method=auto_method,
         parse_prior=parse_prior,
         curate=curate,
-        curator_options=curator_options,
         naive_method="naive",
         naive_by_default=False,  # the naive NPE trains a flow: opt-in with --naive
         description=description,

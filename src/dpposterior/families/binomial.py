@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Family, prior_moments
-from ._expfam import (auto_for_noise, BinomialCuratorOptions, BinomialRelease, COUNT_MECHANISMS, curate_binomial,
-                      family_methods, parse_beta_prior, simulate_binomial)
+from ._expfam import (COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
+                      parse_beta_prior, simulate_binomial)
 
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
@@ -43,7 +43,6 @@ FAMILY = Family(
     mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_beta_prior,
     curate=curate_binomial,
-    curator_options=BinomialCuratorOptions,
     naive_method="naive",
     description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
     hooks={"da_model": da_model},

@@ -11,8 +11,8 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (curate_exponential, ExponentialCuratorOptions, ExponentialRelease, family_methods,
-                      parse_gamma_prior, simulate_truncated)
+from ._expfam import (ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
+                      simulate_truncated)
 
 FAMILY = Family(
     name="exponential",
@@ -21,7 +21,6 @@ FAMILY = Family(
     auto_method="gibbs-ss",
     parse_prior=parse_gamma_prior,
     curate=curate_exponential,
-    curator_options=ExponentialCuratorOptions,
     naive_method="naive",
     description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "exponential"),

@@ -36,7 +36,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import curator_options, numeric_values, require_column
+from ._curate import curator, curator_options, numeric_values, require_column
 
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -240,10 +240,10 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
 GaussianCuratorOptions = curator_options("gaussian", "column", "bounds", "epsilon_split", "mechanism", module=__name__)
 
 
+@curator(GaussianCuratorOptions)
 def curate(frame, options) -> dict:
     """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
 
-    options = GaussianCuratorOptions.from_curate(options)
     column = require_column(frame, options.column, "column")
     if options.bounds is None:
         raise InputError("bounds", "is required for the gaussian family (--bounds LO HI)")
@@ -458,7 +458,6 @@ FAMILY = Family(
     auto_method="gibbs",
     parse_prior=parse_prior,
     curate=curate,
-    curator_options=GaussianCuratorOptions,
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     simulate=simulate,

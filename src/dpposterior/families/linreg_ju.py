@@ -31,7 +31,7 @@ from ..mechanisms import Laplace, draw_noise
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from ._curate import curator_options, numeric_column
+from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -195,10 +195,10 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
 LinregJuCuratorOptions = curator_options("linreg-ju", "features", "response", "design", module=__name__)
 
 
+@curator(LinregJuCuratorOptions)
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
 
-    options = LinregJuCuratorOptions.from_curate(options)
     design = load_design(options.design)
     features = list(options.features or [])
     if len(features) != 2:
@@ -332,7 +332,7 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
-                    curate=curate, curator_options=LinregJuCuratorOptions, da_model=da_model,
+                    curate=curate, da_model=da_model,
                     # auto picks by measurement (issue 32; docs/benchmarks.md, "auto's choice per family"): this
                     # family has an exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact
                     # posterior at eps = 10, 1 and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off

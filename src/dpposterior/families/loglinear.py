@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..mechanisms import Laplace, draw_noise
 from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel
-from ._curate import class_feature_tables, curator_options
+from ._curate import class_feature_tables, curator, curator_options
 from ._simulator import sbi_family
 
 
@@ -220,6 +220,7 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 LoglinearCuratorOptions = curator_options("loglinear", "columns", "scale", "mechanism", module=__name__)
 
 
+@curator(LoglinearCuratorOptions)
 def curate(frame, options) -> dict:
     """Curator (App. E.3): CSV records -> ``loglinear`` release.  ``--columns Y,X1,...`` (class
     first), ``--scale proportions`` (default, the paper's) or ``counts``.
@@ -231,7 +232,6 @@ def curate(frame, options) -> dict:
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
 
-    options = LoglinearCuratorOptions.from_curate(options)
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", "loglinear tables are released with the Laplace mechanism only")
     scale = options.scale or "proportions"
@@ -278,4 +278,4 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
-                    curate=curate, curator_options=LoglinearCuratorOptions, da_model=da_model)
+                    curate=curate, da_model=da_model)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import Family, prior_moments
-from ._expfam import (auto_for_noise, COUNT_MECHANISMS, curate_multinomial, family_methods, MultinomialCuratorOptions,
-                      MultinomialRelease, parse_dirichlet_prior, simulate_multinomial)
+from ._expfam import (COUNT_MECHANISMS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
+                      parse_dirichlet_prior, simulate_multinomial)
 
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
@@ -49,7 +49,6 @@ FAMILY = Family(
     mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_dirichlet_prior,
     curate=curate_multinomial,
-    curator_options=MultinomialCuratorOptions,
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
     hooks={"da_model": da_model},

@@ -35,7 +35,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import class_feature_tables, curator_options
+from ._curate import class_feature_tables, curator, curator_options
 
 
 SCALES = ("counts", "proportions")
@@ -371,6 +371,7 @@ def _structured_alpha(alpha: dict) -> DirichletPrior:
 NaiveBayesCuratorOptions = curator_options("naive-bayes", "rho", "columns", "scale", "mechanism", module=__name__)
 
 
+@curator(NaiveBayesCuratorOptions)
 def curate(frame, options) -> dict:
     """CSV of categorical columns -> release.  ``--columns Y,X1,...`` (class first), ``--scale``.
 
@@ -378,7 +379,6 @@ def curate(frame, options) -> dict:
     whose level sets are themselves confidential must recode the columns first.
     """
 
-    options = NaiveBayesCuratorOptions.from_curate(options)
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
@@ -611,7 +611,6 @@ FAMILY = Family(
     mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,
-    curator_options=NaiveBayesCuratorOptions,
     naive_method="naive",
     description="naive Bayes log-linear model from Laplace-noised two-way tables (Karwa, Kifer & Slavkovic)",
     simulate=simulate,

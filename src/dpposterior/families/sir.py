@@ -36,7 +36,7 @@ from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from ._curate import curator_options, numeric_column
+from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -266,6 +266,7 @@ SirCuratorOptions = curator_options("sir", "column", "mechanism", "population", 
                                     "event_cap", module=__name__)
 
 
+@curator(SirCuratorOptions)
 def curate(frame, options) -> dict:
     """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
 
@@ -281,7 +282,6 @@ def curate(frame, options) -> dict:
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
 
-    options = SirCuratorOptions.from_curate(options)
     if options.mechanism not in (None, "binomial-trajectory"):
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
@@ -348,4 +348,4 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 
 FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
                     "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
-                    curate=curate, curator_options=SirCuratorOptions, mechanisms=("binomial-trajectory",))
+                    curate=curate, mechanisms=("binomial-trajectory",))

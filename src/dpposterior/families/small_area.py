@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
-from ._curate import curator_options
+from ._curate import curator, curator_options
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
@@ -277,6 +277,7 @@ SmallAreaCuratorOptions = curator_options("small-area", "rho", "mechanism", "are
                                           "postprocessing", "areas", "cells", module=__name__)
 
 
+@curator(SmallAreaCuratorOptions)
 def curate(frame, options) -> dict:
     """Record-level CSV -> noisy area x cell table (``--area-column``, ``--cell-column``; public ``--exposure``
     CSV of area, exposure; ``--mechanism discrete-gaussian --rho R`` (default) or discrete-laplace/laplace
@@ -285,7 +286,6 @@ def curate(frame, options) -> dict:
     from ..mechanisms.noise import draw_noise
     from ._curate import require_column
 
-    options = SmallAreaCuratorOptions.from_curate(options)
     area_col, cell_col, exposure_map = options.area_column, options.cell_column, options.exposure
     areas, cells, post = options.areas, options.cells, options.postprocessing or "none"
     a = require_column(frame, area_col, "area-column").astype(str)
@@ -457,7 +457,6 @@ FAMILY = Family(
     auto_method="exact-da",
     parse_prior=parse_prior,
     curate=curate,
-    curator_options=SmallAreaCuratorOptions,
     naive_method="naive",
     simulate=simulate_release,
     hooks={"prior_moments": prior_moments.small_area},

@@ -73,7 +73,7 @@ from .release import (ADASSP_RHO, Bounds, FAMILY_NAME, LinearRegressionRelease, 
                       _resolve, _validate_release, _x_eff)  # noqa: F401
 from .prior import (LinRegPrior, PRIOR_KEYS, _matrix, _number, default_prior, parse_prior,  # noqa: F401
                     prior_moments)
-from .curate import (LinearRegressionCuratorOptions, _party_release, curate, split_plan)  # noqa: F401
+from .curate import (_party_release, curate, split_plan)  # noqa: F401
 from .simulate import (_numpy_noise, make_release, simulate)  # noqa: F401
 from .predictive import posterior_predictive
 
@@ -98,7 +98,6 @@ FAMILY = Family(
     auto_method="mcmc-fixeds",
     parse_prior=parse_prior,
     curate=curate,
-    curator_options=LinearRegressionCuratorOptions,
     naive_method="naive",
     mechanisms=("gaussian", "laplace"),
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",

@@ -12,7 +12,7 @@ from . import sensitivity
 from ...errors import InputError
 from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT, default_delta
-from .._curate import curator_options, numeric_column, require_column
+from .._curate import curator, curator_options, numeric_column, require_column
 from .release import FAMILY_NAME, SPLITS
 from .sensitivity import design_row_norm
 
@@ -26,6 +26,7 @@ LinearRegressionCuratorOptions = curator_options(
     "intercept", module=__name__)
 
 
+@curator(LinearRegressionCuratorOptions)
 def curate(frame, options) -> dict:
     """Clip rows to the public bounds, split them into J parties in order, add noise per party.
 
@@ -39,7 +40,6 @@ def curate(frame, options) -> dict:
     xty and the smallest eigenvalue of xtx).
     """
 
-    options = LinearRegressionCuratorOptions.from_curate(options)
     feats = options.features
     if not feats:
         raise InputError("features", "is required for linear-regression (--features A,B)")
