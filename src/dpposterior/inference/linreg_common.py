@@ -241,7 +241,7 @@ def make_posterior(method, data, variables: dict, options, *, sample_stats=None,
         "n_total": data.n_total,
         "noise_mechanism": data.mechanism,
         "privacy_composition": "parallel over data holders (each spends its full (epsilon, delta))",
-        "draws_per_chain": options.draws,
+        "draws_per_chain": int(np.shape(next(iter(variables.values())))[1]),  # adassp: 1 (a point estimate)
     }
     if hasattr(options, "warmup"):  # MCMC engines only
         base_attrs["warmup"] = options.warmup
