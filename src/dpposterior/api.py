@@ -89,7 +89,8 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
     """Validated engine options (a fresh entropy seed when none is given), for releases and Models."""
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**63))
-    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler,
+                               given=tuple(n for n, v in (("draws", draws), ("chains", chains)) if v is not None))
     if constrained is not None:
         options.constrained = constrained
     for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
@@ -110,7 +111,7 @@ def _run(compute, options, engine_options, family=None, prior_obj=None, release=
     check_posterior(post, family, prior_obj, release)
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
-        if hasattr(engine_options, name):
+        if name in engine_options.names():  # what the engine took (not a fixed-shape engine's unused fields)
             post.attrs.setdefault(f"options_{name}", getattr(engine_options, name))
     return post
 
