@@ -71,6 +71,27 @@ def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow):
     return _log_eta(kind, scale, ystar - y)
 
 
+@numba.njit(cache=True, inline="always")
+def _window(mu, ystar, half, zero_pp, zero_tab, buf):
+    """The enumeration window of a latent count: the noise's (|y - y*| <= half), or every y with a tabulated
+    P(e <= -y) for a post-processed 0; intersected with the Poisson's own (mass outside < 1e-12) where that is
+    narrower, and capped at the scratch buffer's width."""
+    if zero_pp:
+        lo, hi = 0, zero_tab.shape[1] - 1
+    else:
+        lo = max(0, int(math.floor(ystar - half)))
+        hi = int(math.ceil(ystar + half))
+    plo = int(mu - 8.0 * math.sqrt(mu) - 10.0)
+    phi = int(mu + 8.0 * math.sqrt(mu) + 10.0)
+    if plo > lo and plo <= hi:
+        lo = plo
+    if phi < hi and phi >= lo:
+        hi = phi
+    if hi - lo + 1 > buf.shape[0]:
+        hi = lo + buf.shape[0] - 1
+    return lo, hi
+
+
 @numba.njit(cache=True)
 def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf):
     """One exact draw of y from Poisson(y; mu) * p(y* | y) over its window (``buf``: scratch of the window's
@@ -80,16 +101,7 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
     under post-processing (tabulated likelihood) and a vanishing mean take :func:`_draw_latent_logspace`."""
     if zero_pp or mu < 1e-300:
         return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf)
-    lo = max(0, int(math.floor(ystar - half)))
-    hi = int(math.ceil(ystar + half))
-    plo = int(mu - 8.0 * math.sqrt(mu) - 10.0)
-    phi = int(mu + 8.0 * math.sqrt(mu) + 10.0)
-    if plo > lo and plo <= hi:
-        lo = plo
-    if phi < hi and phi >= lo:
-        hi = phi
-    if hi - lo + 1 > buf.shape[0]:
-        hi = lo + buf.shape[0] - 1
+    lo, hi = _window(mu, ystar, half, False, zero_tab, buf)
     n = hi - lo + 1
     w = 1.0
     total = 0.0
@@ -138,20 +150,7 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
 def _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf):
     """:func:`_draw_latent` in log space (one lgamma lookup and one exp per value): post-processed zeros,
     a vanishing mean, and the reference the recurrence is tested against."""
-    if zero_pp:
-        lo, hi = 0, zero_tab.shape[1] - 1
-    else:
-        lo = max(0, int(math.floor(ystar - half)))
-        hi = int(math.ceil(ystar + half))
-    # the Poisson's own window, where it is narrower (mass outside < 1e-12)
-    plo = int(mu - 8.0 * math.sqrt(mu) - 10.0)
-    phi = int(mu + 8.0 * math.sqrt(mu) + 10.0)
-    if plo > lo and plo <= hi:
-        lo = plo
-    if phi < hi and phi >= lo:
-        hi = phi
-    if hi - lo + 1 > buf.shape[0]:
-        hi = lo + buf.shape[0] - 1
+    lo, hi = _window(mu, ystar, half, zero_pp, zero_tab, buf)
     logmu = math.log(mu) if mu > 0 else -745.0
     best = -np.inf
     for y in range(lo, hi + 1):
