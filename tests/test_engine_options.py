@@ -146,3 +146,16 @@ def test_model_without_privacy_cost_refused_before_any_work():
 
 if __name__ == "__main__":  # rewrite the table in docs/cli.md
     rewrite_table("engine-options", options_table())
+
+
+def test_calibrate_refuses_draws_for_an_engine_without_them():
+    """calibrate builds engine options itself: a --draws that no method of the study takes (adassp, ops) is
+    refused up front; beside methods that take it, the JSON lists where it did not apply."""
+    from dpposterior.diagnostics.calibration import calibrate
+    from dpposterior.errors import InputError
+
+    for family, method in (("linear-regression", "adassp"), ("binomial", "ops")):
+        with pytest.raises(InputError, match=f"draws: not an option of {family}/{method}"):
+            calibrate(family, 50, 1.0, 3, [method], draws=100)
+    res = calibrate("binomial", 50, 1.0, 3, ["naive", "ops"], draws=100)
+    assert res["draws"] == 100 and res["draws_fixed_by_engine"] == ["ops"]
