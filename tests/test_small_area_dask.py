@@ -27,10 +27,12 @@ PRIOR = {"alpha_mean": 1.0, "alpha_sd": 1.0}
 RUN = dict(prior=PRIOR, seed=5, draws=30, warmup=20, chains=2)
 
 
-def _release(G=1300, parents=False, post="none", totals=False, seed=1):
+def _release(G=1300, parents=False, post="none", totals=False, seed=1, binomial=False):
     rng = np.random.default_rng(seed)
     _, rel = simulate(SmallAreaPrior(**PRIOR), G, 3, 2.0, rng, exposure=rng.uniform(5, 50, size=G), tau=0.5,
                       postprocessing=post, parents=(np.arange(G) * 7) % 5 if parents else None)
+    if binomial:  # whole numbers at risk per area and cell, above every released count
+        rel["exposure"] = (np.maximum(np.asarray(rel["statistics"]["counts"]["value"]), 0) + 60).tolist()
     if totals:  # exact area totals, as the Census publishes some
         rel["invariants"] = {"area_totals": [int(max(0, sum(r))) + 0 for r in rel["statistics"]["counts"]["value"]]}
     return dp.load_release(rel)
@@ -53,13 +55,14 @@ def _same(a, b):
 
 @pytest.mark.filterwarnings("ignore::dpposterior.PosteriorWarning")
 @pytest.mark.parametrize("case", [dict(), dict(parents=True), dict(post="nonnegative", totals=False),
-                                  dict(parents=True, totals=True)],
-                         ids=["blocks", "parents", "nonnegative", "parents+totals"])
+                                  dict(parents=True, totals=True), dict(parents=True, binomial=True)],
+                         ids=["blocks", "parents", "nonnegative", "parents+totals", "binomial+parents"])
 def test_identical_draws_for_any_partitioning(local_cluster, case):
     release = _release(**case)
-    serial = dp.infer(release, **RUN)
+    run = {**RUN, "likelihood": "binomial"} if case.get("binomial") else RUN
+    serial = dp.infer(release, **run)
     for parts in (1, 2, 5):
-        post = dp.infer(release, scheduler=local_cluster, partitions=parts, **RUN)
+        post = dp.infer(release, scheduler=local_cluster, partitions=parts, **run)
         assert post.attrs["partitions"] == parts and post.attrs["partitions_rebuilt"] == 0
         _same(serial, post)
 

@@ -51,7 +51,9 @@ class SmallAreaOptions(MCMCOptions):
     """Options of ``exact-da`` (and the small-area ``naive``): draws, warmup, chains, seed; ``tail_mass`` (noise
     mass outside each enumeration window, default 1e-12); ``pair_sweeps`` (pair moves per cell per iteration
     when the release has area totals, default 1); ``partitions`` (Dask schedulers: how many runs of whole
-    units the areas are split into; default one per worker thread -- the draws do not depend on it)."""
+    units the areas are split into; default one per worker thread -- the draws do not depend on it);
+    ``likelihood`` (``poisson``, the default, or ``binomial``: y_gc ~ Binomial(E_gc, p_gc), logit p_gc =
+    alpha_c + u_g (+ v_parent(g)), with the exposure the whole number at risk)."""
 
     engine: ClassVar[str] = "exact-da"
 
@@ -61,6 +63,9 @@ class SmallAreaOptions(MCMCOptions):
     partitions: int | None = option(None, "int", "Dask partitions of the areas (default: one per worker; "
                                     "--scheduler local or tcp:// only)", low=1,
                                     nullable=True)
+    likelihood: str = option("poisson", "choice", "the counts' law given the rates: poisson (y ~ Poisson(E rate)) "
+                             "or binomial (y ~ Binomial(E, rate), E whole numbers at risk)",
+                             choices=("poisson", "binomial"))
 
 
 # --------------------------------------------------------------------------- the engine
@@ -105,8 +110,11 @@ def _noise_arrays(release, tail):
 
 def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     kind, scale, half, zero_pp, zero_tab, zrow, ystar = noise
-    G = release.G
+    G, C = release.G, release.C
     E = release.exposures()
+    binom = opts.likelihood == "binomial"
+    if binom:
+        _check_sizes(release, E, totals)
     pidx, parent_ids = release.parent_index()
     P = len(parent_ids)
     if P:
@@ -124,21 +132,24 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     ymax = int(max(ystar.max() + half.max(), 0)) + 64
     if totals is not None:
         ymax = max(ymax, int(totals.max()) + 2)
-    y0 = _initial_counts(ystar, totals)
-    alpha0, u0 = _data_start(y0, E, opts.chains, rng)
+    if binom:
+        ymax = max(ymax, int(E.max()) + 2)
+    y0 = _initial_counts(ystar, totals, E if binom else None)
+    alpha0, u0 = _data_start(y0, E, opts.chains, rng, binom)
     v0 = np.zeros((opts.chains, max(P, 1)))
     if P:
         v0[:] = rng.normal(0, 0.1, size=(opts.chains, P))
-    hyp = np.zeros((opts.chains, N_HYP))
+    hyp = np.zeros((opts.chains, N_HYP + 2 * C))  # (binomial: alpha's proposal steps and proposals)
     hyp[:, H_LOG_TAU] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     hyp[:, H_LOG_TAUP] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     hyp[:, H_LOG_NC_STEP] = math.log(0.3)
     hyp[:, H_SCALE] = 1.0
+    hyp[:, N_HYP:N_HYP + C] = math.log(0.1)
 
     def inner(a):
         return np.ascontiguousarray(a[order])
 
-    return Plan(ystar=inner(ystar), E=inner(E), kind=kind, scale=inner(scale), half=inner(half),
+    return Plan(ystar=inner(ystar), E=inner(E), binom=binom, kind=kind, scale=inner(scale), half=inner(half),
                 zero_pp=inner(zero_pp), zero_tab=zero_tab, zrow=inner(zrow), has_totals=totals is not None,
                 pair_sweeps=opts.pair_sweeps, lgam=_lgamma_table(ymax), akey=order.astype(np.int64), order=order,
                 ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0,
@@ -155,28 +166,55 @@ def _lgamma_table(ymax: int) -> np.ndarray:
     return gammaln(np.arange(min(ymax, LGAMMA_TABLE) + 1, dtype=float) + 1.0)
 
 
-def _data_start(y, E, chains, rng):
-    """Starts near the data, dispersed: alpha_c the log rate of cell c over all areas, u_g the log ratio of
-    area g's count to what alpha predicts (so the chains need not climb from 0 to large area effects)."""
-    alpha = np.log(np.maximum(y.sum(0), 0.5) / E.sum(0))
+def _data_start(y, E, chains, rng, binom=False):
+    """Starts near the data, dispersed: alpha_c the log rate (binomial: log odds) of cell c over all areas, u_g
+    the log ratio of area g's count to what alpha predicts (so the chains need not climb from 0 to large area
+    effects)."""
+    if binom:
+        rate = np.clip(np.maximum(y.sum(0), 0.5) / E.sum(0), 1e-6, 1 - 1e-6)
+        alpha = np.log(rate / (1 - rate))
+    else:
+        alpha = np.log(np.maximum(y.sum(0), 0.5) / E.sum(0))
     u = np.log(np.maximum(y.sum(1), 0.5) / (E * np.exp(alpha)).sum(1))
-    u -= u.mean()
+    u = np.clip(u - u.mean(), -3.0, 3.0)
     return (alpha[None, :] + rng.normal(0, 0.3, size=(chains, alpha.size)),
             u[None, :] + rng.normal(0, 0.1, size=(chains, u.size)))
 
 
-def _initial_counts(ystar, totals):
+def _initial_counts(ystar, totals, sizes=None):
+    """The released table rounded into the support: 0 <= y (<= N for a binomial), summing to the totals."""
     y = np.maximum(np.round(ystar), 0).astype(np.int64)
+    if sizes is not None:
+        y = np.minimum(y, sizes.astype(np.int64))
     if totals is None:
         return y
     for g in range(y.shape[0]):  # adjust to the exact total: add to / take from the largest cells
         diff = int(totals[g] - y[g].sum())
         while diff != 0:
-            c = int(np.argmax(y[g])) if diff < 0 else int(np.argmin(y[g]))
-            step = max(-y[g, c], diff) if diff < 0 else diff
+            if diff < 0:
+                c = int(np.argmax(y[g]))
+                step = max(-y[g, c], diff)
+            else:
+                room = (sizes[g].astype(np.int64) - y[g]) if sizes is not None else np.full(y.shape[1], diff)
+                c = int(np.argmax(room)) if sizes is not None else int(np.argmin(y[g]))
+                step = min(diff, int(room[c]))
             y[g, c] += step
             diff -= step
     return y
+
+
+def _check_sizes(release, E, totals) -> None:
+    """The binomial's sizes: whole numbers at risk, able to hold the exact totals."""
+    if release.exposure is None:
+        raise RefusedError("likelihood", "binomial needs the release's exposure: the whole number at risk per area "
+                                         "(or per area and cell)")
+    if np.any(E != np.round(E)):
+        raise RefusedError("likelihood", "binomial needs whole-number exposures (the number at risk); this "
+                                         "release's are not")
+    if totals is not None and np.any(totals > E.sum(axis=1)):
+        g = int(np.flatnonzero(totals > E.sum(axis=1))[0])
+        raise RefusedError("likelihood", f"binomial: area {release.areas[g]!r} has total {int(totals[g])} above "
+                                         f"its {int(E[g].sum())} at risk")
 
 
 def exact_da(release, prior, options) -> Posterior:
@@ -196,6 +234,8 @@ def naive(release, prior, options) -> Posterior:
     opts = SmallAreaOptions.from_inference(options, "small-area/naive")
     G, C = release.G, release.C
     clean = np.maximum(np.round(release.released()), 0)
+    if opts.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)
+        clean = np.minimum(clean, release.exposures())
     noise = (GAUSS, np.full((G, C), 1e-3), np.zeros((G, C)), np.zeros((G, C), dtype=bool), np.full((1, 2), -np.inf),
              np.zeros((G, C), dtype=np.int64), clean)
     return _sample(release, prior, opts, noise, None, "naive",
@@ -222,11 +262,12 @@ def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, 
         attrs = {**attrs, "partitions": out.pop("partitions"), "partitions_rebuilt": out.pop("partitions_rebuilt")}
     parent_ids = release.parent_index()[1]
     pidx = release.parent_index()[0] if parent_ids else np.zeros(release.G, dtype=np.int64)
+    attrs = {**attrs, "likelihood": opts.likelihood}
     return _posterior(release, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], parent_ids,
-                      pidx, attrs)
+                      pidx, attrs, binom=plan.binom)
 
 
-def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs, iid=False) -> Posterior:
+def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs, iid=False, binom=False) -> Posterior:
     post = {"alpha": alpha, "tau": tau, "u": u}
     dims = {"alpha": ["cell"], "u": ["area"], "rate": ["area", "cell"]}
     coords = {"cell": list(release.cells), "area": list(release.areas)}
@@ -240,9 +281,11 @@ def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs,
         log_rate = alpha[:, :, None, :] + u[:, :, :, None]
         if parent_ids:
             log_rate = log_rate + v[:, :, pidx][:, :, :, None]
-        post["rate"] = np.exp(log_rate)
+        # the rate per unit of exposure; binomial: the probability, logistic of the log odds
+        post["rate"] = 1.0 / (1.0 + np.exp(-log_rate)) if binom else np.exp(log_rate)
     else:
-        attrs = {**attrs, "rate_omitted": "rate = exp(alpha[cell] + u[area] (+ v[parent])), not stored: "
+        link = "logistic" if binom else "exp"
+        attrs = {**attrs, "rate_omitted": f"rate = {link}(alpha[cell] + u[area] (+ v[parent])), not stored: "
                                           f"{n_rate} values exceed {MAX_RATE_VALUES}"}
     return Posterior(family="small-area", method=method, posterior=post, dims=dims, coords=coords, attrs=attrs,
                      iid=iid)

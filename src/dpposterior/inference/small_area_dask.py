@@ -48,23 +48,27 @@ class Partition:
         self.out_u = np.empty((ch, data["draws"], g))
         self.UY, self.UB = np.zeros((ch, units, c)), np.zeros((ch, units, c))
         self.USU, self.USS, self.UD = np.zeros((ch, units)), np.zeros((ch, units)), np.zeros((ch, units))
+        self.DA, self.DT0, self.DT1 = (np.zeros((ch, units, c)) for _ in range(3))
+        self.v = None
 
     def sweep(self, it, alpha, v, dp, hyp):
         d = self.d
-        sa.sweep_partition(d["keys"], it, d["warmup"], d["ystar"], d["E"], d["kind"], d["scale"], d["half"],
+        self.v = v  # the binomial sweep updates v_p of this partition's parents in place
+        sa.sweep_partition(d["keys"], it, d["warmup"], d["binom"], d["has_p"], d["ystar"], d["E"], d["kind"], d["scale"], d["half"],
                            d["zero_pp"], d["zero_tab"], d["zrow"], d["has_totals"], d["pair_sweeps"], d["lgam"],
-                           d["akey"], d["ustart"], d["uparent"], alpha, v, dp, hyp, self.y, self.u, self.Ysum,
+                           d["akey"], d["ubase"], d["ustart"], d["uparent"], alpha, v, dp, hyp, self.y, self.u, self.Ysum,
                            self.out_u, self.UY, self.UB, self.USU, self.USS)
-        return self.UY, self.UB, self.USU, self.USS
+        return self.sums()
 
     def nc_delta(self, alpha, v, hyp):
         d = self.d
-        sa.nc_delta_partition(d["E"], d["ustart"], d["uparent"], alpha, v, hyp, self.u, self.Ysum, self.UD)
-        return self.UD
+        sa.nc_delta_partition(d["binom"], d["E"], d["ustart"], d["uparent"], alpha, v, hyp, self.u, self.Ysum, self.y,
+                              self.UD, self.DA, self.DT0, self.DT1)
+        return self.UD, self.DA, self.DT0, self.DT1
 
     def sums(self):
-        """The unit sums of the last sweep."""
-        return self.UY, self.UB, self.USU, self.USS
+        """The unit sums of the last sweep, and the parents' v (binomial: updated by the sweep)."""
+        return self.UY, self.UB, self.USU, self.USS, self.v
 
     def replay(self, messages) -> int:
         for msg in messages:
@@ -92,11 +96,12 @@ def _partition_units(plan: sa.Plan, parts: int) -> list[tuple[int, int]]:
 def _partition_data(plan: sa.Plan, u0: int, u1: int) -> dict:
     s = plan.area_slice(u0, u1)
     base = int(plan.uparent[u0]) if plan.has_p else 0
-    return {"keys": plan.keys, "warmup": plan.warmup, "draws": plan.draws, "ystar": plan.ystar[s], "E": plan.E[s],
+    return {"keys": plan.keys, "warmup": plan.warmup, "draws": plan.draws, "binom": plan.binom, "has_p": plan.has_p,
+            "ystar": plan.ystar[s], "E": plan.E[s],
             "kind": plan.kind, "scale": plan.scale[s], "half": plan.half[s], "zero_pp": plan.zero_pp[s],
             "zero_tab": plan.zero_tab, "zrow": plan.zrow[s], "has_totals": plan.has_totals,
             "pair_sweeps": plan.pair_sweeps, "lgam": plan.lgam, "akey": plan.akey[s],
-            "ustart": plan.ustart[u0:u1 + 1] - plan.ustart[u0], "uparent": plan.uparent[u0:u1] - base,
+            "ubase": u0, "ustart": plan.ustart[u0:u1 + 1] - plan.ustart[u0], "uparent": plan.uparent[u0:u1] - base,
             "y": plan.y[:, s], "u": plan.u[:, s]}
 
 
@@ -137,7 +142,7 @@ class _Cluster:
 
     def _v_slice(self, i: int, arr: np.ndarray) -> np.ndarray:
         if not self.plan.has_p:
-            return arr
+            return arr.copy()
         u0, u1 = self.ranges[i]
         return np.ascontiguousarray(arr[:, self.plan.uparent[u0]:self.plan.uparent[u1 - 1] + 1])
 
@@ -181,8 +186,6 @@ def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
     am, asd, ts, tps = plan.prior
     alpha, v, hyp = plan.alpha.copy(), plan.v.copy(), plan.hyp.copy()
     dp = np.zeros_like(v)
-    U = plan.ustart.shape[0] - 1
-    UD = np.zeros((plan.chains, U))
     total = plan.warmup + plan.draws
     for it in range(total + 1):
         msgs = []
@@ -197,11 +200,15 @@ def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
         UB = np.concatenate([s[1] for s in sums], axis=1)
         USU = np.concatenate([s[2] for s in sums], axis=1)
         USS = np.concatenate([s[3] for s in sums], axis=1)
-        sa.shared_a(plan.keys, it, plan.G, plan.has_p, am, asd, ts, tps, plan.uparent, UY, UB, USS, alpha, v, hyp)
+        if plan.binom and plan.has_p:  # the parents' v, as the partitions' sweeps left them
+            v[:] = np.concatenate([s[4] for s in sums], axis=1)
+        sa.shared_a(plan.keys, it, plan.G, plan.has_p, plan.binom, am, asd, ts, tps, plan.uparent, UY, UB, USS,
+                    alpha, v, hyp)
         deltas = cluster.call("nc_delta", lambda i: (alpha.copy(), cluster._v_slice(i, v), hyp.copy()))
-        UD[:] = np.concatenate(deltas, axis=1)
-        sa.shared_b(plan.keys, it, plan.warmup, plan.G, plan.has_p, am, asd, ts, tps, plan.n_unit, USU, UD,
-                    alpha, v, dp, hyp, out["alpha"], out["v"], out["tau"], out["taup"])
+        UD = np.concatenate([d[0] for d in deltas], axis=1)
+        DA, DT0, DT1 = (np.concatenate([d[k] for d in deltas], axis=1) for k in (1, 2, 3))
+        sa.shared_b(plan.keys, it, plan.warmup, plan.G, plan.has_p, plan.binom, am, asd, ts, tps, plan.n_unit, USU,
+                    UD, DA, DT0, DT1, alpha, v, dp, hyp, out["alpha"], out["v"], out["tau"], out["taup"])
         if AFTER_ITERATION is not None:
             AFTER_ITERATION(it, client)
     parts = cluster.call("result", lambda i: ())
