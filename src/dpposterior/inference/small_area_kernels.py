@@ -99,12 +99,17 @@ def _window(mu, ystar, half, zero_pp, zero_tab, buf, N):
     return lo, hi
 
 
+#: 1 / (k + 1) for small k: a table lookup instead of a division in the latent-count recurrence
+RECIPROCALS = 1.0 / np.arange(1.0, 4097.0)
+
+
 @numba.njit(cache=True, inline="always")
 def _count_ratio(mu, N, odds, y):
     """P(y + 1) / P(y) of the latent count's own law: Poisson(mu), or Binomial(N, p) (N >= 0, odds p / (1 - p))."""
+    inv = RECIPROCALS[y] if y < RECIPROCALS.shape[0] else 1.0 / (y + 1.0)
     if N < 0:
-        return mu / (y + 1.0)
-    return (N - y) / (y + 1.0) * odds
+        return mu * inv
+    return (N - y) * inv * odds
 
 
 @numba.njit(cache=True)
@@ -125,8 +130,8 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
         q = math.exp(-1.0 / (scale * scale))
         g = math.exp((ystar - lo - 0.5) / (scale * scale))  # eta ratio from lo to lo + 1
         for i in range(n):
-            buf[i] = w
             total += w
+            buf[i] = total  # the cumulative weights: the draw is then a search
             w *= _count_ratio(mu, N, odds, lo + i) * g
             g *= q
             if w > 1e250:  # far below the mode at lo: rescale what is stored (rare)
@@ -138,8 +143,8 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
         up = math.exp(1.0 / scale)
         down = 1.0 / up
         for i in range(n):
-            buf[i] = w
             total += w
+            buf[i] = total
             d = ystar - (lo + i)  # eta(d - 1) / eta(d) = exp((|d| - |d - 1|) / b)
             if d >= 1.0:
                 r = up
@@ -153,13 +158,18 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
                     buf[j] *= 1e-250
                 total *= 1e-250
                 w *= 1e-250
+    # the first i whose cumulative weight reaches u * total (bisection; the inverse-CDF walk's answer)
     target = u * total
-    run = 0.0
-    for i in range(n):
-        run += buf[i]
-        if run >= target:
-            return lo + i
-    return hi
+    a, b = 0, n - 1
+    if buf[b] < target:
+        return hi
+    while a < b:
+        mid = (a + b) // 2
+        if buf[mid] >= target:
+            b = mid
+        else:
+            a = mid + 1
+    return lo + a
 
 
 @numba.njit(cache=True)
