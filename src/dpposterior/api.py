@@ -17,6 +17,7 @@ import numpy as np
 from .checks import check_posterior
 from .errors import InputError, PosteriorWarning
 from .execution import check_scheduler, use_executor
+from .long_lived import freeze_long_lived
 from .model import Model
 from .options import InferenceOptions
 from .release import load_release
@@ -108,6 +109,9 @@ def _run(compute, options, engine_options, family=None, prior_obj=None, release=
         post = compute()
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
     check_posterior(post, family, prior_obj, release)
+    # numba's registries, built by the first kernel, live as long as the process: out of the collector's
+    # way from now on (a third of a one-posterior process's time went to walking them; long_lived.py)
+    freeze_long_lived()
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
         if hasattr(engine_options, name):

@@ -14,28 +14,31 @@ imports it in the worker that needs it), matplotlib, pandas, ArviZ or Dask.
 
 from __future__ import annotations
 
-import numpy  # noqa: F401
-import scipy.special  # noqa: F401
-from scipy.spatial import distance  # noqa: F401  (diagnostics.metrics: the calibration studies' MMD)
+from .long_lived import collector_paused
 
-from . import release  # noqa: F401  (pydantic and the release schema)
-from .diagnostics import calibration  # noqa: F401
-from .families import FAMILY_MODULES
-from .inference import truncated  # noqa: F401  (numba, and scipy's special functions bound for the kernels)
+# the pre-fork recipe (long_lived.py): no collections while preloading (they find almost nothing), then the
+# preloaded objects are frozen, so no worker's collections walk them (nor copy their pages on write)
+with collector_paused():
+    import numpy  # noqa: F401
+    import scipy.special  # noqa: F401
+    from scipy.spatial import distance  # noqa: F401  (diagnostics.metrics: the calibration studies' MMD)
 
+    from . import release  # noqa: F401  (pydantic and the release schema)
+    from .diagnostics import calibration  # noqa: F401
+    from .families import FAMILY_MODULES
+    from .inference import truncated  # noqa: F401  (numba, and scipy's special functions bound for the kernels)
 
-def _warm() -> None:
-    import importlib
+    def _warm() -> None:
+        import importlib
 
-    from numba.core.registry import cpu_target
+        from numba.core.registry import cpu_target
 
-    # numba's typing and lowering registries: loaded on the first compile or cache load of any kernel
-    cpu_target.target_context.refresh()
-    for module in FAMILY_MODULES.values():  # the family modules are light (schemas, priors, simulators)
-        try:
-            importlib.import_module(module)
-        except ImportError:  # an optional family (its own extra): the worker imports it if it runs it
-            pass
+        # numba's typing and lowering registries: loaded on the first compile or cache load of any kernel
+        cpu_target.target_context.refresh()
+        for module in FAMILY_MODULES.values():  # the family modules are light (schemas, priors, simulators)
+            try:
+                importlib.import_module(module)
+            except ImportError:  # an optional family (its own extra): the worker imports it if it runs it
+                pass
 
-
-_warm()
+    _warm()
