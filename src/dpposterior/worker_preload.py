@@ -22,8 +22,8 @@ with collector_paused():
     import numpy  # noqa: F401
     import scipy.special  # noqa: F401
 
-    from . import release  # noqa: F401  (pydantic and the release schema)
-    from .diagnostics import calibration  # noqa: F401
+    from . import execution, families, release  # noqa: F401  (seeds; the family registry; pydantic and the schema)
+    from .diagnostics import calibration, metrics  # noqa: F401
     from .inference import truncated  # noqa: F401  (numba, and scipy's special functions bound for the kernels)
 
     from numba.core.registry import cpu_target
