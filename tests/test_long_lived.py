@@ -58,3 +58,21 @@ def test_collector_paused_restores_a_disabled_collector(monkeypatch):
     with long_lived.collector_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_the_first_kernel_runs_without_collections_then_freezes():
+    """The collector is off while numba holds its compiler lock before its registries exist (here: the first
+    compile), back on afterwards, the objects are frozen, and the listener is registered once."""
+    code = ("import gc, sys\nimport numba\nfrom dpposterior import long_lived\n"
+            "long_lived.pause_during_first_kernel(); long_lived.pause_during_first_kernel()\n"
+            "import numba.core.event as ev\n"
+            "listeners = [l for l in ev._registered.get('numba:compiler_lock', []) if type(l).__name__ == 'FirstHold']\n"
+            "seen = []\n"
+            "@numba.njit\ndef f(x):\n    return x + 1\n"
+            "class Probe(ev.Listener):\n"
+            "    def on_start(self, event): seen.append(gc.isenabled())\n"
+            "    def on_end(self, event): pass\n"
+            "ev.register('numba:compiler_lock', Probe())\n"
+            "f(1)\n"
+            "print(len(listeners), seen[0], gc.isenabled(), gc.get_freeze_count() > 0)")
+    assert run_fresh(code) == "1 False True True"

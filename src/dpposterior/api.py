@@ -17,7 +17,7 @@ import numpy as np
 from .checks import check_posterior
 from .errors import InputError, PosteriorWarning
 from .execution import check_scheduler, use_executor
-from .long_lived import freeze_long_lived
+from .long_lived import freeze_long_lived, pause_during_first_kernel
 from .model import Model
 from .options import InferenceOptions
 from .release import load_release
@@ -105,6 +105,7 @@ def _run(compute, options, engine_options, family=None, prior_obj=None, release=
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
     # execution.current_executor(); it starts only if they use it
+    pause_during_first_kernel()  # numba's one-time set-up runs without collections (long_lived.py)
     with use_executor(options.scheduler):
         post = compute()
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result

@@ -16,6 +16,12 @@ generation, once per process, after a young-generation collection:
   ends (``gc.unfreeze()`` hands them all back to the collector);
 * draws do not depend on it (the collector never touches numbers).
 
+:func:`pause_during_first_kernel` also keeps the collector off while numba builds those objects (while it
+holds its compiler lock, up to the hold that loads the registries and the first kernel), since the
+collections it would run there walk tens of thousands of new objects and find almost no garbage; the young
+garbage is collected when the lock is released, just before the freeze.  It listens to numba's public event
+API (``numba.core.event``, kind ``numba:compiler_lock``).
+
 :func:`collector_paused` is the pre-fork half of the recipe, for the ``processes`` forkserver
 (``dpposterior/worker_preload.py``): no collections while it imports (they find almost no garbage there),
 then a freeze, so every worker forked from it starts with the preloaded objects out of its collections.
@@ -25,10 +31,13 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 from contextlib import contextmanager
 
 #: set once this process has frozen (inherited by processes forked from it)
 _FROZEN = False
+#: set once :func:`pause_during_first_kernel` has registered its listener
+_LISTENING = False
 #: imported only by numba's registry set-up (``CPUContext.load_additional_registries``), at the first kernel
 _NUMBA_REGISTRIES = "numba.np.arraymath"
 
@@ -59,3 +68,47 @@ def collector_paused():
         freeze_long_lived(force=True)
         if enabled:
             gc.enable()
+
+
+def pause_during_first_kernel() -> None:
+    """Pause the collector while numba holds its compiler lock, until its registries are loaded; then freeze.
+
+    A no-op once frozen or listening, or while numba is not imported (no kernel can run then)."""
+    global _LISTENING
+    if _FROZEN or _LISTENING or "numba" not in sys.modules or _NUMBA_REGISTRIES in sys.modules:
+        return
+    _LISTENING = True
+    import numba.core.event as ev
+
+    class FirstHold(ev.Listener):
+        """Collector off during each outermost hold of the lock until numba's registries exist, then a freeze;
+        a no-op afterwards (it stays registered: unregistering inside a broadcast would skip the next listener)."""
+
+        def __init__(self):
+            self.depth = 0  # the lock is re-entrant, and a thread's start comes before it waits for the lock
+            self.lock = threading.Lock()
+            self.enabled = gc.isenabled()
+            self.done = False
+
+        def on_start(self, event):
+            with self.lock:
+                if self.done:
+                    return
+                if self.depth == 0:
+                    gc.disable()
+                self.depth += 1
+
+        def on_end(self, event):
+            with self.lock:
+                if self.done:
+                    return
+                self.depth -= 1
+                if self.depth:
+                    return
+                if _NUMBA_REGISTRIES in sys.modules:
+                    self.done = True
+                    freeze_long_lived()
+                if self.enabled:
+                    gc.enable()
+
+    ev.register("numba:compiler_lock", FirstHold())
