@@ -111,7 +111,7 @@ def _run(compute, options, engine_options, family=None, prior_obj=None, release=
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
     check_posterior(post, family, prior_obj, release)
     # numba's registries, built by the first kernel, live as long as the process: out of the collector's
-    # way from now on (a third of a one-posterior process's time went to walking them; long_lived.py)
+    # way from now on (a quarter of a one-posterior process's time went to walking them; long_lived.py)
     freeze_long_lived()
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):

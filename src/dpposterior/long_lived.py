@@ -5,10 +5,10 @@ processes that fork: ``gc.disable()`` early in the parent, ``gc.freeze()`` befor
 
 The first compiled kernel a process runs (compiled or loaded from numba's cache) builds numba's typing and
 lowering registries: about 50,000 Python objects (of the ~120,000 such a process holds) that live as long
-as the process.  CPython's full collections walk every tracked object, and the interpreter runs full
+as the process. CPython's full collections walk every tracked object, and the interpreter runs full
 collections when it exits, so a one-posterior process spent about a quarter of its time walking them
-(docs/benchmarks.md, "Start-up").  :func:`freeze_long_lived` moves the objects alive at that moment into the permanent
-generation, once per process, after a young-generation collection:
+(docs/benchmarks.md, "Start-up"). :func:`freeze_long_lived` moves the objects alive at that moment into
+the permanent generation, once per process, after a young-generation collection:
 
 * the frozen objects are still freed by reference counting when their last reference goes; only
   reference cycles among them are no longer collected -- for numba's registries (never garbage) nothing
@@ -87,7 +87,7 @@ def pause_during_first_kernel() -> None:
         def __init__(self):
             self.depth = 0  # the lock is re-entrant, and a thread's start comes before it waits for the lock
             self.lock = threading.Lock()
-            self.enabled = gc.isenabled()
+            self.enabled = True
             self.done = False
 
         def on_start(self, event):
@@ -95,6 +95,7 @@ def pause_during_first_kernel() -> None:
                 if self.done:
                     return
                 if self.depth == 0:
+                    self.enabled = gc.isenabled()
                     gc.disable()
                 self.depth += 1
 
