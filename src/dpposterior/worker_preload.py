@@ -21,6 +21,7 @@ from .long_lived import collector_paused
 with collector_paused():
     import numpy  # noqa: F401
     import scipy.special  # noqa: F401
+    from scipy.spatial import distance  # noqa: F401  (diagnostics.metrics: the calibration studies' MMD)
 
     from . import execution, families, release  # noqa: F401  (seeds; the family registry; pydantic and the schema)
     from .diagnostics import calibration, metrics  # noqa: F401

@@ -1,15 +1,13 @@
 """Distances between two sets of posterior draws (Xiong, Ju & Zhang Sec. 4; Bernstein & Sheldon Fig. 1c).
 
 ``mmd`` -- maximum mean discrepancy with a Gaussian kernel, bandwidth by the
-median heuristic on the pooled sample (Gretton et al. 2012, unbiased U-statistic).  Its distances are
-computed here with numpy, in scipy.spatial.distance's order (equal to ``cdist``/``pdist`` bit for bit,
-``tests/test_metrics_distances.py``): importing scipy.spatial cost every calibration worker ~0.08 s
-(issue 29).
+median heuristic on the pooled sample (Gretton et al. 2012, unbiased U-statistic).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import cdist, pdist
 
 
 def _as_2d(x) -> np.ndarray:
@@ -17,23 +15,11 @@ def _as_2d(x) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x.reshape(x.shape[0], -1)
 
 
-def sq_distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """(n, m) squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d).
-
-    Summed coordinate by coordinate, as scipy's ``cdist(x, y, "sqeuclidean")`` does for each pair, so the
-    values are the same bit for bit (not ``|x|^2 + |y|^2 - 2 x.y``, which cancels for near points)."""
-    out = np.zeros((x.shape[0], y.shape[0]))
-    for k in range(x.shape[1]):
-        diff = x[:, None, k] - y[None, :, k]
-        out += diff * diff
-    return out
-
-
 def median_bandwidth(x, y) -> float:
     pooled = np.vstack([_as_2d(x), _as_2d(y)])
     if len(pooled) > 2000:  # the median of a subsample is as good and O(n^2) cheaper
         pooled = pooled[np.random.default_rng(0).choice(len(pooled), 2000, replace=False)]
-    d = np.sqrt(sq_distances(pooled, pooled)[np.triu_indices(len(pooled), 1)])  # scipy's pdist(pooled)
+    d = pdist(pooled)
     med = np.median(d[d > 0]) if np.any(d > 0) else 1.0
     return float(med)
 
@@ -45,9 +31,9 @@ def mmd(x, y, bandwidth: float | None = None) -> float:
         raise ValueError("mmd: x and y must have the same dimension")
     h = bandwidth if bandwidth is not None else median_bandwidth(x, y)
     gamma = 1.0 / (2.0 * h * h)
-    kxx = np.exp(-gamma * sq_distances(x, x))
-    kyy = np.exp(-gamma * sq_distances(y, y))
-    kxy = np.exp(-gamma * sq_distances(x, y))
+    kxx = np.exp(-gamma * cdist(x, x, "sqeuclidean"))
+    kyy = np.exp(-gamma * cdist(y, y, "sqeuclidean"))
+    kxy = np.exp(-gamma * cdist(x, y, "sqeuclidean"))
     n, m = len(x), len(y)
     sxx = (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
     syy = (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
