@@ -76,3 +76,16 @@ def test_the_first_kernel_runs_without_collections_then_freezes():
             "f(1)\n"
             "print(len(listeners), seen[0], gc.isenabled(), gc.get_freeze_count() > 0)")
     assert run_fresh(code) == "1 False True True"
+
+
+def test_garbage_is_collected_not_frozen():
+    """A dropped reference cycle that had already reached the oldest generation is collected (its finalizer
+    runs) before the freeze: what is frozen is only what is alive."""
+    code = ("import gc\nfrom dpposterior.long_lived import freeze_long_lived\n"
+            "closed = []\n"
+            "class Handle:\n    def __del__(self):\n        closed.append(True)\n"
+            "h = Handle(); h.self = h\n"
+            "gc.collect()  # h is alive: now in the oldest generation\n"
+            "del h\n"
+            "print(freeze_long_lived(force=True), closed == [True])")
+    assert run_fresh(code) == "True True"
