@@ -89,3 +89,12 @@ def test_garbage_is_collected_not_frozen():
             "del h\n"
             "print(freeze_long_lived(force=True), closed == [True])")
     assert run_fresh(code) == "True True"
+
+
+def test_the_freeze_can_be_turned_off(monkeypatch):
+    """DPPOSTERIOR_GC_FREEZE=0: a long-running library user keeps the collector's usual behaviour."""
+    from dpposterior import long_lived
+
+    monkeypatch.setattr(long_lived, "_FROZEN", False)
+    monkeypatch.setenv("DPPOSTERIOR_GC_FREEZE", "0")
+    assert long_lived.freeze_long_lived(force=True) is False and long_lived._FROZEN is False

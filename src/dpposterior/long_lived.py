@@ -14,7 +14,8 @@ unreachable cycle holding, say, an open file must still be collected and closed)
 * the frozen objects are still freed by reference counting when their last reference goes; only
   reference cycles among them are no longer collected -- for numba's registries (never garbage) nothing
   changes, for a caller's own objects alive at that moment a cycle dropped later stays until the process
-  ends (``gc.unfreeze()`` hands them all back to the collector);
+  ends (``gc.unfreeze()`` hands them all back to the collector; ``DPPOSTERIOR_GC_FREEZE=0`` in the
+  environment turns the freeze off for a long-lived program that would rather not);
 * draws do not depend on it (the collector never touches numbers).
 
 :func:`pause_during_first_kernel` also keeps the collector off while numba builds those objects (while it
@@ -31,6 +32,7 @@ then a freeze, so every worker forked from it starts with the preloaded objects 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
 from contextlib import contextmanager
@@ -50,6 +52,8 @@ def freeze_long_lived(*, force: bool = False) -> bool:
     """
     global _FROZEN
     if _FROZEN or not (force or _NUMBA_REGISTRIES in sys.modules):
+        return False
+    if os.environ.get("DPPOSTERIOR_GC_FREEZE", "1") == "0":  # a library user's opt-out (docs/architecture.md)
         return False
     # a full collection first: garbage frozen now would never be collected, nor its files closed (it costs
     # about 4% of a one-posterior process, measured: what is frozen must be what is alive)
