@@ -333,7 +333,7 @@ def test_latent_recurrence_matches_the_log_space_draw(kind):
     """The recurrence (three multiplications per value) is the log-space enumeration's quantile function:
     same y for every u on a grid, over means from 1e-2 to 1e5, noise scales 0.7-6.5, released values far
     below, at and far above the mean, integer and not (continuous noise); and for binomial counts."""
-    from dpposterior.inference.small_area_kernels import _draw_latent, _draw_latent_logspace
+    from dpposterior.inference.small_area_kernels import _draw_latent, _draw_latent_logspace, noise_steps
 
     lgam = np.array([math.lgamma(k + 1.0) for k in range(200_000)])
     buf = np.empty(4000)
@@ -342,9 +342,10 @@ def test_latent_recurrence_matches_the_log_space_draw(kind):
     checked = 0
     for scale in (0.7, 2.0, 6.5):
         half = 7.5 * scale + 10
+        gtab = noise_steps(kind, np.array([scale]), half)
         for mu in (0.01, 1.0, 30.0, 1000.0, 1e5):
             for ystar in (-5.0, 0.0, 3.0, 3.3, 40.0, 400.0, 1e5 + 17):
-                a = [_draw_latent(mu, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf, -1, 0.0)
+                a = [_draw_latent(mu, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf, -1, 0.0)
                      for u in grid]
                 b = [_draw_latent_logspace(mu, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf, -1, 0.0)
                      for u in grid]
@@ -356,7 +357,7 @@ def test_latent_recurrence_matches_the_log_space_draw(kind):
             for prob in (1e-4, 0.3, 0.99):
                 odds = prob / (1 - prob)
                 for ystar in (-5.0, 0.0, 2.0, 35.0, 4990.0):
-                    a = [_draw_latent(n * prob, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf, n, odds)
+                    a = [_draw_latent(n * prob, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf, n, odds)
                          for u in grid]
                     b = [_draw_latent_logspace(n * prob, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf,
                                                n, odds) for u in grid]

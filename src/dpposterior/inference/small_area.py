@@ -40,7 +40,7 @@ from ..errors import RefusedError
 from ..options import MCMCOptions, option
 from ..posterior import Posterior
 from .small_area_kernels import (BLOCK, GAUSS, H_LOG_NC_STEP, H_LOG_TAU, H_LOG_TAUP, H_SCALE, LAPLACE, LGAMMA_TABLE,
-                                 N_HYP, Plan, run_serial)
+                                 N_HYP, Plan, noise_steps, run_serial)
 
 #: the most draws x areas x cells for which the ``rate`` array is stored (beyond it: alpha, u, v only)
 MAX_RATE_VALUES = 40_000_000
@@ -149,8 +149,12 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     def inner(a):
         return np.ascontiguousarray(a[order])
 
+    row_scale = np.ones(zero_tab.shape[0])
+    row_scale[zrow.ravel()] = np.asarray(scale, float).ravel()  # the cells of a row share its noise scale
+
     return Plan(ystar=inner(ystar), E=inner(E), binom=binom, kind=kind, scale=inner(scale), half=inner(half),
-                zero_pp=inner(zero_pp), zero_tab=zero_tab, zrow=inner(zrow), has_totals=totals is not None,
+                zero_pp=inner(zero_pp), zero_tab=zero_tab, gtab=noise_steps(kind, row_scale, float(half.max())),
+                zrow=inner(zrow), has_totals=totals is not None,
                 pair_sweeps=opts.pair_sweeps, lgam=_lgamma_table(ymax), akey=order.astype(np.int64), order=order,
                 ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0,
                 prior=(float(prior.alpha_mean), float(prior.alpha_sd), float(prior.tau_scale),

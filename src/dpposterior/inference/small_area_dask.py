@@ -55,7 +55,7 @@ class Partition:
         d = self.d
         self.v = v  # the binomial sweep updates v_p of this partition's parents in place
         sa.sweep_partition(d["keys"], it, d["warmup"], d["binom"], d["has_p"], d["ystar"], d["E"], d["kind"], d["scale"], d["half"],
-                           d["zero_pp"], d["zero_tab"], d["zrow"], d["has_totals"], d["pair_sweeps"], d["lgam"],
+                           d["zero_pp"], d["zero_tab"], d["gtab"], d["zrow"], d["has_totals"], d["pair_sweeps"], d["lgam"],
                            d["akey"], d["ubase"], d["ustart"], d["uparent"], alpha, v, dp, hyp, self.y, self.u, self.Ysum,
                            self.out_u, self.UY, self.UB, self.USU, self.USS)
         return self.sums()
@@ -99,7 +99,7 @@ def _partition_data(plan: sa.Plan, u0: int, u1: int) -> dict:
     return {"keys": plan.keys, "warmup": plan.warmup, "draws": plan.draws, "binom": plan.binom, "has_p": plan.has_p,
             "ystar": plan.ystar[s], "E": plan.E[s],
             "kind": plan.kind, "scale": plan.scale[s], "half": plan.half[s], "zero_pp": plan.zero_pp[s],
-            "zero_tab": plan.zero_tab, "zrow": plan.zrow[s], "has_totals": plan.has_totals,
+            "zero_tab": plan.zero_tab, "gtab": plan.gtab, "zrow": plan.zrow[s], "has_totals": plan.has_totals,
             "pair_sweeps": plan.pair_sweeps, "lgam": plan.lgam, "akey": plan.akey[s],
             "ubase": u0, "ustart": plan.ustart[u0:u1 + 1] - plan.ustart[u0], "uparent": plan.uparent[u0:u1] - base,
             "y": plan.y[:, s], "u": plan.u[:, s]}

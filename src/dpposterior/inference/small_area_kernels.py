@@ -99,6 +99,28 @@ def _window(mu, ystar, half, zero_pp, zero_tab, buf, N):
     return lo, hi
 
 
+#: column of gtab holding exp((d - 0.5) / sigma^2) for d = y* - lo = 0 is GTAB_OFFSET (columns 0, 1: the steps)
+GTAB_OFFSET = 66
+
+
+def noise_steps(kind: int, scales: np.ndarray, half_max: float) -> np.ndarray:
+    """Per noise scale, the recurrence's constants (no exp per draw): Gaussian -- exp(-1/sigma^2), then
+    exp((d - 0.5)/sigma^2) for d = y* - lo from -64 to half_max + 2 (column d + GTAB_OFFSET); Laplace --
+    exp(1/b), exp(-1/b)."""
+    width = GTAB_OFFSET + int(math.ceil(half_max)) + 3
+    out = np.ones((len(scales), width))
+    for r, sc in enumerate(np.asarray(scales, float)):
+        if kind == GAUSS:
+            out[r, 0] = math.exp(-1.0 / (sc * sc))
+            d = np.arange(width) - GTAB_OFFSET
+            with np.errstate(over="ignore"):
+                out[r, 2:] = np.exp((d[2:] - 0.5) / (sc * sc))
+        else:
+            out[r, 0] = math.exp(1.0 / sc)
+            out[r, 1] = math.exp(-1.0 / sc)
+    return out
+
+
 #: 1 / (k + 1) for small k: a table lookup instead of a division in the latent-count recurrence
 RECIPROCALS = 1.0 / np.arange(1.0, 4097.0)
 
@@ -113,7 +135,7 @@ def _count_ratio(mu, N, odds, y):
 
 
 @numba.njit(cache=True)
-def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds):
+def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lgam, u, buf, N, odds):
     """One exact draw of y from Poisson(y; mu) -- or Binomial(y; N, p) with odds = p / (1 - p) and mu = N p when
     N >= 0 -- times p(y* | y), over its window (``buf``: scratch of the window's width).  The weights follow a
     recurrence -- w(y+1) / w(y) = mu / (y+1) (binomial: (N - y) / (y + 1) * odds) * eta(y* - y - 1) / eta(y* - y),
@@ -127,21 +149,22 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
     w = 1.0
     total = 0.0
     if kind == GAUSS:
-        q = math.exp(-1.0 / (scale * scale))
-        g = math.exp((ystar - lo - 0.5) / (scale * scale))  # eta ratio from lo to lo + 1
+        q = gtab[zrow, 0]  # exp(-1 / sigma^2)
+        # eta ratio from lo to lo + 1, exp((y* - lo - 0.5) / sigma^2): tabulated for integer y* - lo
+        k = ystar - lo
+        j = int(k) + GTAB_OFFSET
+        if k == int(k) and 2 <= j < gtab.shape[1]:
+            g = gtab[zrow, j]
+        else:
+            g = math.exp((k - 0.5) / (scale * scale))
         for i in range(n):
             total += w
             buf[i] = total  # the cumulative weights: the draw is then a search
             w *= _count_ratio(mu, N, odds, lo + i) * g
             g *= q
-            if w > 1e250:  # far below the mode at lo: rescale what is stored (rare)
-                for j in range(i + 1):
-                    buf[j] *= 1e-250
-                total *= 1e-250
-                w *= 1e-250
     else:
-        up = math.exp(1.0 / scale)
-        down = 1.0 / up
+        up = gtab[zrow, 0]  # exp(1 / b)
+        down = gtab[zrow, 1]
         for i in range(n):
             total += w
             buf[i] = total
@@ -153,23 +176,15 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u,
             else:
                 r = math.exp((2.0 * d - 1.0) / scale)
             w *= _count_ratio(mu, N, odds, lo + i) * r
-            if w > 1e250:
-                for j in range(i + 1):
-                    buf[j] *= 1e-250
-                total *= 1e-250
-                w *= 1e-250
-    # the first i whose cumulative weight reaches u * total (bisection; the inverse-CDF walk's answer)
+    if not total < 1e300:  # the window starts far below the mode (overflow): the log-space draw (rare)
+        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds)
+    # the first i whose cumulative weight reaches u * total (the inverse-CDF walk's answer; a linear scan
+    # over ~30 values, its one branch miss, beats a bisection's several)
     target = u * total
-    a, b = 0, n - 1
-    if buf[b] < target:
-        return hi
-    while a < b:
-        mid = (a + b) // 2
-        if buf[mid] >= target:
-            b = mid
-        else:
-            a = mid + 1
-    return lo + a
+    for i in range(n):
+        if buf[i] >= target:
+            return lo + i
+    return hi
 
 
 @numba.njit(cache=True)
@@ -329,7 +344,7 @@ NC_TARGET = 0.44
 
 
 @numba.njit(cache=True)
-def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow, has_totals,
                  pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u,
                  UY, UB, USU, USS, buf, scratch_n, scratch_a):
     """Phase 1 for one chain over the units of ``ustart`` (local area indices; ``ustart[-1]`` = areas).
@@ -386,11 +401,11 @@ def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zer
                     if binom:
                         odds = math.exp(av[c] + u[g])
                         y[g, c] = _draw_latent(E[g, c] * odds / (1.0 + odds), kind, scale[g, c], ystar[g, c],
-                                               half[g, c], zero_pp[g, c], zero_tab, zrow[g, c], lgam,
+                                               half[g, c], zero_pp[g, c], zero_tab, gtab, zrow[g, c], lgam,
                                                _uniform(key, ag, it, c), buf, int(E[g, c]), odds)
                     else:
                         y[g, c] = _draw_latent(E[g, c] * ea[c] * eu * ev, kind, scale[g, c], ystar[g, c], half[g, c],
-                                               zero_pp[g, c], zero_tab, zrow[g, c], lgam, _uniform(key, ag, it, c),
+                                               zero_pp[g, c], zero_tab, gtab, zrow[g, c], lgam, _uniform(key, ag, it, c),
                                                buf, -1, 0.0)
             tot = 0.0
             sg = 0.0
@@ -603,7 +618,7 @@ def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_
 
 # --------------------------------------------------------------------------- the in-process driver
 @numba.njit(cache=True, parallel=True)
-def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals, pair_sweeps, lgam,
+def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow, has_totals, pair_sweeps, lgam,
                 akey, ustart, uparent, n_unit, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, warmup, draws,
                 y, u, alpha, v, hyp, out_alpha, out_u, out_v, out_tau, out_taup):
     """All four phases of every iteration in one compiled loop, chains in parallel."""
@@ -627,7 +642,7 @@ def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, zro
         scratch_n = np.empty(biggest)
         scratch_a = np.empty(biggest)
         for it in range(warmup + draws + 1):
-            _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow,
+            _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
                          has_totals, pair_sweeps, lgam, akey, 0, ustart, uparent, alpha[ch], v[ch], dp, hyp[ch], y[ch],
                          u[ch], Ysum, out_u[ch], UY, UB, USU, USS, buf, scratch_n, scratch_a)
             if it == warmup + draws:
@@ -643,7 +658,8 @@ def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, zro
 
 # --------------------------------------------------------------------------- the phases over all chains (Dask)
 @numba.njit(cache=True, parallel=True)
-def sweep_partition(keys, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+def sweep_partition(keys, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
+                    has_totals,
                     pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u, UY, UB, USU,
                     USS):
     """Phase 1 of every chain over one partition's areas (leading chain axis on every state array)."""
@@ -654,7 +670,7 @@ def sweep_partition(keys, it, warmup, binom, has_p, ystar, E, kind, scale, half,
         buf = np.empty(width)
         scratch_n = np.empty(biggest)
         scratch_a = np.empty(biggest)
-        _sweep_chain(keys[ch], it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow,
+        _sweep_chain(keys[ch], it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
                      has_totals, pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha[ch], v[ch], dp[ch], hyp[ch], y[ch],
                      u[ch], Ysum[ch], out_u[ch], UY[ch], UB[ch], USU[ch], USS[ch], buf, scratch_n, scratch_a)
 
@@ -699,6 +715,7 @@ class Plan:
     half: np.ndarray
     zero_pp: np.ndarray
     zero_tab: np.ndarray
+    gtab: np.ndarray      # per noise scale: the recurrence's constants (noise_steps)
     zrow: np.ndarray
     has_totals: bool
     pair_sweeps: int
@@ -743,7 +760,7 @@ def run_serial(plan: Plan) -> dict:
     out = output_arrays(plan)
     out_u = np.empty((plan.chains, plan.draws, plan.G))
     y, u, alpha, v, hyp = (plan.y.copy(), plan.u.copy(), plan.alpha.copy(), plan.v.copy(), plan.hyp.copy())
-    _run_chains(plan.keys, plan.binom, plan.ystar, plan.E, plan.kind, plan.scale, plan.half, plan.zero_pp, plan.zero_tab,
+    _run_chains(plan.keys, plan.binom, plan.ystar, plan.E, plan.kind, plan.scale, plan.half, plan.zero_pp, plan.zero_tab, plan.gtab,
                 plan.zrow, plan.has_totals, plan.pair_sweeps, plan.lgam, plan.akey, plan.ustart, plan.uparent,
                 plan.n_unit, plan.has_p, *plan.prior, plan.warmup, plan.draws, y, u, alpha, v, hyp,
                 out["alpha"], out_u, out["v"], out["tau"], out["taup"])
