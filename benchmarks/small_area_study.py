@@ -13,8 +13,9 @@ Scores, over every rate of every trial: the coverage of the central 50% and 90% 
 rates (posterior quantiles; normal intervals for direct), their mean width, and the RMSE of the
 posterior mean (direct: its estimate).  A trial's rates share parameters, so the Monte Carlo standard
 error of a coverage is the sd of the per-trial coverages over sqrt(trials).  SBC (Talts et al. 2018):
-the rank of the true alpha_c and tau among 99 draws thinned from one chain of 990 (after 300 warm-up),
-chi-square over 10 bins; the engines draw from the same prior the truth came from.
+the rank of the true alpha_c and tau among 99 draws thinned evenly from one chain of 99 x ``--thin``
+(default 990, after ``--warmup`` 300), chi-square over 10 bins; the engines draw from the same prior the
+truth came from.  The intervals and means use every draw of that chain.
 
     python benchmarks/small_area_study.py                 # 200 trials, G = 40, C = 2, sigma = 4
     python benchmarks/small_area_study.py --quick         # 30 trials
@@ -40,7 +41,7 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "small_area_study.json"
 METHODS = ("exact-da", "naive", "direct")
 LEVELS = (0.5, 0.9)
-KEEP = 99  # SBC: draws kept per trial (one chain of 990, every 10th)
+KEEP = 99  # SBC: draws kept per trial (one chain of KEEP x --thin draws, evenly thinned)
 
 
 def _loadavg() -> str:
@@ -65,8 +66,8 @@ def trial(t: int, args, prior) -> dict:
     rel = load_release(release)
     out: dict = {}
     for method in METHODS[:2]:
-        post = dp.infer(rel, prior=prior.model_dump(exclude={"kind"}), method=method, seed=t, draws=10 * KEEP,
-                        warmup=300, chains=1)
+        post = dp.infer(rel, prior=prior.model_dump(exclude={"kind"}), method=method, seed=t,
+                        draws=args.thin * KEEP, warmup=args.warmup, chains=1)
         draws = rate_draws(post)
         res = {"rmse": float(math.sqrt(np.mean((draws.mean(axis=0) - truth["rate"]) ** 2)))}
         for level in LEVELS:
@@ -106,7 +107,8 @@ def summarise(trials: list[dict]) -> dict:
 def table(result: dict) -> str:
     s = result["settings"]
     lines = [f"G = {s['G']}, C = {s['C']}, sigma = {s['sigma']}, exposures uniform on {s['exposure']}, "
-             f"{s['trials']} trials, prior {s['prior']}, postprocessing {s['postprocessing']}", "",
+             f"{s['trials']} trials, prior {s['prior']}, postprocessing {s['postprocessing']}, one chain of "
+             f"{s['draws']} draws after {s['warmup']} warm-up", "",
              "| method | coverage 50% | coverage 90% | mean width 50% | mean width 90% | RMSE (rate) | "
              "SBC p alpha[0] | SBC p alpha[1] | SBC p tau |", "|---|---|---|---|---|---|---|---|---|"]
     for m, r in result["summary"].items():
@@ -129,6 +131,8 @@ def main(argv=None) -> int:
     ap.add_argument("--exposure", type=float, nargs=2, default=(2.0, 15.0))
     ap.add_argument("--postprocessing", default="none", choices=("none", "nonnegative"))
     ap.add_argument("--seed", type=int, default=2028)
+    ap.add_argument("--thin", type=int, default=10, help="draws per chain = 99 x THIN (SBC keeps 99)")
+    ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--table", action="store_true", help="print the table of the saved results and stop")
     args = ap.parse_args(argv)
@@ -157,7 +161,7 @@ def main(argv=None) -> int:
     result = {"command": "python benchmarks/small_area_study.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "settings": {"G": args.G, "C": args.C, "sigma": args.sigma, "exposure": list(args.exposure),
                            "trials": args.trials, "seed": args.seed, "postprocessing": args.postprocessing,
-                           "prior": prior.model_dump(exclude={"kind"}), "draws": 10 * KEEP, "warmup": 300,
+                           "prior": prior.model_dump(exclude={"kind"}), "draws": args.thin * KEEP, "warmup": args.warmup,
                            "chains": 1, "sbc_draws": KEEP},
               "summary": summarise(trials), "seconds": seconds, "loadavg_before": load_before,
               "loadavg_after": _loadavg(), "commit": commit, "python": platform.python_version(),

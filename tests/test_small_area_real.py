@@ -121,3 +121,19 @@ def test_report_draws_the_area_rates_as_a_caterpillar(tmp_path):
     # the per-variable table keeps the shared parameters: no row per area
     assert "<td>alpha[young]</td>" in html and "<td>tau</td>" in html
     assert "rate[county" not in html and "<td>u[" not in html
+
+
+# --------------------------------------------------------------------------- the simulation study, reduced
+def test_small_area_study_runs_reduced(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("small_area_study", ROOT / "benchmarks" / "small_area_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    out = tmp_path / "study.json"
+    assert study.main(["--trials", "3", "--G", "8", "--thin", "2", "--warmup", "50", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["summary"]) == {"exact-da", "naive", "direct"} and len(result["trials"]) == 3
+    assert set(result["summary"]["exact-da"]["sbc_pvalue"]) == {"alpha[0]", "alpha[1]", "tau"}
+    assert "sbc_pvalue" not in result["summary"]["direct"]
+    assert study.table(result).count("\n| ") == 4  # header and three methods
