@@ -97,6 +97,8 @@ def test_reproduce_small_area_runs_reduced(tmp_path, monkeypatch):
     result = json.loads((folder / "result.json").read_text())
     assert [row[0] for row in result["rows"]] == ["exact-da", "naive", "direct"]
     assert result["data"]["rho"] == 0.05 and len(result["data"]["non_private_median"]) == 100
+    released = load_release(folder / "release.json")  # the release itself, for infer and report
+    assert released.released().tolist() == result["data"]["released"]
     for method in ("exact-da", "naive", "direct"):
         assert 0.0 <= result["data"]["semi_synthetic"][method]["coverage"] <= 1.0
 

@@ -149,6 +149,10 @@ def run_small_area(ctx: Context) -> Result:
     ctx.say(f"small-area: releasing the NC SIDS table (100 counties x 2 periods) at rho = {NC_RHO}")
     release = release_counts(names, births, deaths, NC_RHO, ctx.seed,
                              description=f"NC SIDS deaths by county and period, discrete Gaussian rho = {NC_RHO}")
+    from ..checkpoint import atomic_write_json
+
+    # the release as a file of its own, for `dpposterior infer` / `report` (docs/small-area.md)
+    atomic_write_json(ctx.out / "release.json", release, indent=1, field="out")
     res = _analyse(release, scale, ctx.seed)
     # the reference only the curator can compute: the same model on the confidential counts
     confidential = {**release, "statistics": {"counts": {**release["statistics"]["counts"],
