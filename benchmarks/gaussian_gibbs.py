@@ -35,13 +35,11 @@ R_REFERENCE_ESS_PER_S = 2800 / (400_000 / 10_000)  # ~70 ESS/s
 def chain_iterations(prob, chains, steps, joint, seed=0):
     from dpposterior.inference import gaussian_gibbs as gg
 
-    rng = np.random.default_rng(seed)
-    state = gg.init(prob, chains, rng)
-    proposal = gg.initial_proposal(prob, chains) if joint else None
-    state, _ = gg.step(state, prob, proposal, rng)  # warm caches
+    # the compiled kernel, no warm-up (the initial proposal), one thread; the numpy-vectorised
+    # path these rates were first measured with (docs/benchmarks.md) was removed in issue 30
+    gg.run_chains(prob, 1, 2, 0, np.random.default_rng(seed), joint_update=joint, workers=1)  # load the kernels
     start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        state, _ = gg.step(state, prob, proposal, rng)
+    gg.run_chains(prob, chains, steps, 0, np.random.default_rng(seed), joint_update=joint, workers=1)
     # wall clock, and CPU time of this process (what the rate would be on an idle core)
     return chains * steps / (time.perf_counter() - start), chains * steps / (time.process_time() - cpu)
 

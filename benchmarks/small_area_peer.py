@@ -208,7 +208,8 @@ def child_env(cores: int) -> dict:
 
 def run_one(engine, G, seed, args, cores) -> dict:
     cmd = [sys.executable, __file__, "--worker", engine, "--worker-G", str(G), "--worker-seed", str(seed),
-           "--chain-method", args.chain_method, "--numpyro-chains", str(args.numpyro_chains)]
+           "--chain-method", args.chain_method, "--numpyro-chains", str(args.numpyro_chains),
+           "--draws", str(args.draws), "--warmup", str(args.warmup)]
     if args.second and not (engine.startswith("numpyro") and G > args.second_max_G):
         cmd.append("--worker-second")
     rec = {"engine": engine, "G": G, "C": C, "sigma": SIGMA, "seed": seed, "loadavg_before": loadavg()}
@@ -297,6 +298,8 @@ def main() -> None:
     ap.add_argument("--chain-method", default="sequential", choices=["sequential", "vectorized"])
     ap.add_argument("--numpyro-chains", type=int, default=CHAINS,
                     help="NumPyro's chains (default 4; 1 = a bounded probe of its ESS/s where 4 do not finish)")
+    ap.add_argument("--draws", type=int, default=DRAWS, help="draws per chain, both engines (same work)")
+    ap.add_argument("--warmup", type=int, default=WARMUP, help="warm-up iterations per chain, both engines")
     ap.add_argument("--out-name", default="small_area_peer.json")
     ap.add_argument("--table", action="store_true", help="only print the table of an existing --out-name file")
     ap.add_argument("--worker", default=None)
@@ -304,6 +307,8 @@ def main() -> None:
     ap.add_argument("--worker-seed", type=int)
     ap.add_argument("--worker-second", action="store_true")
     args = ap.parse_args()
+    global DRAWS, WARMUP
+    DRAWS, WARMUP = args.draws, args.warmup
     if args.worker:
         args.engine = args.worker
         args.second = args.worker_second

@@ -23,7 +23,7 @@ LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.convergence", "dpposterior.netcdf",
-                                 "dpposterior.execution", "dpposterior.checkpoint",
+                                 "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),
     ("schemas and models", ["dpposterior.release", "dpposterior.model", "dpposterior.checks",

@@ -67,7 +67,9 @@ def test_compiled_tgm_draw_has_the_conditional_law(sigma2, tau, cap):
         return integrate.quad(dens, 0, min(v, upper), points=[p for p in pts if p < v] or None, limit=200)[0] / z
 
     ybar = 0.5 - np.sqrt(0.25 - cap * (n - 1) / n) if np.isfinite(cap) else 0.3
-    par = np.array([n, 0.3, tau, 1 / (0.25 * n), lam, 0.0, 1.0, 0.0, 0.0])
+    par = np.zeros(1, gg.KERNEL_PARAMS)[0]
+    for name, value in dict(n=n, ystar=0.3, s2star=tau, b1=1 / (0.25 * n), lam2=lam, sigma0_sq=1.0).items():
+        par[name] = value
     draws = gg._k_draw_s2_many(np.random.default_rng(2), sigma2, ybar, par, bool(np.isfinite(cap)), M)
     if np.isfinite(cap):
         assert draws.max() <= cap * (1 + 1e-12)
@@ -121,6 +123,31 @@ def test_gaussian_draws_do_not_depend_on_threads(constrained):
         np.testing.assert_array_equal(one[k], two[k])
     other = gg.run_chains(prob, 3, 300, 200, np.random.default_rng(8), workers=1)
     assert not np.array_equal(one["mu"], other["mu"])
+
+
+def test_gaussian_kernel_records_carry_the_named_problem_and_proposal():
+    """The compiled Gaussian kernel reads its inputs by field name: the parameter record has one
+    field per Problem array, in any order, and the proposal record holds the Cholesky factors
+    entry by entry (rw_ij = L[i, j]) and the independence proposal's centre."""
+    prob = _example1_problem(False)
+    par = gg.kernel_params(prob, 3)
+    assert par.dtype.names == gg.PROBLEM_ARRAYS
+    for name in gg.PROBLEM_ARRAYS:
+        np.testing.assert_array_equal(par[name], np.broadcast_to(getattr(prob, name), (3,)))
+    chol = np.array([[[1.0, 0.0], [2.0, 3.0]]] * 3)
+    ind = np.array([[[4.0, 0.0], [5.0, 6.0]]] * 3)
+    center = np.array([[0.4, -2.0]] * 3)
+    rec = gg.kernel_proposal(gg.Proposal(chol=chol, center=center, ind_chol=ind))
+    for i in range(2):
+        for j in range(2):
+            np.testing.assert_array_equal(rec[f"rw_{i}{j}"], chol[:, i, j])
+            np.testing.assert_array_equal(rec[f"t_{i}{j}"], ind[:, i, j])
+    np.testing.assert_array_equal(rec["center_mu"], center[:, 0])
+    np.testing.assert_array_equal(rec["center_eta"], center[:, 1])
+    assert np.all(rec["independent"] == 1.0)
+    assert np.all(gg.kernel_proposal(gg.Proposal(chol=chol))["independent"] == 0.0)
+    state = gg.init(prob, 3, np.random.default_rng(0))
+    assert state.dtype == gg.CHAIN_STATE and np.all(state["sigma2"] > 0)
 
 
 def _fixeds_case():

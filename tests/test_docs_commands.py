@@ -35,6 +35,7 @@ NOT_RUN = {
     ("docs/scaling.md", "dpposterior reproduce kazan-coverage --full --scheduler tcp://"):
         "needs a Dask scheduler at tcp://10.0.0.5:8786",
     ("docs/scaling.md", "dpposterior calibrate ... --scheduler tcp://"): "an elided example of a cluster run",
+    ("docs/small-area.md", "dpposterior infer table.json --scheduler tcp://"): "needs a Dask scheduler at tcp://10.0.0.5:8786",
     ("docs/gallery.md", "for e in kazan-example1"): "every gallery entry (hours); each runs in tests/test_gallery.py",
 }
 #: commands whose reduced form still takes over 15 s on the 2-core machine (SPLE's slice sampler; SIR's

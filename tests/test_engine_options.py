@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import pathlib
-import re
 
 import numpy as np
 import pytest
@@ -23,6 +22,9 @@ from dpposterior.errors import InputError
 from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
 from dpposterior.model import MODEL_METHODS
 from dpposterior.options import EngineOptions, InferenceOptions
+
+from _doc_tables import check_table, rewrite_table
+from _examples import example
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAIRS = [(name, method) for name in FAMILY_MODULES for method in get_family(name).methods]
@@ -43,7 +45,9 @@ def test_every_engine_spec_resolves(family, method):
     assert callable(resolve(spec.run))
     cls = resolve(spec.options)
     assert isinstance(cls, type) and issubclass(cls, EngineOptions)
-    assert {"draws", "chains", "seed"} <= set(cls.names())
+    assert "seed" in cls.names()
+    # draws and chains: options of every engine but those whose output has a fixed shape (and only those)
+    assert ({"draws", "chains"} <= set(cls.names())) == cls.takes_draws
     if spec.batch is not None:
         assert callable(resolve(spec.batch))
     cls()  # its defaults are valid options
@@ -55,15 +59,8 @@ def test_model_methods_resolve(method):
     assert callable(resolve(spec.run)) and issubclass(resolve(spec.options), EngineOptions)
 
 
-_RELEASES: dict = {}
-
-
 def _release(family: str):
-    if family not in _RELEASES:
-        fam = get_family(family)
-        prior = fam.parse_prior(None, None)
-        _RELEASES[family] = fam.simulate(prior, 60, 1.0, np.random.default_rng(3)).release
-    return _RELEASES[family]
+    return example(family).release
 
 
 @pytest.mark.parametrize("option", ALL_OPTIONS)
@@ -123,11 +120,7 @@ def options_table() -> str:
 
 
 def test_cli_doc_table_lists_every_engines_options():
-    text = (ROOT / "docs" / "cli.md").read_text()
-    match = re.search(r"<!-- engine-options:begin -->\n(.*?)\n<!-- engine-options:end -->", text, re.S)
-    assert match, "docs/cli.md lacks the engine-options table markers"
-    assert match.group(1).strip() == options_table(), \
-        "docs/cli.md's engine options table is stale: regenerate it with python tests/test_engine_options.py"
+    check_table("engine-options", options_table(), "tests/test_engine_options.py")
 
 
 def test_engines_never_read_options_extra():
@@ -152,8 +145,17 @@ def test_model_without_privacy_cost_refused_before_any_work():
 
 
 if __name__ == "__main__":  # rewrite the table in docs/cli.md
-    path = ROOT / "docs" / "cli.md"
-    text = path.read_text()
-    new = re.sub(r"(<!-- engine-options:begin -->\n).*?(\n<!-- engine-options:end -->)",
-                 lambda m: m.group(1) + options_table() + m.group(2), text, flags=re.S)
-    path.write_text(new)
+    rewrite_table("engine-options", options_table())
+
+
+def test_calibrate_refuses_draws_for_an_engine_without_them():
+    """calibrate builds engine options itself: a --draws that no method of the study takes (adassp, ops) is
+    refused up front; beside methods that take it, the JSON lists where it did not apply."""
+    from dpposterior.diagnostics.calibration import calibrate
+    from dpposterior.errors import InputError
+
+    for family, method in (("linear-regression", "adassp"), ("binomial", "ops")):
+        with pytest.raises(InputError, match=f"draws: not an option of {family}/{method}"):
+            calibrate(family, 50, 1.0, 3, [method], draws=100)
+    res = calibrate("binomial", 50, 1.0, 3, ["naive", "ops"], draws=100)
+    assert res["draws"] == 100 and res["draws_fixed_by_engine"] == ["ops"]

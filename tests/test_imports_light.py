@@ -58,3 +58,14 @@ def test_infer_command_loads_no_heavy_library(tmp_path):
 
 def test_worker_preload_loads_no_heavy_library():
     assert loaded_after("import dpposterior.worker_preload") == set()
+
+
+def test_worker_preload_imports_no_family_module():
+    """The forkserver preloads no family module; a binomial unit then imports its own and none of the others."""
+    code = ("import sys\nimport dpposterior.worker_preload\n"
+            "assert not [m for m in sys.modules if m.startswith('dpposterior.families.')], 'a family'\n"
+            "from dpposterior.diagnostics.calibration import calibration_unit\n"
+            "calibration_unit({'family': 'binomial', 'n': 30, 'epsilon': 1.0, 'prior': None, 'draws': None,\n"
+            "                  'methods': ['gibbs-ss', 'naive'], 'seed': 0, 'start': 0, 'trials': 1})\n"
+            "assert 'dpposterior.families.gaussian' not in sys.modules, 'another family'")
+    assert loaded_after(code) == set()

@@ -17,6 +17,7 @@ import numpy as np
 from .checks import check_posterior
 from .errors import InputError, PosteriorWarning
 from .execution import check_scheduler, use_executor
+from .long_lived import freeze_long_lived, pause_during_first_kernel
 from .model import Model
 from .options import InferenceOptions
 from .release import load_release
@@ -89,7 +90,8 @@ def _options(method, seed, extra, quiet, scheduler, draws, warmup, chains, const
     """Validated engine options (a fresh entropy seed when none is given), for releases and Models."""
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % (2**63))
-    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler)
+    options = InferenceOptions(method=method, seed=seed, extra=dict(extra), quiet=quiet, scheduler=scheduler,
+                               given=tuple(n for n, v in (("draws", draws), ("chains", chains)) if v is not None))
     if constrained is not None:
         options.constrained = constrained
     for name, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
@@ -104,13 +106,17 @@ def _run(compute, options, engine_options, family=None, prior_obj=None, release=
     check_scheduler(options.scheduler)
     # engines that map work (SBI simulation batches) find this executor with
     # execution.current_executor(); it starts only if they use it
+    pause_during_first_kernel()  # numba's one-time set-up runs without collections (long_lived.py)
     with use_executor(options.scheduler):
         post = compute()
     # refuse non-finite draws, flag unreliable ones -- before anyone writes or reads the result
     check_posterior(post, family, prior_obj, release)
+    # numba's registries, built by the first kernel, live as long as the process: out of the collector's
+    # way from now on (a quarter of a one-posterior process's time went to walking them; long_lived.py)
+    freeze_long_lived()
     post.attrs.setdefault("seed", options.seed)
     for name in ("draws", "warmup", "chains"):
-        if hasattr(engine_options, name):
+        if name in engine_options.names():  # what the engine took (not a fixed-shape engine's unused fields)
             post.attrs.setdefault(f"options_{name}", getattr(engine_options, name))
     return post
 

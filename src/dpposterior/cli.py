@@ -96,14 +96,15 @@ def release_cmd(
     from .errors import check_output_path
 
     check_output_path(out, "--out")
-    small_area = {"area_column": area_column, "cell_column": cell_column, "postprocessing": postprocessing,
-                  "exposure": read_exposure(exposure) if exposure is not None else None}
+    # None: not given (the family's curator refuses a given option it does not take; --parties 1 and no
+    # --intercept are what every curator does anyway)
     options = CurateOptions(
-        family=family, epsilon=epsilon, rho=rho, column=column, columns=_split(columns), features=_split(features),
+        family, epsilon=epsilon, rho=rho, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
-        epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale, parties=parties,
-        intercept=intercept, seed=seed, population=population, trials=trials, times=times, design=design,
-        extra={k: v for k, v in small_area.items() if v is not None},
+        epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale,
+        parties=parties if parties != 1 else None, intercept=intercept or None, seed=seed, population=population,
+        trials=trials, times=times, design=design, area_column=area_column, cell_column=cell_column,
+        postprocessing=postprocessing, exposure=read_exposure(exposure) if exposure is not None else None,
     )
     release = build_release(data, options)
     release.save(out)

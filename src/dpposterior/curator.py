@@ -1,10 +1,12 @@
 """The curator's side: a CSV of confidential records -> a release file.
 
-The CLI's ``dpposterior release`` collects its options into :class:`CurateOptions`
-(defined with the families' shared curator helpers in ``families/_curate.py``) and hands
-the data frame to the family's ``curate`` function, which clamps, computes the statistics, draws the noise (``mechanisms.draw_noise``) and returns
-the release dict.  The dict is validated like any release before it is written,
-and it never contains a data row.
+The CLI's ``dpposterior release`` collects the options it was given into :class:`CurateOptions`
+(defined with the families' shared curator helpers in ``families/_curate.py``);
+:func:`build_release` builds the family's typed curator options from them (``Family.curator_options``,
+the class the curator is declared with, which refuses in one line an option that curator does not take), checks the budget, and hands the data
+frame to the family's ``curate`` function, which clamps, computes the statistics, draws the noise
+(``mechanisms.draw_noise``) and returns the release dict.  The dict is validated like any release
+before it is written, and it never contains a data row.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import InputError
-from .families._curate import CurateOptions  # noqa: F401  (re-exported: the CLI's options)
+from .families._curate import CurateOptions, CuratorOptions  # noqa: F401  (re-exported: the CLI's options)
 
 
 def read_csv(path):
@@ -27,10 +29,6 @@ def read_csv(path):
         return pd.read_csv(path)
     except Exception as exc:  # pandas raises many parser error types
         raise InputError("data", f"cannot read CSV ({exc})") from None
-
-
-#: the small-area curator's options, carried in ``CurateOptions.extra``
-SMALL_AREA_OPTIONS = ("area_column", "cell_column", "exposure", "postprocessing")
 
 
 def read_exposure(path) -> dict:
@@ -56,19 +54,20 @@ def read_exposure(path) -> dict:
     return {a: float(v) for a, v in zip(areas, values)}
 
 
-def check_budget(options: CurateOptions) -> None:
+def check_budget(options: CuratorOptions) -> None:
     """Exactly one budget: ``--rho`` for the discrete Gaussian (zCDP), ``--epsilon`` for everything else."""
     from .release import check_epsilon_range
 
-    if options.mechanism == "discrete-gaussian":
+    rho = getattr(options, "rho", None)  # a curator with no discrete Gaussian takes no rho
+    if getattr(options, "mechanism", None) == "discrete-gaussian":
         if options.epsilon is not None:
             raise InputError("epsilon", "not a budget of --mechanism discrete-gaussian (give its zCDP budget --rho)")
-        if options.rho is None:
+        if rho is None:
             raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
-        if not (isinstance(options.rho, (int, float)) and 1e-12 <= options.rho <= 1e6):
-            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {options.rho!r})")
+        if not (isinstance(rho, (int, float)) and 1e-12 <= rho <= 1e6):
+            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {rho!r})")
         return
-    if options.rho is not None:
+    if rho is not None:
         raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
     if options.epsilon is None:
         raise InputError("epsilon", "is required (the privacy budget)")
@@ -102,17 +101,12 @@ def build_release(data_path, options: CurateOptions):
     from .families import get_family
     from .release import load_release
 
-    check_budget(options)
-    check_seed(options.seed, "seed")  # --delta is the linear-regression curator's: checked there
     family = get_family(options.family)
     if family.curate is None:
         raise InputError("family", f"the curator cannot build {options.family!r} releases")
-    for name in ("population", "trials", "times"):  # the sir curator's options (--population, ...)
-        if family.name != "sir" and getattr(options, name, None) is not None:
-            raise InputError(name, f"not an option of the {family.name} curator (sir only)")
-    for name in SMALL_AREA_OPTIONS:  # the small-area curator's (--area-column, ...)
-        if family.name != "small-area" and name in (options.extra or {}):
-            raise InputError(name.replace("_", "-"), f"not an option of the {family.name} curator (small-area only)")
+    options = family.curator_options.from_curate(options)  # refuses an option this curator does not take
+    check_budget(options)
+    check_seed(options.seed, "seed")  # --delta is the linear-regression curator's: checked there
     frame = read_csv(data_path)
     release_dict = family.curate(frame, options)
     return load_release(release_dict)

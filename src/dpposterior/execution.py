@@ -174,6 +174,11 @@ class Executor:
         #: called with the number of connected workers whenever it changes (Dask backends; progress)
         self.on_workers: Callable[[int], None] | None = None
 
+    def dask_client(self):
+        """The Dask client of a ``local`` / ``tcp://`` executor (engines that keep state on workers, e.g. the
+        small-area partitions), else None."""
+        return self._client if self.kind == "dask" else None
+
     def imap_unordered(self, fn: Callable, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         items = list(items)
         if self.kind == "serial":
@@ -295,6 +300,13 @@ class LazyExecutor:
 
     def imap_unordered(self, fn, items):
         return self._get().imap_unordered(fn, items)
+
+    def dask_client(self):
+        return self._get().dask_client()
+
+    @property
+    def worker_timeout(self) -> float:
+        return self._get().worker_timeout
 
     def map(self, fn, items):
         return self._get().map(fn, items)

@@ -46,6 +46,9 @@ class InferenceOptions:
     #: the other engine options as given (analysis-file keys, keyword arguments, CLI options such as
     #: simulations); read only by :meth:`EngineOptions.from_inference`, never by an engine
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the run's shape options (draws, chains) the caller gave, as opposed to these defaults: an engine whose
+    #: output has a fixed shape refuses a given one (:attr:`EngineOptions.takes_draws`)
+    given: tuple[str, ...] = ()
     quiet: bool = True
     scheduler: str = "serial"
 
@@ -151,11 +154,14 @@ class EngineOptions:
     chains: int = option(4, "int", "chains (independent draws: only the output's shape)", low=1)
     #: an int, or a ``numpy.random.SeedSequence`` in batched calibration paths
     seed: Any = option(None, "any", "random seed (none: fresh entropy)")
+    #: False for an engine whose output has a fixed shape (a point estimate; OPS's fixed number of samples):
+    #: draws and chains are then not among its options, and a given one is refused, not ignored
+    takes_draws: ClassVar[bool] = True
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """All options of the engine: the run options first (draws, warmup, chains, seed, constrained)."""
-        own = [f.name for f in dataclasses.fields(cls)]
+        own = [f.name for f in dataclasses.fields(cls) if cls.takes_draws or f.name not in ("draws", "chains")]
         return tuple([n for n in RUN_OPTIONS if n in own] + [n for n in own if n not in RUN_OPTIONS])
 
     @classmethod
@@ -182,7 +188,12 @@ class EngineOptions:
             engine = method if method not in (None, "auto") else cls.engine
         own = set(cls.names())
         specs = cls.specs()
-        values: dict[str, Any] = {"draws": options.draws, "chains": options.chains, "seed": options.seed}
+        values: dict[str, Any] = {"seed": options.seed}
+        for name in ("draws", "chains"):
+            if name in own:
+                values[name] = getattr(options, name)
+            elif name in getattr(options, "given", ()):
+                raise cls.refuse(name, engine)
         for name in ("warmup", "constrained"):
             value = getattr(options, name, None)
             if value is None:

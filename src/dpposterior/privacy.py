@@ -180,6 +180,16 @@ def _specs() -> dict[str, list[AuditSpec]]:
         "sir", "sir", {"extra": {"trials": 100}}, sir_v,
         lambda rng: {f"t{i}": int(rng.integers(2)) for i in range(len(times))}, n=30, to_frame=_sir_frame(times),
         description="one person's infection status at 5 times; K = 30, N = 100")]
+    # small-area: one person's (area, cell) among declared public lists; replace-one moves one count
+    # down and another up (L1 2, L2 sqrt 2); its default mechanism first
+    areas, cells = ["a1", "a2"], ["c1", "c2"]
+    sa_v = [{"area": a, "cell": c} for a in areas for c in cells]
+    sa_extra = {"area_column": "area", "cell_column": "cell", "areas": areas, "cells": cells}
+    specs["small-area"] = [
+        AuditSpec("small-area" + ("" if mech == "discrete-gaussian" else f" {mech}"), "small-area",
+                  {"mechanism": mech, "extra": sa_extra}, sa_v, lambda rng: sa_v[int(rng.integers(len(sa_v)))],
+                  description=f"2 areas x 2 cells counts; {mech} noise")
+        for mech in ("discrete-gaussian", "discrete-laplace", "laplace")]
     # the count families again, released with integer noise (issue 27)
     for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
@@ -201,14 +211,18 @@ def families() -> list[str]:
 
 
 def _options(spec: AuditSpec, epsilon: float, seed):
+    """The curator's typed options (``Family.curator_options``) for the spec at ``epsilon``."""
     from .curator import CurateOptions
+    from .families import get_family
 
     opts = dict(spec.options)
     extra = opts.pop("extra", {})
     if opts.get("mechanism") == "discrete-gaussian":
         # a zCDP curator runs at rho = epsilon^2 / 2, the zCDP that epsilon-DP implies (Bun & Steinke 2016)
-        return CurateOptions(family=spec.family, rho=0.5 * epsilon ** 2, seed=seed, extra=dict(extra), **opts)
-    return CurateOptions(family=spec.family, epsilon=epsilon, seed=seed, extra=dict(extra), **opts)
+        given = CurateOptions(spec.family, rho=0.5 * epsilon ** 2, seed=seed, extra=dict(extra), **opts)
+    else:
+        given = CurateOptions(spec.family, epsilon=epsilon, seed=seed, extra=dict(extra), **opts)
+    return get_family(spec.family).curator_options.from_curate(given)
 
 
 def _frame(spec: AuditSpec, records):

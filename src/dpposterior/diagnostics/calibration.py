@@ -146,6 +146,13 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
             raise InputError("methods", f"method {m!r} is not available for family {family.name!r} (one of: {known})")
         if name not in resolved:
             resolved.append(name)
+    fixed = _draws_fixed_by_engine(family, resolved)
+    if draws is not None and len(fixed) == len(resolved):
+        # engines with a fixed output shape (adassp's point estimate, ops's samples) take no draws: a --draws
+        # that no method of the study would use is refused, not ignored (with others, it is theirs; the JSON
+        # lists the methods it did not apply to)
+        opts = ", ".join(family.engine_options(resolved[0]).names())
+        raise InputError("draws", f"not an option of {family.name}/{resolved[0]} (options: {opts}); drop --draws")
     prior_spec = parse_prior_option(prior)
     prior_obj = family.parse_prior(prior_spec, None)
     prior_dict = prior_obj.to_dict() if hasattr(prior_obj, "to_dict") else prior_spec
@@ -393,6 +400,10 @@ def study_id(fingerprint: dict) -> str:
 MAX_LISTED_FAILURES = 100
 
 
+def _draws_fixed_by_engine(family, methods) -> list[str]:
+    return [m for m in methods if "draws" not in family.engine_options(m).names()]
+
+
 def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
                     return_ranks: bool = False) -> dict:
     """The result JSON from the units' results (in trial order)."""
@@ -401,6 +412,8 @@ def summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed,
     out = {"family": fam.name, "n": n, "epsilon": epsilon, "trials": trials, "methods": {},
            "prior": prior_dict, "seed": seed,
            "draws": draws if draws is not None else (DEFAULT_DRAWS if fam.has_batch_paths else None),
+           **({"draws_fixed_by_engine": fixed} if draws is not None and (fixed := _draws_fixed_by_engine(fam, methods))
+              else {}),
            "coordinates": coords,
            "failed_trials": len({f["trial"] for f in failures}),
            "failures": failures[:MAX_LISTED_FAILURES]}

@@ -9,7 +9,8 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
   method table, record-level ``da-mcmc`` included,
 * ``auto_method``   -- what ``method="auto"`` picks,
 * ``parse_prior``   -- prior from a dict (TOML ``[prior]`` table) or a prior object,
-* ``curate``        -- the curator: data frame + options -> release dict,
+* ``curate``        -- the curator: data frame + options -> release dict, declared with its typed
+  options class (``@curator(XCuratorOptions)``, ``families/_curate.py``; :attr:`Family.curator_options`),
 * ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
   draws theta from the prior, data from the model, and a release through the
   mechanism; returns a :class:`SimulatedRelease`,
@@ -112,10 +113,19 @@ class Family:
     auto_rule: Callable[[Any], str] | None = None
 
     def __post_init__(self):
+        if self.curate is not None and self.curator_options is None:
+            raise TypeError(f"family {self.name!r}: declare the curator with its typed options class, "
+                            "@curator(XCuratorOptions) (families/_curate.py)")
         for method, spec in self.methods.items():
             if not isinstance(spec, EngineSpec):
                 raise TypeError(f"family {self.name!r}: method {method!r} must be an EngineSpec(run=, options=), "
                                 f"not {spec!r}")
+
+    @property
+    def curator_options(self) -> type | None:
+        """The curator's typed options class (a ``families._curate.CuratorOptions`` subclass): every option
+        ``curate`` takes."""
+        return getattr(self.curate, "curator_options", None)
 
     def spec(self, method: str, field_name: str = "method", release=None) -> EngineSpec:
         """The :class:`EngineSpec` that ``method`` (``auto`` resolved for ``release``) names."""

@@ -1,58 +1,172 @@
-"""What every family's curator shares: the options of ``dpposterior release`` and the checks on them.
+"""What every family's curator shares: the options of ``dpposterior release``, checked per family.
 
-``CurateOptions`` is filled by the CLI (``dpposterior.curator``) and read by each family's
-``curate(frame, options)``; the helpers refuse a missing column or an option the family's curator
-would silently ignore.  It sits inside ``families/`` so that a family never imports the command
-layer above it (docs/architecture.md).
+The curator's options flow as the engines' do (docs/architecture.md, "How an option flows"; the
+pattern of :mod:`dpposterior.options`, issue 30):
+
+* :class:`CurateOptions` is what the caller gave -- the family and every option by name (the CLI's
+  flags, Python keywords, and ``extra`` for options with no flag, e.g. multinomial ``categories``);
+  None means not given;
+* each family's curator has one typed options class, a frozen dataclass subclass of
+  :class:`CuratorOptions` made by :func:`curator_options` whose fields are all the options that curator
+  takes (rows of :data:`CURATOR_OPTION_TABLE`: name, kind -- type and default -- and doc), named by
+  the curator's declaration, ``@curator(XCuratorOptions) def curate(frame, options)``
+  (``Family.curator_options``); ``XCuratorOptions.from_curate(options)`` builds it and refuses, in one
+  line naming the option and the family, every option the curator does not take.
+  ``dpposterior.curator.build_release`` builds it before reading the data; the decorated curator builds
+  it again when called (cheap; the same check when a curator is called directly) and reads only its
+  fields.
+
+It sits inside ``families/`` so that a family never imports the command layer above it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from ..errors import InputError
+from ..options import option
 
 
-@dataclass
 class CurateOptions:
-    family: str
-    epsilon: float | None = None
-    #: zCDP budget of the discrete Gaussian (``--rho``), instead of ``epsilon``
-    rho: float | None = None
-    column: str | None = None
-    columns: list[str] | None = None
-    features: list[str] | None = None
-    response: str | None = None
-    bounds: tuple[float, float] | None = None
-    x_norm: float | None = None
-    y_abs: float | None = None
-    epsilon_split: str | None = None
-    delta: float | None = None
-    mechanism: str | None = None
-    scale: str | None = None
-    parties: int = 1
-    intercept: bool = False
-    seed: int | None = None
-    population: Any = None   # sir: the public population K (--population)
-    trials: Any = None       # sir: binomial trials N (--trials)
-    times: Any = None        # sir: the time grid (--times, comma-separated or a list)
-    design: Any = None       # linreg-ju: the public design, a JSON file (--design)
-    extra: dict[str, Any] = field(default_factory=dict)
+    """The options a curator was given: ``CurateOptions("gaussian", epsilon=1.0, column="x", bounds=(0, 1))``.
+
+    Keywords and ``extra`` (options by name that have no command-line flag) are merged; None means not
+    given; an option given in both with different values is refused.  The family's
+    :class:`CuratorOptions` class checks them (:meth:`CuratorOptions.from_curate`).
+    """
+
+    def __init__(self, family: str, extra: dict[str, Any] | None = None, **given):
+        self.family = family
+        merged = {k: v for k, v in given.items() if v is not None}
+        for key, value in (extra or {}).items():
+            if value is None:
+                continue
+            if key in merged and merged[key] != value:
+                raise InputError(flag(key), f"given twice with different values ({merged[key]!r} and {value!r})")
+            merged[key] = value
+        self.given: dict[str, Any] = merged
+
+    def __repr__(self) -> str:
+        return f"CurateOptions({self.family!r}, {self.given!r})"
 
 
-#: CurateOptions fields that are command-line options, with their "not given" values
-_OPTION_DEFAULTS = {"column": None, "columns": None, "features": None, "response": None, "bounds": None,
-                    "x_norm": None, "y_abs": None, "epsilon_split": None, "delta": None, "mechanism": None,
-                    "scale": None, "parties": 1, "intercept": False, "population": None, "trials": None,
-                    "times": None, "design": None}
+def flag(name: str) -> str:
+    """An option's name as the command line spells it (``x_norm`` -> ``x-norm``)."""
+    return name.replace("_", "-")
 
 
-def reject_unused(options: CurateOptions, used: set[str], family: str) -> None:
-    """Refuse an option the family's curator would silently ignore (e.g. ``--bounds`` for ``sir``)."""
-    for name, default in _OPTION_DEFAULTS.items():
-        if name not in used and getattr(options, name) != default:
-            raise InputError(name.replace("_", "-"), f"not an option of the {family} curator")
+@dataclass(frozen=True)
+class CuratorOptions:
+    """Base of every family's curator options class: the budget and the noise sampler's seed.
+
+    Each family's class is made by :func:`curator_options` from the rows of :data:`CURATOR_OPTION_TABLE`
+    it takes; a curator that may release through the discrete Gaussian takes ``rho``.  Which budget a
+    release needs (``epsilon``, or ``rho`` for the discrete Gaussian) is checked by
+    ``dpposterior.curator.check_budget``.
+    """
+
+    family: ClassVar[str] = "family"
+
+    epsilon: float | None = option(None, "any", "total privacy budget (--epsilon)")
+    seed: Any = option(None, "any", "seed of numpy's noise sampler (--seed; not given: OpenDP's samplers)")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def refuse(cls, key: str) -> InputError:
+        """The one-line refusal of an option this curator does not take."""
+        return InputError(flag(key), f"not an option of the {cls.family} curator "
+                                     f"(options: {', '.join(flag(n) for n in cls.names())})")
+
+    @classmethod
+    def from_curate(cls, options: "CurateOptions | CuratorOptions"):
+        """The curator's typed options from what was given; refuses (one line) any option it does not take."""
+        if isinstance(options, cls):
+            return options
+        own = {f.name: f.metadata.get("spec") for f in dataclasses.fields(cls)}
+        values = {}
+        for key, value in options.given.items():
+            if key not in own:
+                raise cls.refuse(key)
+            values[key] = own[key].check(flag(key), value) if own[key] is not None else value
+        return cls(**values)
+
+
+#: every option a family's curator may take: name, kind (any: None when not given; bool; int>=1: default 1)
+#: and what it is; each family's class names the rows it takes (:func:`curator_options`)
+CURATOR_OPTION_TABLE = """
+rho               any     zCDP budget of --mechanism discrete-gaussian (--rho; curators that may release through it)
+column            any     the data column (--column; sir: the infected counts, default infected)
+columns           any     the class column, then the feature columns (--columns Y,X1,...)
+features          any     the feature columns (--features A,B; linreg-ju: two)
+response          any     the response column (--response)
+bounds            any     clamping (gaussian, linear-regression) or truncation bounds LO HI (--bounds)
+x_norm            any     public bound on the row norm of x (--x-norm)
+y_abs             any     public bound on |y| (--y-abs)
+epsilon_split     any     how epsilon is split between the statistics (--epsilon-split)
+delta             any     delta of the gaussian mechanism (--delta)
+mechanism         any     the noise mechanism, one of the family's (--mechanism)
+scale             any     counts or proportions (--scale)
+parties           int>=1  split the rows into J data holders, in order (--parties)
+intercept         bool    add an intercept column (--intercept)
+population        any     the public population size K (--population, or a population column)
+trials            any     binomial trials N (--trials; default 1000)
+times             any     the time grid, one per data row (--times, or a time column)
+initial_infected  any     the analyst's simulator: people infected at t = 0 (Python extra; default 1)
+event_cap         any     the analyst's simulator: most events per run (Python extra; default 2,000,000)
+design            any     the public design, a JSON file (--design; default Xiong et al.'s)
+categories        any     the public category labels (Python extra; default: read from the data)
+area_column       any     the area id column (--area-column)
+cell_column       any     the cell (category) column (--cell-column)
+exposure          any     public exposure per area (--exposure: a CSV of area, exposure)
+postprocessing    any     none (default) or nonnegative (--postprocessing)
+areas             any     the public area list (Python extra; default: read from the data)
+cells             any     the public cell list (Python extra; default: read from the data)
+"""
+_OPTION_ROWS = {name: (kind, doc) for name, kind, doc in
+                (line.split(None, 2) for line in CURATOR_OPTION_TABLE.strip().splitlines())}
+
+
+def _option_field(kind: str, doc: str):
+    if kind == "bool":
+        return option(False, "bool", doc)
+    if kind == "int>=1":
+        return option(1, "int", doc, low=1)
+    return option(None, "any", doc)
+
+
+def curator_options(family: str, *names: str, module: str) -> type:
+    """The typed options class of ``family``'s curator: :class:`CuratorOptions` (epsilon, seed) and the rows
+    ``names`` of :data:`CURATOR_OPTION_TABLE`, a frozen dataclass ``<Family>CuratorOptions`` of ``module``."""
+    fields = [(name, Any, _option_field(*_OPTION_ROWS[name])) for name in names]
+    title = "".join(part.capitalize() for part in family.replace("_", "-").split("-"))
+    cls = dataclasses.make_dataclass(f"{title}CuratorOptions", fields, bases=(CuratorOptions,), frozen=True,
+                                     namespace={"family": family})
+    cls.__module__ = module
+    cls.__doc__ = (f"Options of the {family} curator: {', '.join(flag(n) for n in cls.names())} "
+                   "(families/_curate.py, CURATOR_OPTION_TABLE).")
+    return cls
+
+
+def curator(options_class: type):
+    """Declares a family's curator: ``@curator(XCuratorOptions) def curate(frame, options)``.
+
+    The curator receives ``options_class.from_curate(options)`` -- its typed options, any option it does
+    not take refused in one line -- and names the class as ``curate.curator_options`` (what
+    ``Family.curator_options`` returns)."""
+    def declare(fn):
+        @functools.wraps(fn)
+        def curate(frame, options):
+            return fn(frame, options_class.from_curate(options))
+
+        curate.curator_options = options_class
+        return curate
+    return declare
 
 
 def class_feature_tables(frame, columns, family: str):

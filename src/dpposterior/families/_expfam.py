@@ -28,7 +28,7 @@ from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
-from ._curate import numeric_values, reject_unused, require_column
+from ._curate import curator, curator_options, numeric_values, require_column
 
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
@@ -373,6 +373,13 @@ def parse_gamma_prior(prior, release=None) -> GammaPrior:
 
 
 # --------------------------------------------------------------------------- curators
+#: the typed options of the four curators here (docs/cli.md, "Curator options")
+BinomialCuratorOptions = curator_options("binomial", "column", "rho", "mechanism", module=__name__)
+MultinomialCuratorOptions = curator_options("multinomial", "column", "rho", "mechanism", "categories", module=__name__)
+ExponentialCuratorOptions = curator_options("exponential", "column", "bounds", module=__name__)
+PoissonCuratorOptions = curator_options("poisson", "column", "rho", "mechanism", "bounds", module=__name__)
+
+
 def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> dict:
     """The statistic record of ``values`` released through ``options.mechanism`` (default laplace) at the
     budget the options give: epsilon (laplace, discrete-laplace) or rho (discrete-gaussian, zCDP).
@@ -381,7 +388,7 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
     """
     from ..mechanisms.registry import get_mechanism
 
-    name = options.mechanism or "laplace"
+    name = getattr(options, "mechanism", None) or "laplace"  # the exponential curator takes none
     if name not in COUNT_MECHANISMS and not _integer_noise(name):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
                          f"curator (got {name!r})")
@@ -416,8 +423,8 @@ def _numeric(col, name: str) -> np.ndarray:
     return numeric_values(col, name)
 
 
+@curator(BinomialCuratorOptions)
 def curate_binomial(frame, options) -> dict:
-    reject_unused(options, {"column", "mechanism"}, "binomial")
     col = _column(frame, options)
     if col.dtype == bool:
         x = col.to_numpy(dtype=float)
@@ -429,10 +436,10 @@ def curate_binomial(frame, options) -> dict:
             "statistics": {"successes": noisy_record(options, [x.sum()], 1.0, scalar=True)}}
 
 
+@curator(MultinomialCuratorOptions)
 def curate_multinomial(frame, options) -> dict:
-    reject_unused(options, {"column", "mechanism"}, "multinomial")
     col = _column(frame, options).astype(str)
-    categories = options.extra.get("categories") if options.extra else None
+    categories = options.categories
     note = None
     if categories is None:
         # the category set should be public; taking it from the data reveals which labels occur
@@ -455,7 +462,6 @@ def curate_multinomial(frame, options) -> dict:
 
 
 def _curate_truncated(frame, options, family: str) -> dict:
-    reject_unused(options, {"column", "bounds"} | ({"mechanism"} if family == "poisson" else set()), family)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:
@@ -477,10 +483,12 @@ def _curate_truncated(frame, options, family: str) -> dict:
             "statistics": {"truncated_sum": noisy_record(options, [x[inside].sum()], sens, scalar=True)}}
 
 
+@curator(ExponentialCuratorOptions)
 def curate_exponential(frame, options) -> dict:
     return _curate_truncated(frame, options, "exponential")
 
 
+@curator(PoissonCuratorOptions)
 def curate_poisson(frame, options) -> dict:
     return _curate_truncated(frame, options, "poisson")
 

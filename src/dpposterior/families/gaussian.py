@@ -36,7 +36,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms import draw_noise
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import numeric_values, reject_unused, require_column
+from ._curate import curator, curator_options, numeric_values, require_column
 
 
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
@@ -236,10 +236,14 @@ def parse_epsilon_split(split: str | None, field: str = "epsilon-split") -> tupl
     raise InputError(field, f"gaussian releases two statistics: give F or 'F1,F2' (got {split!r})")
 
 
+#: the gaussian curator's typed options (docs/cli.md, "Curator options")
+GaussianCuratorOptions = curator_options("gaussian", "column", "bounds", "epsilon_split", "mechanism", module=__name__)
+
+
+@curator(GaussianCuratorOptions)
 def curate(frame, options) -> dict:
     """Clamp the column to ``--bounds``, compute Ybar and S^2, add Laplace noise."""
 
-    reject_unused(options, {"column", "bounds", "epsilon_split", "mechanism"}, "gaussian")
     column = require_column(frame, options.column, "column")
     if options.bounds is None:
         raise InputError("bounds", "is required for the gaussian family (--bounds LO HI)")

@@ -31,7 +31,7 @@ from ..mechanisms import Laplace, draw_noise
 from ..release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, load_release, require_noise_at_least,
                        require_within_reach)
 from ..sbi import GaussianPrior, SimulatorModel
-from ._curate import numeric_column, reject_unused
+from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -191,10 +191,14 @@ def make_release(values, epsilon: float, n: int = 100, design: Design | None = N
             "design": (design or Design()).model_dump(), "statistics": {"sufficient": rec}}
 
 
+#: the linreg-ju curator's typed options (docs/cli.md, "Curator options")
+LinregJuCuratorOptions = curator_options("linreg-ju", "features", "response", "design", module=__name__)
+
+
+@curator(LinregJuCuratorOptions)
 def curate(frame, options):
     """Curator: ``--features X1,X2 --response Y`` -> release with Laplace noise (Sec. 4.2)."""
 
-    reject_unused(options, {"features", "response", "design"}, "linreg-ju")
     design = load_design(options.design)
     features = list(options.features or [])
     if len(features) != 2:

@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..mechanisms import Laplace, draw_noise
 from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
 from ..sbi import DirichletALRPrior, SimulatorModel
-from ._curate import class_feature_tables, reject_unused
+from ._curate import class_feature_tables, curator, curator_options
 from ._simulator import sbi_family
 
 
@@ -216,6 +216,11 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
                             release=load_release(make_release(tables, epsilon, n)), confidential={"s": s})
 
 
+#: the loglinear curator's typed options (docs/cli.md, "Curator options")
+LoglinearCuratorOptions = curator_options("loglinear", "columns", "scale", "mechanism", module=__name__)
+
+
+@curator(LoglinearCuratorOptions)
 def curate(frame, options) -> dict:
     """Curator (App. E.3): CSV records -> ``loglinear`` release.  ``--columns Y,X1,...`` (class
     first), ``--scale proportions`` (default, the paper's) or ``counts``.
@@ -227,9 +232,6 @@ def curate(frame, options) -> dict:
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
 
-    reject_unused(options, {"columns", "scale", "mechanism"}, "loglinear")
-    if options.extra:
-        raise InputError(sorted(options.extra)[0], "not an option of the loglinear curator")
     if options.mechanism not in (None, "laplace"):
         raise InputError("mechanism", "loglinear tables are released with the Laplace mechanism only")
     scale = options.scale or "proportions"

@@ -35,7 +35,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
-from ._curate import class_feature_tables, reject_unused
+from ._curate import class_feature_tables, curator, curator_options
 
 
 SCALES = ("counts", "proportions")
@@ -367,6 +367,11 @@ def _structured_alpha(alpha: dict) -> DirichletPrior:
 
 # -- curator ---------------------------------------------------------------------------
 
+#: the naive-bayes curator's typed options (docs/cli.md, "Curator options")
+NaiveBayesCuratorOptions = curator_options("naive-bayes", "rho", "columns", "scale", "mechanism", module=__name__)
+
+
+@curator(NaiveBayesCuratorOptions)
 def curate(frame, options) -> dict:
     """CSV of categorical columns -> release.  ``--columns Y,X1,...`` (class first), ``--scale``.
 
@@ -374,7 +379,6 @@ def curate(frame, options) -> dict:
     whose level sets are themselves confidential must recode the columns first.
     """
 
-    reject_unused(options, {"columns", "scale", "mechanism"}, "naive-bayes")
     scale = options.scale or "counts"
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")

@@ -36,7 +36,7 @@ from ..mechanisms.noise import seeded_sampler_name
 from ..release import FiniteFloat, ReleaseBase, StatisticRecord, load_release
 from ..sbi import GaussianPrior, SimulatorModel
 from ..sbi.sir_simulator import simulate_sir
-from ._curate import numeric_column, reject_unused
+from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
@@ -261,6 +261,12 @@ def _unseeded_sampler() -> str:
     return f"numpy-{np.__version__} (unseeded, OS entropy; {opendp} no binomial sampler)"
 
 
+#: the sir curator's typed options (docs/cli.md, "Curator options")
+SirCuratorOptions = curator_options("sir", "column", "mechanism", "population", "trials", "times", "initial_infected",
+                                    "event_cap", module=__name__)
+
+
+@curator(SirCuratorOptions)
 def curate(frame, options) -> dict:
     """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
 
@@ -269,28 +275,18 @@ def curate(frame, options) -> dict:
     one per row in row order; with both they must agree).  The population K is public: a
     ``population`` column (the same on every row) or ``options.population`` (``--population``).
     ``--column`` renames the count column (default ``infected``).  ``options.trials``
-    (``--trials``) is N (default 1000).  ``options.extra`` may set the same three keys and
+    (``--trials``) is N (default 1000).  ``extra`` may set the same three keys and
     ``initial_infected`` (1) and ``event_cap`` (2,000,000), the analyst's simulator settings.
     s_i = Binomial(N, (I(t_i) + m)/(K + 2m))/N with m = N L / epsilon: epsilon-DP in total.
     OpenDP offers no binomial sampler, so the noise always comes from numpy (seeded with
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
 
-    reject_unused(options, {"column", "mechanism", "population", "trials", "times"}, "sir")
     if options.mechanism not in (None, "binomial-trajectory"):
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
-    extra = dict(options.extra or {})
-    for key in ("population", "trials", "times"):  # --population, --trials, --times
-        value = getattr(options, key, None)
-        if value is not None:
-            if extra.get(key) is not None and extra[key] != value:
-                raise InputError(key, f"given twice with different values ({value!r} and {extra[key]!r})")
-            extra[key] = value
-    unknown = set(extra) - {"population", "trials", "times", "initial_infected", "event_cap"}
-    if unknown:
-        raise InputError(sorted(unknown)[0], "not an option of the sir curator "
-                         "(population, trials, times, initial_infected, event_cap)")
+    extra = {key: getattr(options, key) for key in ("population", "trials", "times", "initial_infected", "event_cap")
+             if getattr(options, key) is not None}
     if len(frame) == 0:
         raise InputError("data", "the CSV has no rows")
     infected_column = options.column or INFECTED_COLUMN

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
+from ._curate import curator, curator_options
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
@@ -283,24 +284,22 @@ def _release_dict(areas, cells, noisy, record, exposure=None, parents=None, tota
     return out
 
 
+#: the small-area curator's typed options (docs/cli.md, "Curator options")
+SmallAreaCuratorOptions = curator_options("small-area", "rho", "mechanism", "area_column", "cell_column", "exposure",
+                                          "postprocessing", "areas", "cells", module=__name__)
+
+
+@curator(SmallAreaCuratorOptions)
 def curate(frame, options) -> dict:
     """Record-level CSV -> noisy area x cell table (``--area-column``, ``--cell-column``; public ``--exposure``
     CSV of area, exposure; ``--mechanism discrete-gaussian --rho R`` (default) or discrete-laplace/laplace
     ``--epsilon E``).  Areas and cells are the public lists in ``extra`` or, if absent, read from the data
     (with a note: declare them publicly)."""
     from ..mechanisms.noise import draw_noise
-    from ._curate import reject_unused, require_column
+    from ._curate import require_column
 
-    reject_unused(options, {"mechanism"}, "small-area")
-    extra = dict(options.extra or {})
-    area_col = extra.pop("area_column", None)
-    cell_col = extra.pop("cell_column", None)
-    exposure_map = extra.pop("exposure", None)
-    areas = extra.pop("areas", None)
-    cells = extra.pop("cells", None)
-    post = extra.pop("postprocessing", "none")
-    if extra:
-        raise InputError(sorted(extra)[0], "not an option of the small-area curator")
+    area_col, cell_col, exposure_map = options.area_column, options.cell_column, options.exposure
+    areas, cells, post = options.areas, options.cells, options.postprocessing or "none"
     a = require_column(frame, area_col, "area-column").astype(str)
     c = require_column(frame, cell_col, "cell-column").astype(str)
     if areas is None:

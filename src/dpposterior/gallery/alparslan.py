@@ -18,12 +18,14 @@ ALPARSLAN_METHODS_DEFAULT = ["mcmc-fixeds", "bayes-fixeds-fast", "adassp"]
 ALPARSLAN_METHODS_FULL = ["mcmc-normalx", "mcmc-fixeds", "bayes-fixeds-fast", "mcmc-bs", "adassp"]
 
 
-def _warmup(method: str, unit: dict) -> dict:
-    """``warmup`` for the MCMC engines only: the independent-draw ones (bayes-fixeds-fast, adassp) refuse it."""
+def _sampling(method: str, unit: dict) -> dict:
+    """The unit's draws (one chain) and warm-up, for the engines that take them: the independent-draw ones
+    (bayes-fixeds-fast) refuse a warm-up, and adassp, a point estimate, draws and chains too."""
     from ..families import get_family
 
-    takes = "warmup" in get_family("linear-regression").engine_options(method).names()
-    return {"warmup": unit["warmup"]} if takes else {}
+    takes = get_family("linear-regression").engine_options(method).names()
+    wanted = {"draws": unit["draws"], "chains": 1, "warmup": unit["warmup"]}
+    return {k: v for k, v in wanted.items() if k in takes}
 
 
 def _point_estimate(post) -> np.ndarray:
@@ -57,8 +59,7 @@ def _alparslan_sim_unit(unit: dict) -> dict:
                                epsilon=eps, delta=1.0 / n, x_norm=float(np.max(np.linalg.norm(X, axis=1))),
                                y_abs=float(np.max(np.abs(y))), rng=rng)
         for m in unit["methods"]:
-            post = infer(release, prior=prior, method=m, draws=unit["draws"], chains=1,
-                         seed=int(rng.integers(2 ** 31)), **_warmup(m, unit))
+            post = infer(release, prior=prior, method=m, seed=int(rng.integers(2 ** 31)), **_sampling(m, unit))
             err = _point_estimate(post) - theta
             # prediction error of the regression mean at x_test ~ N(0, Sigma_x): E[(x'(theta_hat - theta))^2]
             out.setdefault(m, []).append([eps, float(np.mean(err ** 2)), float(err @ sigma_x @ err)])
@@ -179,8 +180,7 @@ def _alparslan_uci_unit(unit: dict) -> dict:
                            rng=rng)
     out = {}
     for m in unit["methods"]:
-        post = infer(release, prior=prior, method=m, draws=unit["draws"], chains=1,
-                     seed=int(rng.integers(2 ** 31)), **_warmup(m, unit))
+        post = infer(release, prior=prior, method=m, seed=int(rng.integers(2 ** 31)), **_sampling(m, unit))
         theta = _point_estimate(post)
         out[m] = float(np.mean((yte - Xte @ theta) ** 2))
     return out

@@ -53,6 +53,7 @@ import numpy as np
 from ..errors import InputError
 from ..options import MCMCOptions, option
 from ..posterior import Posterior
+from .mcmc_common import robbins_monro
 
 #: mechanism kinds of the compiled sweep
 LAPLACE, GAUSSIAN = 0, 1
@@ -243,7 +244,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
                 if it < warmup:  # Robbins-Monro on the log scale, warm-up only
                     prob = np.exp(np.minimum(0.0, np.where(np.isfinite(new), new - logpost, -np.inf)))
                     prob = np.where(a, 1.0, prob)
-                    log_scale += (prob - TARGET_ACCEPT) / (it + 1) ** 0.6
+                    log_scale = robbins_monro(log_scale, prob, TARGET_ACCEPT, it + 1)
             acc_theta /= theta_steps
             vals, _ = model.from_unconstrained(z)
             thetas = [model.theta_dict(vals, c) for c in range(chains)]
@@ -283,7 +284,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
                 zc[a], lp_cur[a] = prop[a], new[a]
                 nc_acc += a
                 if it < warmup:
-                    nc_log_scale += (prob - TARGET_ACCEPT) / (it + 1) ** 0.6
+                    nc_log_scale = robbins_monro(nc_log_scale, prob, TARGET_ACCEPT, it + 1)
             if not use_conjugate:
                 z = zc
         # ---- 2. x | theta, s_dp: record-wise independent MH, proposals f(. | theta); the

@@ -110,9 +110,11 @@ class NaiveOptions(NonPrivateOptions):
 
 @dataclass(frozen=True)
 class OpsOptions(NonPrivateOptions):
-    """Options of engine ``ops`` (binomial, simulations only): draws, chains, seed; ``confidential``."""
+    """Options of engine ``ops`` (binomial, simulations only): seed; ``confidential``.  OPS returns its fixed
+    ``OPS_SAMPLES`` samples (one chain), so draws and chains are not options."""
 
     engine: ClassVar[str] = "ops"
+    takes_draws: ClassVar[bool] = False
 
 
 def _size(options):

@@ -69,9 +69,9 @@ proposal centred on the warm-up draws -- a mixture of two valid MH kernels.  Bot
 fitted during warm-up only, pooled over the chains of each dataset (chains of one dataset
 share a target), so the kept draws come from a fixed kernel.  ``joint_update=False`` gives the paper's plain Gibbs sampler.
 
-State arrays carry a leading chain axis; chains may belong to different datasets (the
-problem's arrays have one entry per chain), which is how simulation studies run
-thousands of posteriors in one vectorised call (BlackJAX-style ``init`` / ``step``).
+Chains may belong to different datasets (the problem's arrays have one entry per chain), which
+is how simulation studies run thousands of posteriors in one call of :func:`run_chains`.  The
+iterations run in compiled kernels over named per-chain records (``CHAIN_STATE`` and the others).
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ from ..options import MCMCOptions, constrained_option, option
 from ..posterior import Posterior
 import math
 
+from .mcmc_common import chain_workers, map_chains, warmup_windows
 from .truncated import (_jit, inverse_gaussian_recip, log_diff_exp, log_gammainc, log_gammaincc, nb_inverse_gaussian_recip,
                         nb_log_diff_exp, nb_log_gammainc, nb_log_gammaincc, nb_log_ndtr, nb_logaddexp, nb_truncgamma,
-                        nb_truncnorm, truncgamma_rvs, truncnorm_rvs)
+                        nb_truncnorm, truncnorm_rvs)
 
 _EPS_S2 = 1e-12  # smallest sigma^2 / S^2 the sampler keeps (on [0, 1]): avoids division by zero
 
@@ -97,6 +98,10 @@ _EPS_S2 = 1e-12  # smallest sigma^2 / S^2 the sampler keeps (on [0, 1]): avoids 
 # ---------------------------------------------------------------------------------------
 # problem and state
 # ---------------------------------------------------------------------------------------
+#: the per-dataset numbers of a :class:`Problem`; also the fields of the compiled kernel's parameter record
+PROBLEM_ARRAYS = ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")
+
+
 @dataclass
 class Problem:
     """One posterior per chain, on the [0, 1] scale; every field broadcasts to (chains,)."""
@@ -122,7 +127,7 @@ class Problem:
 
     def expand(self, chains_per: int) -> "Problem":
         """Repeat every per-dataset entry ``chains_per`` times (dataset-major chain order)."""
-        keys = ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")
+        keys = PROBLEM_ARRAYS
         datasets = max(np.size(getattr(self, k)) for k in keys)
 
         def rep(v):
@@ -152,15 +157,6 @@ def make_problem(n, ystar, s2star, eps_mean, eps_var, prior, constrained: bool) 
 
 
 @dataclass
-class State:
-    mu: np.ndarray
-    sigma2: np.ndarray
-    ybar: np.ndarray
-    s2: np.ndarray
-    inv_omega2: np.ndarray
-
-
-@dataclass
 class Proposal:
     """Proposals of (mu, log sigma^2) for the joint move, per chain.
 
@@ -182,18 +178,6 @@ P_INDEPENDENT = 0.5
 # ---------------------------------------------------------------------------------------
 # closed-form pieces
 # ---------------------------------------------------------------------------------------
-def mu_interval(sigma2):
-    """Theorem 2: mu in [1/2 - sqrt(1/4 - s2), 1/2 + sqrt(1/4 - s2)]."""
-    half = np.sqrt(np.maximum(0.25 - sigma2, 0.0))
-    return 0.5 - half, 0.5 + half
-
-
-def ybar_interval(s2, n):
-    """Theorem 3: Ybar in [1/2 -+ sqrt(1/4 - (n-1)/n S^2)]."""
-    half = np.sqrt(np.maximum(0.25 - (n - 1.0) / n * s2, 0.0))
-    return 0.5 - half, 0.5 + half
-
-
 def s2_cap(ybar, n):
     """Theorem 3: S^2 <= n/(n-1) Ybar(1 - Ybar) (negative outside [0, 1])."""
     return n / (n - 1.0) * ybar * (1.0 - ybar)
@@ -284,120 +268,21 @@ def log_prior(mu, sigma2, prob: Problem):
             - (prob.nu0 * prob.sigma0_sq + prob.kappa0 * (mu - prob.mu0) ** 2) / (2.0 * sigma2))
 
 
-def feasible_params(mu, sigma2, prob: Problem):
-    ok = (sigma2 > _EPS_S2) & (sigma2 < prob.sigma2_max)
-    if prob.constrained:
-        ok &= (mu > 0.0) & (mu < 1.0) & (sigma2 <= mu * (1.0 - mu))
-    return ok
-
-
-# ---------------------------------------------------------------------------------------
-# full conditionals (one vectorised draw per chain)
-# ---------------------------------------------------------------------------------------
-def draw_mu(state: State, prob: Problem, rng):
-    prec_n = prob.n + prob.kappa0
-    mean = (prob.n * state.ybar + prob.kappa0 * prob.mu0) / prec_n
-    sd = np.sqrt(state.sigma2 / prec_n)
-    if prob.constrained:
-        lo, hi = mu_interval(state.sigma2)
-        return truncnorm_rvs(mean, sd, lo, hi, rng)
-    return mean + sd * rng.standard_normal(mean.shape)
-
-
-def draw_sigma2(state: State, prob: Problem, rng):
-    """Corrected NIG conditional (module docstring) / flat eq. (59), truncated."""
-    n = prob.n
-    if prob.flat:
-        shape = (n - 2.0) / 2.0
-        rate = ((n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2) / 2.0
-    elif prob.paper_sigma2:  # eq. (38) as printed: no "+1", no kappa0 term (semi-conjugate form)
-        shape = (n + prob.nu0) / 2.0
-        rate = (prob.nu0 * prob.sigma0_sq + (n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2) / 2.0
-    else:
-        shape = (n + prob.nu0 + 1.0) / 2.0
-        rate = (prob.nu0 * prob.sigma0_sq + (n - 1.0) * state.s2 + n * (state.ybar - state.mu) ** 2
-                + prob.kappa0 * (state.mu - prob.mu0) ** 2) / 2.0
-    rate = np.maximum(rate, 1e-300)
-    upper = prob.sigma2_max
-    if prob.constrained:
-        upper = np.minimum(upper, state.mu * (1.0 - state.mu))
-    upper = np.broadcast_to(upper, state.mu.shape)
-    # 1/s2 ~ Gamma(shape, rate) truncated to [1/upper, inf)
-    precision = truncgamma_rvs(shape, rate, 1.0 / upper, np.inf, rng)
-    return np.minimum(np.maximum(1.0 / precision, np.minimum(_EPS_S2, upper)), upper)
-
-
-def draw_ybar(state: State, prob: Problem, rng):
-    prec = state.inv_omega2 + prob.n / state.sigma2
-    mean = (prob.ystar * state.inv_omega2 + prob.n * state.mu / state.sigma2) / prec
-    sd = 1.0 / np.sqrt(prec)
-    if prob.constrained:
-        lo, hi = ybar_interval(state.s2, prob.n)
-        return truncnorm_rvs(mean, sd, lo, hi, rng)
-    return mean + sd * rng.standard_normal(mean.shape)
-
-
-def draw_inv_omega2(state: State, prob: Problem, rng):
+def draw_inv_omega2(ybar, prob: Problem, rng):
+    """1/omega^2 | . ~ InvGauss(1/(b1 |ystar - Ybar|), 1/b1^2) (eq. 51), one draw per chain."""
     # 1/omega^2 ~ InvGauss(mean 1/(b1 gap), shape 1/b1^2), drawn as omega^2 by the
     # cancellation-free Michael-Schucany-Haas form: 1/rng.wald(...) lost all precision once
     # b1/gap exceeded ~1e8 and returned 0 (omega^2 = inf) beyond ~1e15 (as gibbs_ss._sigma2)
-    b1 = np.broadcast_to(prob.b1, state.ybar.shape)
-    return 1.0 / inverse_gaussian_recip(b1 * np.abs(prob.ystar - state.ybar), b1, rng)
-
-
-def draw_s2(state: State, prob: Problem, rng):
-    """TGM draw (App. B, Algorithm 1), truncated to (0, cap] when constrained (eq. 57)."""
-    alpha = (prob.n - 1.0) / 2.0
-    beta = alpha / state.sigma2
-    lam = prob.lam2
-    tau = prob.s2star
-    shape_ = state.sigma2.shape
-    cap = s2_cap(state.ybar, prob.n) if prob.constrained else np.full(shape_, np.inf)
-    cap = np.maximum(cap, 2 * _EPS_S2)
-    lw1, lw2 = tgm_log_weights(alpha, beta, lam, tau, cap)
-    p1 = np.exp(lw1 - np.logaddexp(lw1, lw2))
-    first = rng.random(shape_) < p1
-    tau_pos = np.broadcast_to(np.maximum(tau, 0.0), shape_)
-    lo = np.where(first, 0.0, tau_pos)
-    hi = np.where(first, np.minimum(tau_pos, cap), cap)
-    rate = np.where(first, beta - lam, beta + lam)
-    alpha_b = np.broadcast_to(alpha, shape_)
-    out = truncgamma_rvs(alpha_b, rate, lo, hi, rng)
-    return np.maximum(out, _EPS_S2)
-
-
-def draw_ybar_proposal(mu, sigma2, prob: Problem, rng):
-    """Ybar from r(Ybar | mu, s2) ∝ N(mu, s2/n) exp(-|ystar - Ybar|/b1); returns (Ybar, log L1)."""
-    lwl, lwr, ml, mr, sd = normal_laplace_pieces(mu, sigma2, prob)
-    log_norm = np.logaddexp(lwl, lwr)
-    left = rng.random(mu.shape) < np.exp(lwl - log_norm)
-    ystar = np.broadcast_to(prob.ystar, mu.shape)
-    lo = np.where(left, -np.inf, ystar)
-    hi = np.where(left, ystar, np.inf)
-    ybar = truncnorm_rvs(np.where(left, ml, mr), sd, lo, hi, rng)
-    return ybar, log_norm - np.log(2.0 * prob.b1)
-
-
-def log_joint_target(mu, sigma2, ybar, log_l1, prob: Problem):
-    """log [prior * L1 * G * s2] of the joint move (module docstring); -inf if infeasible."""
-    ok = feasible_params(mu, sigma2, prob)
-    if prob.constrained:
-        cap = s2_cap(ybar, prob.n)
-        ok &= cap > 0
-    else:
-        cap = np.full(mu.shape, np.inf)
-    safe_s2 = np.where(ok, sigma2, 0.01)
-    safe_cap = np.where(ok, cap, 1.0)
-    with np.errstate(all="ignore"):
-        value = log_prior(mu, safe_s2, prob) + log_l1 + log_s2_marginal(safe_s2, prob, safe_cap) + np.log(safe_s2)
-    return np.where(ok & np.isfinite(value), value, -np.inf)
+    b1 = np.broadcast_to(prob.b1, ybar.shape)
+    return 1.0 / inverse_gaussian_recip(b1 * np.abs(prob.ystar - ybar), b1, rng)
 
 
 # ---------------------------------------------------------------------------------------
 # kernel
 # ---------------------------------------------------------------------------------------
-def init(prob: Problem, chains: int, rng: np.random.Generator) -> State:
-    """Overdispersed feasible starting points around the released statistics."""
+def init(prob: Problem, chains: int, rng: np.random.Generator) -> np.ndarray:
+    """Overdispersed feasible starting points around the released statistics: (chains,) records of
+    :data:`CHAIN_STATE`."""
     shape = (chains,)
     n = np.broadcast_to(prob.n, shape)
     ystar = np.broadcast_to(prob.ystar, shape)
@@ -415,8 +300,9 @@ def init(prob: Problem, chains: int, rng: np.random.Generator) -> State:
         s2 = np.minimum(sigma2, 0.9 * s2_cap(ybar, n))
     else:
         s2 = sigma2.copy()
-    state = State(mu=mu, sigma2=sigma2, ybar=ybar, s2=s2, inv_omega2=np.ones(shape))
-    state.inv_omega2 = draw_inv_omega2(state, prob, rng)
+    state = np.zeros(chains, CHAIN_STATE)
+    state["mu"], state["sigma2"], state["ybar"], state["s2"] = mu, sigma2, ybar, s2
+    state["inv_omega2"] = draw_inv_omega2(ybar, prob, rng)
     return state
 
 
@@ -427,71 +313,6 @@ def initial_proposal(prob: Problem, chains: int) -> Proposal:
     chol[:, 0, 0] = 1.2 * sd_mu
     chol[:, 1, 1] = 0.5
     return Proposal(chol=chol)
-
-
-def gibbs_sweep(state: State, prob: Problem, rng) -> State:
-    """One scan of the App. D full conditionals (S^2, 1/omega^2, mu, sigma^2, Ybar)."""
-    state = State(**vars(state))
-    # S^2 and omega^2 first: the joint move leaves them stale, and this refreshes them
-    # from their full conditionals before anything conditions on them
-    state.s2 = draw_s2(state, prob, rng)
-    state.inv_omega2 = draw_inv_omega2(state, prob, rng)
-    state.mu = draw_mu(state, prob, rng)
-    state.sigma2 = draw_sigma2(state, prob, rng)
-    state.ybar = draw_ybar(state, prob, rng)
-    return state
-
-
-def joint_move(state: State, prob: Problem, proposal: Proposal, rng):
-    """MH move of (mu, log s2, Ybar) with S^2 and omega^2 integrated out."""
-    shape = state.mu.shape
-    z = rng.standard_normal((shape[0], 2))
-    step = np.einsum("cij,cj->ci", proposal.chol, z)
-    mu_new = state.mu + step[:, 0]
-    sigma2_new = state.sigma2 * np.exp(step[:, 1])
-    log_q_ratio = 0.0
-    if proposal.center is not None:
-        independent = rng.random(shape) < P_INDEPENDENT
-        w = np.sqrt(rng.chisquare(T_DF, shape) / T_DF)
-        x_ind = proposal.center + np.einsum("cij,cj->ci", proposal.ind_chol, z) / w[:, None]
-        mu_new = np.where(independent, x_ind[:, 0], mu_new)
-        sigma2_new = np.where(independent, np.exp(np.minimum(x_ind[:, 1], 700.0)), sigma2_new)
-        log_q_old = _log_t_density(state.mu, np.log(state.sigma2), proposal)
-        log_q_new = _log_t_density(mu_new, np.log(np.maximum(sigma2_new, 1e-300)), proposal)
-        log_q_ratio = np.where(independent, log_q_old - log_q_new, 0.0)
-    ok = feasible_params(mu_new, sigma2_new, prob)
-    sigma2_safe = np.where(ok, sigma2_new, state.sigma2)
-    mu_safe = np.where(ok, mu_new, state.mu)
-    ybar_new, log_l1_new = draw_ybar_proposal(mu_safe, sigma2_safe, prob, rng)
-    log_new = np.where(ok, log_joint_target(mu_safe, sigma2_safe, ybar_new, log_l1_new, prob), -np.inf)
-    log_l1_old = log_mean_marginal(state.mu, state.sigma2, prob)
-    log_old = log_joint_target(state.mu, state.sigma2, state.ybar, log_l1_old, prob)
-    accept = np.log(rng.random(shape)) < (log_new - log_old + log_q_ratio)
-    # a current state of log density -inf (possible only at the first steps) always moves
-    accept |= ~np.isfinite(log_old) & np.isfinite(log_new)
-    new = State(mu=np.where(accept, mu_safe, state.mu), sigma2=np.where(accept, sigma2_safe, state.sigma2),
-                ybar=np.where(accept, ybar_new, state.ybar), s2=state.s2, inv_omega2=state.inv_omega2)
-    # S^2 and omega^2 are now stale; the next sweep redraws them first (they are integrated
-    # out of this move, so the chain on (mu, s2, Ybar) keeps the right invariant law)
-    return new, accept
-
-
-def _log_t_density(mu, eta, proposal: Proposal):
-    """log density (up to a constant) of the independence t proposal at (mu, eta)."""
-    L = proposal.ind_chol
-    d0 = mu - proposal.center[:, 0]
-    d1 = eta - proposal.center[:, 1]
-    y0 = d0 / L[:, 0, 0]
-    y1 = (d1 - L[:, 1, 0] * y0) / L[:, 1, 1]
-    return -(T_DF + 2.0) / 2.0 * np.log1p((y0**2 + y1**2) / T_DF)
-
-
-def step(state: State, prob: Problem, proposal: Proposal | None, rng):
-    """One iteration: Gibbs sweep, then (if ``proposal``) the joint move."""
-    state = gibbs_sweep(state, prob, rng)
-    if proposal is None:
-        return state, np.zeros(state.mu.shape, bool)
-    return joint_move(state, prob, proposal, rng)
 
 
 def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale):
@@ -536,75 +357,29 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
     return new, scale
 
 
-def warmup_windows(warmup: int) -> list[int]:
-    """Warm-up windows of doubling length from 25 (a short tail merged into the last); the proposal is
-    adapted at the end of each.  Shared by the compiled and the numpy paths so both adapt identically."""
-    windows = []
-    remaining, size = warmup, 25
-    while remaining > 0:
-        size = min(size, remaining)
-        if remaining - size < size:  # merge a short tail into the last window
-            size = remaining
-        windows.append(size)
-        remaining -= size
-        size *= 2
-    return windows
-
-
-def run_chains_numpy(prob: Problem, chains: int, draws: int, warmup: int, rng: np.random.Generator,
-               joint_update: bool = True, groups: np.ndarray | None = None, thin: int = 1):
-    """Reference (numpy, vectorised over chains) version of :func:`run_chains`; same algorithm.
-
-    ``groups[c]`` names the dataset of chain c (for pooled warm-up adaptation).
-    """
-    if groups is None:
-        groups = np.zeros(chains, dtype=np.int64)
-    state = init(prob, chains, rng)
-    proposal = initial_proposal(prob, chains) if joint_update else None
-    scale = np.ones(groups.max() + 1)
-    # warm-up windows of growing length; adapt the proposal at the end of each window
-    windows = warmup_windows(warmup)
-    for w in windows:
-        keep = max(w // 2, 1)
-        hist_mu = np.empty((keep, chains))
-        hist_eta = np.empty((keep, chains))
-        acc = np.zeros(chains)
-        for i in range(w):
-            state, accepted = step(state, prob, proposal, rng)
-            acc += accepted
-            if i >= w - keep:
-                hist_mu[i - (w - keep)] = state.mu
-                hist_eta[i - (w - keep)] = np.log(state.sigma2)
-        if joint_update and w >= 10:
-            proposal, scale = _adapt(proposal, hist_mu, hist_eta, acc / w, groups, scale)
-    out = {k: np.empty((draws, chains)) for k in ("mu", "sigma2")}
-    accepted_all = np.zeros((draws, chains), bool)
-    for i in range(draws):
-        for _ in range(thin):
-            state, accepted = step(state, prob, proposal, rng)
-        out["mu"][i] = state.mu
-        out["sigma2"][i] = state.sigma2
-        accepted_all[i] = accepted
-    result = {k: v.T.copy() for k, v in out.items()}
-    result["accepted"] = accepted_all.T.copy()
-    return result
-
-
 # ---------------------------------------------------------------------------------------
 # compiled kernel (issue 18): the same sweep and joint move, one chain at a time
 # ---------------------------------------------------------------------------------------
-# Scalar transcriptions of the functions above (same conditionals, same order of updates,
-# same proposal and acceptance rule), compiled with numba and cached on disk.  Each chain
-# draws from its own numpy Generator (spawned from the caller's), so a chain's draws do not
-# depend on the other chains or on how chains are spread over threads.
+# The App. D sweep and the joint move (module docstring), scalar code compiled with numba and
+# cached on disk.  Each chain draws from its own numpy Generator (spawned from the caller's), so a
+# chain's draws do not depend on the other chains or on how chains are spread over threads.  (A
+# numpy transcription vectorised over chains, never tested against this one, was removed in issue 30.)
 #
-# per-chain parameter vector ``par`` and flags
-_N, _YSTAR, _S2STAR, _B1, _LAM2, _MU0, _S0SQ, _KAPPA0, _NU0 = range(9)
-# state vector: mu, sigma2, Ybar, S^2, 1/omega^2
-_MU, _SIG2, _YBAR, _S2, _IOM = range(5)
-# proposal vector: random-walk Cholesky (row-major 2x2), has independence part, centre (2),
-# independence Cholesky (row-major 2x2)
-_PROP_LEN = 11
+# The kernels pass named state: each chain's parameters, state, proposal and flags are numpy
+# structured records (numba ``Record`` types), read and written by field name.
+_F8 = np.float64
+#: per-chain parameters (a :class:`Problem`'s arrays, one chain's entries)
+KERNEL_PARAMS = np.dtype([(k, _F8) for k in PROBLEM_ARRAYS])
+#: per-chain state: mu, sigma^2, Ybar, S^2, 1/omega^2
+CHAIN_STATE = np.dtype([("mu", _F8), ("sigma2", _F8), ("ybar", _F8), ("s2", _F8), ("inv_omega2", _F8)])
+#: per-chain proposal of (mu, log sigma^2) (:class:`Proposal`): random-walk Cholesky factor L (L[i, j] is
+#: ``rw_ij``); ``independent`` 1 once the t independence proposal is fitted, its centre and Cholesky factor
+KERNEL_PROPOSAL = np.dtype([("rw_00", _F8), ("rw_01", _F8), ("rw_10", _F8), ("rw_11", _F8), ("independent", _F8),
+                            ("center_mu", _F8), ("center_eta", _F8),
+                            ("t_00", _F8), ("t_01", _F8), ("t_10", _F8), ("t_11", _F8)])
+#: the run's switches
+KERNEL_FLAGS = np.dtype([("flat", np.bool_), ("constrained", np.bool_), ("paper_sigma2", np.bool_),
+                         ("joint_update", np.bool_)])
 
 
 @_jit
@@ -632,18 +407,18 @@ def _k_tgm_log_weights(alpha, beta, lam, tau, cap):
 
 @_jit
 def _k_log_s2_marginal(sigma2, par, cap):
-    alpha = (par[_N] - 1.0) / 2.0
+    alpha = (par.n - 1.0) / 2.0
     beta = alpha / sigma2
-    lw1, lw2 = _k_tgm_log_weights(alpha, beta, par[_LAM2], par[_S2STAR], cap)
-    return math.log(par[_LAM2] / 2.0) + alpha * math.log(beta) + nb_logaddexp(lw1, lw2)
+    lw1, lw2 = _k_tgm_log_weights(alpha, beta, par.lam2, par.s2star, cap)
+    return math.log(par.lam2 / 2.0) + alpha * math.log(beta) + nb_logaddexp(lw1, lw2)
 
 
 @_jit
 def _k_normal_laplace(mu, sigma2, par):
-    var = sigma2 / par[_N]
+    var = sigma2 / par.n
     sd = math.sqrt(var)
-    b1 = par[_B1]
-    d = par[_YSTAR] - mu
+    b1 = par.b1
+    d = par.ystar - mu
     shift = var / b1
     common = var / (2.0 * b1 * b1)
     lwl = -d / b1 + common + nb_log_ndtr((d - shift) / sd)
@@ -655,13 +430,13 @@ def _k_normal_laplace(mu, sigma2, par):
 def _k_log_prior(mu, sigma2, par, flat):
     if flat:
         return 0.0
-    return (-(par[_NU0] / 2.0 + 1.5) * math.log(sigma2)
-            - (par[_NU0] * par[_S0SQ] + par[_KAPPA0] * (mu - par[_MU0]) ** 2) / (2.0 * sigma2))
+    return (-(par.nu0 / 2.0 + 1.5) * math.log(sigma2)
+            - (par.nu0 * par.sigma0_sq + par.kappa0 * (mu - par.mu0) ** 2) / (2.0 * sigma2))
 
 
 @_jit
 def _k_feasible(mu, sigma2, par, constrained):
-    ok = sigma2 > _EPS_S2 and sigma2 < (par[_N] - 1.0) / (2.0 * par[_LAM2])
+    ok = sigma2 > _EPS_S2 and sigma2 < (par.n - 1.0) / (2.0 * par.lam2)
     if constrained:
         ok = ok and mu > 0.0 and mu < 1.0 and sigma2 <= mu * (1.0 - mu)
     return ok
@@ -673,7 +448,7 @@ def _k_log_joint_target(mu, sigma2, ybar, log_l1, par, flat, constrained):
         return -np.inf
     cap = np.inf
     if constrained:
-        n = par[_N]
+        n = par.n
         cap = n / (n - 1.0) * ybar * (1.0 - ybar)
         if not cap > 0.0:
             return -np.inf
@@ -683,12 +458,12 @@ def _k_log_joint_target(mu, sigma2, ybar, log_l1, par, flat, constrained):
 
 @_jit
 def _k_draw_s2(rng, sigma2, ybar, par, constrained):
-    """:func:`draw_s2` for one chain: TGM (App. B, Algorithm 1), (0, cap] when constrained (eq. 57)."""
-    n = par[_N]
+    """S^2 | . for one chain: TGM (eq. 52; App. B, Algorithm 1), on (0, cap] when constrained (eq. 57)."""
+    n = par.n
     alpha = (n - 1.0) / 2.0
     beta = alpha / sigma2
-    lam = par[_LAM2]
-    tau = par[_S2STAR]
+    lam = par.lam2
+    tau = par.s2star
     cap = n / (n - 1.0) * ybar * (1.0 - ybar) if constrained else np.inf
     cap = max(cap, 2 * _EPS_S2)
     lw1, lw2 = _k_tgm_log_weights(alpha, beta, lam, tau, cap)
@@ -712,94 +487,98 @@ def _k_draw_s2_many(rng, sigma2, ybar, par, constrained, m):
 
 @_jit
 def _k_sweep(st, par, flat, constrained, paper_sigma2, rng):
-    """:func:`gibbs_sweep` for one chain: S^2, 1/omega^2, mu, sigma^2, Ybar."""
-    n = par[_N]
-    sigma2_max = (n - 1.0) / (2.0 * par[_LAM2])
+    """One scan of the App. D full conditionals for one chain: S^2, 1/omega^2, mu, sigma^2, Ybar.
+
+    S^2 and omega^2 come first: the joint move integrates them out and leaves them stale, and this
+    redraws them from their full conditionals before anything conditions on them."""
+    n = par.n
+    sigma2_max = (n - 1.0) / (2.0 * par.lam2)
     # S^2 | . : TGM (App. B), truncated to (0, cap] when constrained (eq. 57)
-    st[_S2] = _k_draw_s2(rng, st[_SIG2], st[_YBAR], par, constrained)
+    st.s2 = _k_draw_s2(rng, st.sigma2, st.ybar, par, constrained)
     # 1/omega^2 | . ~ InvGauss(1/(b1 |ystar - Ybar|), 1/b1^2) (eq. 51), cancellation-free
-    b1 = par[_B1]
-    st[_IOM] = 1.0 / nb_inverse_gaussian_recip(rng, b1 * abs(par[_YSTAR] - st[_YBAR]), b1)
+    b1 = par.b1
+    st.inv_omega2 = 1.0 / nb_inverse_gaussian_recip(rng, b1 * abs(par.ystar - st.ybar), b1)
     # mu | . (eq. 48 / 53)
-    prec_n = n + par[_KAPPA0]
-    mean = (n * st[_YBAR] + par[_KAPPA0] * par[_MU0]) / prec_n
-    sd = math.sqrt(st[_SIG2] / prec_n)
+    prec_n = n + par.kappa0
+    mean = (n * st.ybar + par.kappa0 * par.mu0) / prec_n
+    sd = math.sqrt(st.sigma2 / prec_n)
     if constrained:
-        half = math.sqrt(max(0.25 - st[_SIG2], 0.0))
-        st[_MU] = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
+        half = math.sqrt(max(0.25 - st.sigma2, 0.0))
+        st.mu = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
     else:
-        st[_MU] = mean + sd * rng.standard_normal()
+        st.mu = mean + sd * rng.standard_normal()
     # sigma^2 | . (module docstring / eq. 59), truncated
-    mu = st[_MU]
+    mu = st.mu
     if flat:
         shape = (n - 2.0) / 2.0
-        rate = ((n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2) / 2.0
+        rate = ((n - 1.0) * st.s2 + n * (st.ybar - mu) ** 2) / 2.0
     elif paper_sigma2:
-        shape = (n + par[_NU0]) / 2.0
-        rate = (par[_NU0] * par[_S0SQ] + (n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2) / 2.0
+        shape = (n + par.nu0) / 2.0
+        rate = (par.nu0 * par.sigma0_sq + (n - 1.0) * st.s2 + n * (st.ybar - mu) ** 2) / 2.0
     else:
-        shape = (n + par[_NU0] + 1.0) / 2.0
-        rate = (par[_NU0] * par[_S0SQ] + (n - 1.0) * st[_S2] + n * (st[_YBAR] - mu) ** 2
-                + par[_KAPPA0] * (mu - par[_MU0]) ** 2) / 2.0
+        shape = (n + par.nu0 + 1.0) / 2.0
+        rate = (par.nu0 * par.sigma0_sq + (n - 1.0) * st.s2 + n * (st.ybar - mu) ** 2
+                + par.kappa0 * (mu - par.mu0) ** 2) / 2.0
     rate = max(rate, 1e-300)
     upper = sigma2_max
     if constrained:
         upper = min(upper, mu * (1.0 - mu))
     precision = nb_truncgamma(rng, shape, rate, 1.0 / upper, np.inf)
-    st[_SIG2] = min(max(1.0 / precision, min(_EPS_S2, upper)), upper)
+    st.sigma2 = min(max(1.0 / precision, min(_EPS_S2, upper)), upper)
     # Ybar | . (eq. 50 / 55)
-    prec = st[_IOM] + n / st[_SIG2]
-    mean = (par[_YSTAR] * st[_IOM] + n * mu / st[_SIG2]) / prec
+    prec = st.inv_omega2 + n / st.sigma2
+    mean = (par.ystar * st.inv_omega2 + n * mu / st.sigma2) / prec
     sd = 1.0 / math.sqrt(prec)
     if constrained:
-        half = math.sqrt(max(0.25 - (n - 1.0) / n * st[_S2], 0.0))
-        st[_YBAR] = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
+        half = math.sqrt(max(0.25 - (n - 1.0) / n * st.s2, 0.0))
+        st.ybar = nb_truncnorm(rng, mean, sd, 0.5 - half, 0.5 + half)
     else:
-        st[_YBAR] = mean + sd * rng.standard_normal()
+        st.ybar = mean + sd * rng.standard_normal()
 
 
 @_jit
 def _k_log_t(mu, eta, prop):
-    d0 = mu - prop[5]
-    d1 = eta - prop[6]
-    y0 = d0 / prop[7]
-    y1 = (d1 - prop[9] * y0) / prop[10]
+    d0 = mu - prop.center_mu
+    d1 = eta - prop.center_eta
+    y0 = d0 / prop.t_00
+    y1 = (d1 - prop.t_10 * y0) / prop.t_11
     return -(T_DF + 2.0) / 2.0 * math.log1p((y0 * y0 + y1 * y1) / T_DF)
 
 
 @_jit
 def _k_joint_move(st, par, prop, flat, constrained, rng):
-    """:func:`joint_move` for one chain; returns whether the move was accepted."""
+    """MH move of (mu, log s2, Ybar) with S^2 and omega^2 integrated out (module docstring), one chain;
+    returns whether the move was accepted."""
     z0 = rng.standard_normal()
     z1 = rng.standard_normal()
-    mu_new = st[_MU] + prop[0] * z0 + prop[1] * z1
-    sigma2_new = st[_SIG2] * math.exp(prop[2] * z0 + prop[3] * z1)
+    mu_new = st.mu + prop.rw_00 * z0 + prop.rw_01 * z1
+    sigma2_new = st.sigma2 * math.exp(prop.rw_10 * z0 + prop.rw_11 * z1)
     log_q_ratio = 0.0
-    if prop[4] > 0.0:
+    if prop.independent > 0.0:
         independent = rng.random() < P_INDEPENDENT
         w = math.sqrt(2.0 * rng.standard_gamma(T_DF / 2.0) / T_DF)
         if independent:
-            mu_new = prop[5] + (prop[7] * z0 + prop[8] * z1) / w
-            sigma2_new = math.exp(min(prop[6] + (prop[9] * z0 + prop[10] * z1) / w, 700.0))
-            log_q_ratio = (_k_log_t(st[_MU], math.log(st[_SIG2]), prop)
+            mu_new = prop.center_mu + (prop.t_00 * z0 + prop.t_01 * z1) / w
+            sigma2_new = math.exp(min(prop.center_eta + (prop.t_10 * z0 + prop.t_11 * z1) / w, 700.0))
+            log_q_ratio = (_k_log_t(st.mu, math.log(st.sigma2), prop)
                            - _k_log_t(mu_new, math.log(max(sigma2_new, 1e-300)), prop))
     ok = _k_feasible(mu_new, sigma2_new, par, constrained)
-    mu_s = mu_new if ok else st[_MU]
-    s2_s = sigma2_new if ok else st[_SIG2]
+    mu_s = mu_new if ok else st.mu
+    s2_s = sigma2_new if ok else st.sigma2
     # Ybar from r(Ybar | mu, s2): two-piece truncated-normal mixture split at ystar
     lwl, lwr, ml, mr, sd = _k_normal_laplace(mu_s, s2_s, par)
     log_norm = nb_logaddexp(lwl, lwr)
-    ystar = par[_YSTAR]
+    ystar = par.ystar
     if rng.random() < math.exp(lwl - log_norm):
         ybar_new = nb_truncnorm(rng, ml, sd, -np.inf, ystar)
     else:
         ybar_new = nb_truncnorm(rng, mr, sd, ystar, np.inf)
-    log_2b1 = math.log(2.0 * par[_B1])
+    log_2b1 = math.log(2.0 * par.b1)
     log_new = -np.inf
     if ok:
         log_new = _k_log_joint_target(mu_s, s2_s, ybar_new, log_norm - log_2b1, par, flat, constrained)
-    lwl, lwr, _, _, _ = _k_normal_laplace(st[_MU], st[_SIG2], par)
-    log_old = _k_log_joint_target(st[_MU], st[_SIG2], st[_YBAR], nb_logaddexp(lwl, lwr) - log_2b1, par, flat,
+    lwl, lwr, _, _, _ = _k_normal_laplace(st.mu, st.sigma2, par)
+    log_old = _k_log_joint_target(st.mu, st.sigma2, st.ybar, nb_logaddexp(lwl, lwr) - log_2b1, par, flat,
                                   constrained)
     u = rng.random()
     accept = (math.log(u) if u > 0.0 else -np.inf) < (log_new - log_old + log_q_ratio)
@@ -807,9 +586,9 @@ def _k_joint_move(st, par, prop, flat, constrained, rng):
     if not math.isfinite(log_old) and math.isfinite(log_new):
         accept = True
     if accept:
-        st[_MU] = mu_s
-        st[_SIG2] = s2_s
-        st[_YBAR] = ybar_new
+        st.mu = mu_s
+        st.sigma2 = s2_s
+        st.ybar = ybar_new
     return accept
 
 
@@ -817,14 +596,15 @@ def _k_joint_move(st, par, prop, flat, constrained, rng):
 def advance_chain(st, par, prop, flags, rng, skip, n_rec, thin, out_mu, out_s2, out_acc):
     """Run one chain: ``skip`` unrecorded iterations, then ``n_rec`` records every ``thin``.
 
-    ``flags`` = (flat, constrained, paper_sigma2, joint_update).  Updates ``st`` in place,
+    ``st``, ``par``, ``prop``, ``flags``: records of :data:`CHAIN_STATE`, :data:`KERNEL_PARAMS`,
+    :data:`KERNEL_PROPOSAL`, :data:`KERNEL_FLAGS`.  Updates ``st`` in place,
     writes (mu, sigma2, accepted) of the recorded iterations, returns the number of joint
     moves accepted over all iterations.
     """
-    flat = flags[0] != 0
-    constrained = flags[1] != 0
-    paper = flags[2] != 0
-    joint = flags[3] != 0
+    flat = flags.flat
+    constrained = flags.constrained
+    paper = flags.paper_sigma2
+    joint = flags.joint_update
     total = 0
     for i in range(skip + n_rec * thin):
         _k_sweep(st, par, flat, constrained, paper, rng)
@@ -835,62 +615,32 @@ def advance_chain(st, par, prop, flags, rng, skip, n_rec, thin, out_mu, out_s2, 
         j = i - skip
         if j >= 0 and (j + 1) % thin == 0:
             r = j // thin
-            out_mu[r] = st[_MU]
-            out_s2[r] = st[_SIG2]
+            out_mu[r] = st.mu
+            out_s2[r] = st.sigma2
             out_acc[r] = acc
     return total
 
 
-def _par_matrix(prob: Problem, chains: int):
-    keys = ("n", "ystar", "s2star", "b1", "lam2", "mu0", "sigma0_sq", "kappa0", "nu0")
-    return np.ascontiguousarray(np.stack([np.broadcast_to(np.asarray(getattr(prob, k), float), (chains,))
-                                          for k in keys], axis=1))
-
-
-def _prop_matrix(proposal: Proposal):
-    chains = proposal.chol.shape[0]
-    out = np.zeros((chains, _PROP_LEN))
-    out[:, 0:4] = proposal.chol.reshape(chains, 4)
-    if proposal.center is not None:
-        out[:, 4] = 1.0
-        out[:, 5:7] = proposal.center
-        out[:, 7:11] = proposal.ind_chol.reshape(chains, 4)
+def kernel_params(prob: Problem, chains: int) -> np.ndarray:
+    """(chains,) records of :data:`KERNEL_PARAMS`: each chain's entries of the problem's arrays."""
+    out = np.zeros(chains, KERNEL_PARAMS)
+    for k in PROBLEM_ARRAYS:
+        out[k] = np.broadcast_to(np.asarray(getattr(prob, k), float), (chains,))
     return out
 
 
-#: chains x iterations above which chains run on threads (below it the thread start costs more)
-PARALLEL_MIN_ITERATIONS = 20_000
-
-
-def default_workers(chains: int, iterations: int) -> int:
-    """Threads for the chains: all cores when the run is long enough to gain from them.
-
-    Capped by ``NUMBA_NUM_THREADS`` (set it to 1 for a single-threaded process)."""
-    import os
-
-    import numba
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    cores = min(cores, int(numba.config.NUMBA_NUM_THREADS))
-    if chains < 2 or chains * iterations < PARALLEL_MIN_ITERATIONS:
-        return 1
-    return max(1, min(cores, chains))
-
-
-def _map_chains(fn, chains: int, workers: int):
-    if workers <= 1:
-        return [fn(c) for c in range(chains)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    # the kernels release the GIL (nogil); each chain has its own generator, so the result
-    # is the same whatever the number of threads
-    blocks = [range(c, chains, workers) for c in range(workers)]
-    with ThreadPoolExecutor(workers) as ex:
-        parts = list(ex.map(lambda b: [(c, fn(c)) for c in b], blocks))
-    out = [None] * chains
-    for part in parts:
-        for c, v in part:
-            out[c] = v
+def kernel_proposal(proposal: Proposal) -> np.ndarray:
+    """(chains,) records of :data:`KERNEL_PROPOSAL` holding ``proposal``."""
+    chains = proposal.chol.shape[0]
+    out = np.zeros(chains, KERNEL_PROPOSAL)
+    for i in range(2):
+        for j in range(2):
+            out[f"rw_{i}{j}"] = proposal.chol[:, i, j]
+            if proposal.center is not None:
+                out[f"t_{i}{j}"] = proposal.ind_chol[:, i, j]
+    if proposal.center is not None:
+        out["independent"] = 1.0
+        out["center_mu"], out["center_eta"] = proposal.center[:, 0], proposal.center[:, 1]
     return out
 
 
@@ -900,40 +650,38 @@ def run_chains(prob: Problem, chains: int, draws: int, warmup: int, rng: np.rand
     """Run ``chains`` chains (compiled kernel); returns dict of arrays (chains, draws) on [0, 1].
 
     ``groups[c]`` names the dataset of chain c (for pooled warm-up adaptation).  Starting
-    points and the proposal adaptation are those of :func:`run_chains_numpy`; the
-    iterations run in :func:`advance_chain`, one window of warm-up at a time (the proposal
+    points from :func:`init`; the iterations run in :func:`advance_chain`, one window of warm-up at a time (the proposal
     is refitted between windows, pooled over the chains of a dataset).  ``workers``: threads
-    (default :func:`default_workers`); the draws do not depend on it.
+    (default :func:`~.mcmc_common.chain_workers`); the draws do not depend on it.
     """
     if groups is None:
         groups = np.zeros(chains, dtype=np.int64)
     state = init(prob, chains, rng)
     proposal = initial_proposal(prob, chains) if joint_update else Proposal(chol=np.zeros((chains, 2, 2)))
     scale = np.ones(groups.max() + 1)
-    par = _par_matrix(prob, chains)
-    flags = np.array([prob.flat, prob.constrained, prob.paper_sigma2, joint_update], dtype=np.int64)
-    st = np.ascontiguousarray(np.stack([np.broadcast_to(v, (chains,)) for v in
-                                        (state.mu, state.sigma2, state.ybar, state.s2, state.inv_omega2)], axis=1))
+    par = kernel_params(prob, chains)
+    flags = np.array((prob.flat, prob.constrained, prob.paper_sigma2, joint_update), KERNEL_FLAGS)[()]
+    st = state
     chain_rngs = rng.spawn(chains)
     if workers is None:
-        workers = default_workers(chains, warmup + draws * thin)
+        workers = chain_workers(chains, warmup + draws * thin)
     windows = warmup_windows(warmup)
     for w in windows:
         keep = max(w // 2, 1)
-        prop = _prop_matrix(proposal)
+        prop = kernel_proposal(proposal)
         hist_mu = np.empty((chains, keep))
         hist_s2 = np.empty((chains, keep))
         hist_acc = np.empty((chains, keep), bool)
-        acc = np.array(_map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], w - keep,
+        acc = np.array(map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], w - keep,
                                                            keep, 1, hist_mu[c], hist_s2[c], hist_acc[c]),
                                    chains, workers), float)
         if joint_update and w >= 10:
             proposal, scale = _adapt(proposal, hist_mu.T, np.log(hist_s2.T), acc / w, groups, scale)
-    prop = _prop_matrix(proposal)
+    prop = kernel_proposal(proposal)
     out_mu = np.empty((chains, draws))
     out_s2 = np.empty((chains, draws))
     out_acc = np.zeros((chains, draws), bool)
-    _map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], 0, draws, thin, out_mu[c],
+    map_chains(lambda c: advance_chain(st[c], par[c], prop[c], flags, chain_rngs[c], 0, draws, thin, out_mu[c],
                                         out_s2[c], out_acc[c]), chains, workers)
     return {"mu": out_mu, "sigma2": out_s2, "accepted": out_acc}
 

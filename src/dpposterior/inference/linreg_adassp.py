@@ -61,10 +61,11 @@ def adassp_lambdas(data, rho: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AdasspOptions(EngineOptions):
-    """Options of engine ``adassp`` (linear-regression, a point estimate): draws, chains, seed; ``rho``,
+    """Options of engine ``adassp`` (linear-regression, a point estimate: one chain, one draw): seed; ``rho``,
     the share of the privacy budget adaSSP's own eigenvalue estimate would spend (Wang 2018)."""
 
     engine: ClassVar[str] = "adassp"
+    takes_draws: ClassVar[bool] = False
 
     rho: float = option(0.05, "float", "adaSSP's budget share for its eigenvalue bound", low=0.0, high=1.0)
 

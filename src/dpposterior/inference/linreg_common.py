@@ -12,8 +12,7 @@ no explicit inverse appears in a sampling loop.
   the papers' README notes the "S theta" typo in the covariance of App. A.4).
 * :func:`zhat_loglik`, :func:`sigma2_rw_step` -- the random-walk MH move of App. A.4.
 * :func:`wishart_factor`, :func:`inverse_wishart` -- batched Bartlett sampling.
-* :class:`Adapter` -- Robbins-Monro adaptation of a log step size towards a target
-  acceptance rate (Andrieu & Thoms 2008, Sec. 4/5), used during warm-up only.
+(The Robbins-Monro step adaptation the engines use lives in :mod:`.mcmc_common`.)
 """
 
 from __future__ import annotations
@@ -159,34 +158,6 @@ def log_inv_gamma(x, a, b):
     return np.where(x > 0, out, -np.inf)
 
 
-class Adapter:
-    """Robbins-Monro on a log scale: log s <- log s + g_t (accept - target) (Andrieu & Thoms 2008).
-
-    ``sign=-1`` for parameters where larger values mean smaller moves (the Wishart
-    proposal's alpha).  Only called during warm-up, so the kept chain is a plain MH chain.
-    """
-
-    def __init__(self, log_value: np.ndarray, target: float, sign: float = 1.0, lower=None, upper=None):
-        self.log_value = np.asarray(log_value, float).copy()
-        self.target = target
-        self.sign = sign
-        self.lower = lower
-        self.upper = upper
-        self.t = 0
-
-    @property
-    def value(self) -> np.ndarray:
-        return np.exp(self.log_value)
-
-    def update(self, accept_prob: np.ndarray) -> None:
-        self.t += 1
-        gain = 1.0 / (self.t ** 0.6)
-        self.log_value = self.log_value + self.sign * gain * (np.asarray(accept_prob) - self.target)
-        if self.lower is not None or self.upper is not None:
-            self.log_value = np.clip(self.log_value, self.lower if self.lower is not None else -np.inf,
-                                     self.upper if self.upper is not None else np.inf)
-
-
 def sigma2_rw_step(sigma2, step, loglik_fn, a, b, rng):
     """Random-walk MH on sigma_y^2 (App. A.4): sigma2' ~ N(sigma2, step^2); returns (new, accept_prob)."""
     prop = sigma2 + step * rng.standard_normal(sigma2.shape)
@@ -270,7 +241,7 @@ def make_posterior(method, data, variables: dict, options, *, sample_stats=None,
         "n_total": data.n_total,
         "noise_mechanism": data.mechanism,
         "privacy_composition": "parallel over data holders (each spends its full (epsilon, delta))",
-        "draws_per_chain": options.draws,
+        "draws_per_chain": int(np.shape(next(iter(variables.values())))[1]),  # adassp: 1 (a point estimate)
     }
     if hasattr(options, "warmup"):  # MCMC engines only
         base_attrs["warmup"] = options.warmup

@@ -29,7 +29,8 @@ import numba
 import numpy as np
 
 from ..options import MCMCOptions
-from .linreg_common import (Adapter, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
+from .mcmc_common import RobbinsMonroAdapter, chain_workers, map_chains, nb_robbins_monro
+from .linreg_common import (check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
 
 
 def run_fixeds_numpy(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2_0,
@@ -42,7 +43,7 @@ def run_fixeds_numpy(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, 
     B, d = theta.shape
     if step0 is None:
         step0 = 0.5 * sigma2
-    adapter = Adapter(np.log(np.broadcast_to(step0, (B,))), target=0.3)
+    adapter = RobbinsMonroAdapter(np.log(np.broadcast_to(step0, (B,))), target=0.3)
     out_theta = np.empty((B, draws, d))
     out_s2 = np.empty((B, draws))
     out_acc = np.empty((B, draws), dtype=bool)
@@ -65,7 +66,7 @@ def _fixeds_chain(lam, U, utz, sz2, prec, shift, a, b, theta, sigma2, log_step, 
     """One chain of Algorithm 2 in the eigenbasis of the fixed S_j (module docstring).
 
     lam (J, d), U (J, d, d), utz (J, d) = U_j' zhat_j, sz2 (J,).  Robbins-Monro on the log
-    random-walk step towards acceptance 0.3 during warm-up only (as :class:`Adapter`).
+    random-walk step towards acceptance 0.3 during warm-up only (:func:`~.mcmc_common.robbins_monro`).
     Returns (sigma2, log step).
     """
     J, d = lam.shape
@@ -135,7 +136,7 @@ def _fixeds_chain(lam, U, utz, sz2, prec, shift, a, b, theta, sigma2, log_step, 
         if accept:
             sigma2 = prop
         if t < warmup:
-            log_step += (acc_prob - 0.3) / (t + 1.0) ** 0.6
+            log_step = nb_robbins_monro(log_step, acc_prob, 0.3, t + 1.0)
         else:
             r = t - warmup
             for i in range(d):
@@ -175,17 +176,15 @@ def run_fixeds(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2
     out_acc = np.zeros((B, draws), dtype=bool)
     rngs = rng.spawn(B)
     a, b = float(prior.a), float(prior.b)
-    from .gaussian_gibbs import _map_chains, default_workers
-
     if workers is None:
-        workers = default_workers(B, (warmup + draws) * J * d * d // 25)
+        workers = chain_workers(B, (warmup + draws) * J * d * d // 25)
 
     def one(c):
         return _fixeds_chain(np.ascontiguousarray(lam[c]), np.ascontiguousarray(U[c]), np.ascontiguousarray(utz[c]),
                              np.ascontiguousarray(sz2_b[c]), prec, shift, a, b, theta[c], sigma2[c], log_step[c],
                              int(warmup), int(draws), rngs[c], out_theta[c], out_s2[c], out_acc[c])
 
-    res = _map_chains(one, B, workers)
+    res = map_chains(one, B, workers)
     return {"theta": out_theta, "sigma2": np.asarray(out_s2), "accept_sigma2": out_acc,
             "sigma2_step": np.exp(np.array([r[1] for r in res]))}
 

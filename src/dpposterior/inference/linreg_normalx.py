@@ -45,10 +45,11 @@ import numpy as np
 
 from ..options import MCMCOptions
 from ..errors import RefusedError
-from .linreg_common import (LOG2PI, Adapter, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
+from .linreg_common import (LOG2PI, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
                             make_posterior, nearest_psd, prior_arrays, require_gaussian, sym,
                             theta_sigma2_step, tri_solve, wishart_factor)
 from .linreg_fixeds import sigma2_start
+from .mcmc_common import RobbinsMonroAdapter
 
 TARGET_ACCEPT_S = 0.2
 
@@ -101,9 +102,9 @@ def run_normalx(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, theta0, sigm
     kappa = prior.iw_df
     if alpha0 is None:
         alpha0 = initial_alpha(S, n, ss2)
-    alpha_ad = Adapter(np.log(np.broadcast_to(alpha0, (B, J))), TARGET_ACCEPT_S, sign=-1.0,
+    alpha_ad = RobbinsMonroAdapter(np.log(np.broadcast_to(alpha0, (B, J))), TARGET_ACCEPT_S, sign=-1.0,
                        lower=math.log(d + 1.0))
-    step_ad = Adapter(np.log(0.5 * sigma2), target=0.3)
+    step_ad = RobbinsMonroAdapter(np.log(0.5 * sigma2), target=0.3)
     out = {"theta": np.empty((B, draws, d)), "sigma2": np.empty((B, draws)),
            "sigma_x": np.empty((B, draws, d, d)), "accept_s": np.empty((B, draws)),
            "accept_sigma2": np.empty((B, draws), dtype=bool)}
@@ -216,10 +217,10 @@ def run_normalx_intercept(Shat, zhat, n, ss2, sz2, prior, draws, warmup, rng, th
     if step0 is None:
         sa = np.mean(np.diagonal(A, axis1=-2, axis2=-1), -1) / (n - 1.0)      # feature variance scale
         step0 = 2.38 / math.sqrt(dx) * np.minimum(np.sqrt(ss2) / n, np.sqrt(sa / n))
-    alpha_ad = Adapter(np.log(np.broadcast_to(alpha0, (B, J))), TARGET_ACCEPT_S, sign=-1.0,
+    alpha_ad = RobbinsMonroAdapter(np.log(np.broadcast_to(alpha0, (B, J))), TARGET_ACCEPT_S, sign=-1.0,
                        lower=math.log(dx + 1.0))
-    b_ad = Adapter(np.log(np.broadcast_to(step0, (B, J))), target=0.3)
-    step_ad = Adapter(np.log(0.5 * sigma2), target=0.3)
+    b_ad = RobbinsMonroAdapter(np.log(np.broadcast_to(step0, (B, J))), target=0.3)
+    step_ad = RobbinsMonroAdapter(np.log(0.5 * sigma2), target=0.3)
     out = {"theta": np.empty((B, draws, d)), "sigma2": np.empty((B, draws)),
            "sigma_x": np.empty((B, draws, dx, dx)), "mu_x": np.empty((B, draws, dx)),
            "accept_s": np.empty((B, draws)), "accept_b": np.empty((B, draws)),

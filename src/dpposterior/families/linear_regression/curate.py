@@ -12,7 +12,7 @@ from . import sensitivity
 from ...errors import InputError
 from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT, default_delta
-from .._curate import numeric_column, reject_unused, require_column
+from .._curate import curator, curator_options, numeric_column, require_column
 from .release import FAMILY_NAME, SPLITS
 from .sensitivity import design_row_norm
 
@@ -20,6 +20,13 @@ from .sensitivity import design_row_norm
 # ----------------------------------------------------------------------------- curator
 
 
+#: the linear-regression curator's typed options (docs/cli.md, "Curator options")
+LinearRegressionCuratorOptions = curator_options(
+    FAMILY_NAME, "features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "delta", "mechanism", "parties",
+    "intercept", module=__name__)
+
+
+@curator(LinearRegressionCuratorOptions)
 def curate(frame, options) -> dict:
     """Clip rows to the public bounds, split them into J parties in order, add noise per party.
 
@@ -48,9 +55,9 @@ def curate(frame, options) -> dict:
         raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
 
     # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
-    reject_unused(options, {"features", "response", "bounds", "x_norm", "y_abs", "epsilon_split", "mechanism",
-                            "parties", "intercept"} | ({"delta"} if mechanism == "gaussian" else set()),
-                  "linear-regression" + (" (laplace)" if mechanism == "laplace" else ""))
+    if mechanism == "laplace" and options.delta is not None:
+        raise InputError("delta", "not an option of the linear-regression curator with --mechanism laplace "
+                                  "(pure epsilon-DP)")
     split = options.epsilon_split or ("xtx,xty,yty" if mechanism == "laplace" else "xtx,xty")
     split = split.replace(" ", "")
     if split not in SPLITS:
@@ -83,8 +90,6 @@ def curate(frame, options) -> dict:
     y = np.clip(y, -y_abs, y_abs)
     n = X.shape[0]
     J = options.parties
-    if isinstance(J, bool) or not isinstance(J, (int, np.integer)) or J < 1:
-        raise InputError("parties", f"must be an integer >= 1 (got {J!r})")
     if J > n:
         raise InputError("parties", f"{J} parties for {n} rows: every party needs at least one row")
 

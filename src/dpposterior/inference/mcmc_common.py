@@ -1,0 +1,124 @@
+"""MCMC plumbing shared by the engines: chains on threads, warm-up windows, step adaptation.
+
+Sources: Robbins-Monro adaptation of a log step size towards a target acceptance rate, with gain
+t^-0.6 and used during warm-up only, so the kept chain is a plain Metropolis-Hastings chain
+(Andrieu & Thoms 2008, Sec. 4-5); warm-up windows of doubling length, each ending in an
+adaptation (as Stan's windowed adaptation, Stan Reference Manual, "HMC algorithm parameters");
+chains as independent streams spawned from one ``numpy.random.Generator`` (NumPy's
+``Generator.spawn``), so a chain's draws do not depend on how chains are spread over threads.
+
+Used by ``gaussian_gibbs`` (threads, windows), ``linreg_fixeds`` (threads, Robbins-Monro in its
+compiled kernel), ``linreg_normalx`` (:class:`RobbinsMonroAdapter`) and ``da_mcmc``
+(Robbins-Monro on its random-walk scales).  Behaviour-preserving (issue 30): the two forms of the
+Robbins-Monro update below are kept because the engines' stored draws depend on the last bit of
+each (tests/test_bit_identical.py).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+#: exponent of the Robbins-Monro gain t^-RM_DECAY (in (1/2, 1]: the gains sum to infinity, their squares do not)
+RM_DECAY = 0.6
+
+#: chains x iterations above which chains run on threads (below it the thread start costs more)
+PARALLEL_MIN_ITERATIONS = 20_000
+
+
+# ---------------------------------------------------------------------------------------
+# step adaptation
+# ---------------------------------------------------------------------------------------
+def robbins_monro(log_value, accept_prob, target, t):
+    """One Robbins-Monro step on a log scale: log s + (accept - target) / t^0.6 (``t`` >= 1).
+
+    Scalars or arrays; :func:`nb_robbins_monro` is the same arithmetic for compiled kernels."""
+    return log_value + (accept_prob - target) / t ** RM_DECAY
+
+
+nb_robbins_monro = numba.njit(cache=True, nogil=True)(robbins_monro)
+
+
+class RobbinsMonroAdapter:
+    """Robbins-Monro on a log scale with its own counter: log s <- log s + sign g_t (accept - target).
+
+    ``sign=-1`` for parameters where larger values mean smaller moves (a Wishart proposal's
+    alpha); ``lower`` / ``upper`` clip the log value.  Only called during warm-up, so the kept
+    chain is a plain MH chain.  The gain is multiplied as g_t = 1/t^0.6, not divided as in
+    :func:`robbins_monro`: the two round differently in the last bit, and the linear-regression
+    engines that use this class store draws made with this form.
+    """
+
+    def __init__(self, log_value: np.ndarray, target: float, sign: float = 1.0, lower=None, upper=None):
+        self.log_value = np.asarray(log_value, float).copy()
+        self.target = target
+        self.sign = sign
+        self.lower = lower
+        self.upper = upper
+        self.t = 0
+
+    @property
+    def value(self) -> np.ndarray:
+        return np.exp(self.log_value)
+
+    def update(self, accept_prob: np.ndarray) -> None:
+        self.t += 1
+        gain = 1.0 / (self.t ** RM_DECAY)
+        self.log_value = self.log_value + self.sign * gain * (np.asarray(accept_prob) - self.target)
+        if self.lower is not None or self.upper is not None:
+            self.log_value = np.clip(self.log_value, self.lower if self.lower is not None else -np.inf,
+                                     self.upper if self.upper is not None else np.inf)
+
+
+# ---------------------------------------------------------------------------------------
+# warm-up windows
+# ---------------------------------------------------------------------------------------
+def warmup_windows(warmup: int) -> list[int]:
+    """Warm-up windows of doubling length from 25 (a short tail merged into the last); an engine
+    adapts its proposal at the end of each."""
+    windows = []
+    remaining, size = warmup, 25
+    while remaining > 0:
+        size = min(size, remaining)
+        if remaining - size < size:  # merge a short tail into the last window
+            size = remaining
+        windows.append(size)
+        remaining -= size
+        size *= 2
+    return windows
+
+
+# ---------------------------------------------------------------------------------------
+# chains on threads
+# ---------------------------------------------------------------------------------------
+def chain_workers(chains: int, iterations: int) -> int:
+    """Threads for the chains: all cores when the run is long enough to gain from them.
+
+    ``iterations``: per chain (or a cost in the same unit).  Capped by ``NUMBA_NUM_THREADS``
+    (set it to 1 for a single-threaded process)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = min(cores, int(numba.config.NUMBA_NUM_THREADS))
+    if chains < 2 or chains * iterations < PARALLEL_MIN_ITERATIONS:
+        return 1
+    return max(1, min(cores, chains))
+
+
+def map_chains(fn, chains: int, workers: int) -> list:
+    """``[fn(0), ..., fn(chains - 1)]``, the chains spread over ``workers`` threads.
+
+    ``fn`` must run a compiled kernel that releases the GIL (``nogil``) and give each chain its own
+    generator, so the result is the same whatever the number of threads."""
+    if workers <= 1:
+        return [fn(c) for c in range(chains)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = [range(c, chains, workers) for c in range(workers)]
+    with ThreadPoolExecutor(workers) as ex:
+        parts = list(ex.map(lambda b: [(c, fn(c)) for c in b], blocks))
+    out = [None] * chains
+    for part in parts:
+        for c, v in part:
+            out[c] = v
+    return out

@@ -1,0 +1,759 @@
+"""Compiled kernels of the small-area engine ``exact-da`` (issue 28): the four phases of an iteration.
+
+The model, the sampler and its references are in inference/small_area.py (the engine); this module
+holds what runs in the hot loop -- the exact draws of the latent counts (enumeration over a window),
+the slice and Metropolis updates of the effects -- split into phases that run in one compiled loop
+(:func:`run_serial`) or with phases 1 and 3 on Dask partitions (inference/small_area_dask.py), with
+the same arithmetic and the same counter-based random numbers (splitmix64 of (chain key, area or
+parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+#: the most stepping-out steps of a slice update (split at random between the two sides)
+STEP_OUT = 50
+GAUSS, LAPLACE = 0, 1
+#: the arrays a slice update of codes 0 and 1 does not read
+NO_ARRAY = np.zeros(0)
+
+#: log k! is tabulated up to this k; beyond it the kernels call lgamma (counts that large are rare)
+LGAMMA_TABLE = 2_000_000
+
+
+@numba.njit(cache=True, inline="always")
+def _lfact(lgam, k):
+    return lgam[k] if k < lgam.shape[0] else math.lgamma(k + 1.0)
+
+
+# --------------------------------------------------------------------------- counter-based uniforms
+@numba.njit(cache=True, inline="always")
+def _mix(z):
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, inline="always")
+def _uniform(key, a, b, c):
+    """A uniform in (0, 1) from the counter (a, b, c) under ``key`` (splitmix64 chained)."""
+    z = _mix(key ^ (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)))
+    z = _mix(z + np.uint64(b) * np.uint64(0xD1B54A32D192ED03))
+    z = _mix(z + np.uint64(c) * np.uint64(0x8CB92BA72F3D8DD7))
+    return (np.float64(z >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _normal(key, a, b, c):
+    u1 = _uniform(key, a, b, 2 * c)
+    u2 = _uniform(key, a, b, 2 * c + 1)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+# --------------------------------------------------------------------------- noise and windows
+@numba.njit(cache=True, inline="always")
+def _log_eta(kind, scale, d):
+    if kind == GAUSS:
+        return -0.5 * (d / scale) * (d / scale)
+    return -abs(d) / scale
+
+
+@numba.njit(cache=True, inline="always")
+def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow):
+    """log p(released | latent y) up to a constant in y: eta(y* - y), or P(e <= -y) for a post-processed 0."""
+    if zero_pp:
+        if y >= zero_tab.shape[1]:
+            return -np.inf
+        return zero_tab[zrow, y]
+    return _log_eta(kind, scale, ystar - y)
+
+
+@numba.njit(cache=True, inline="always")
+def _window(mu, ystar, half, zero_pp, zero_tab, buf, N):
+    """The enumeration window of a latent count: the noise's (|y - y*| <= half), or every y with a tabulated
+    P(e <= -y) for a post-processed 0; intersected with the Poisson's own (mass outside < 1e-12) where that is
+    narrower -- a binomial's variance N p (1 - p) is below its mean mu = N p, so the same window holds it --
+    capped at N (binomial, N >= 0) and at the scratch buffer's width."""
+    if zero_pp:
+        lo, hi = 0, zero_tab.shape[1] - 1
+    else:
+        lo = max(0, int(math.floor(ystar - half)))
+        hi = int(math.ceil(ystar + half))
+    plo = int(mu - 8.0 * math.sqrt(mu) - 10.0)
+    phi = int(mu + 8.0 * math.sqrt(mu) + 10.0)
+    if plo > lo and plo <= hi:
+        lo = plo
+    if phi < hi and phi >= lo:
+        hi = phi
+    if N >= 0 and hi > N:
+        hi = N
+        if lo > hi:  # a release far above the population at risk: only y = N remains
+            lo = hi
+    if hi - lo + 1 > buf.shape[0]:
+        hi = lo + buf.shape[0] - 1
+    return lo, hi
+
+
+#: 1 / (k + 1) for small k: a table lookup instead of a division in the latent-count recurrence
+RECIPROCALS = 1.0 / np.arange(1.0, 4097.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _count_ratio(mu, N, odds, y):
+    """P(y + 1) / P(y) of the latent count's own law: Poisson(mu), or Binomial(N, p) (N >= 0, odds p / (1 - p))."""
+    inv = RECIPROCALS[y] if y < RECIPROCALS.shape[0] else 1.0 / (y + 1.0)
+    if N < 0:
+        return mu * inv
+    return (N - y) * inv * odds
+
+
+@numba.njit(cache=True)
+def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds):
+    """One exact draw of y from Poisson(y; mu) -- or Binomial(y; N, p) with odds = p / (1 - p) and mu = N p when
+    N >= 0 -- times p(y* | y), over its window (``buf``: scratch of the window's width).  The weights follow a
+    recurrence -- w(y+1) / w(y) = mu / (y+1) (binomial: (N - y) / (y + 1) * odds) * eta(y* - y - 1) / eta(y* - y),
+    whose noise factor is geometric in y (exp(-1/sigma^2) per step for the Gaussian, e^(+-1/b) for the
+    Laplace) -- so a value costs three multiplications instead of a lgamma lookup and an exp; a released 0
+    under post-processing (tabulated likelihood) and a vanishing mean take :func:`_draw_latent_logspace`."""
+    if zero_pp or mu < 1e-300:
+        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds)
+    lo, hi = _window(mu, ystar, half, False, zero_tab, buf, N)
+    n = hi - lo + 1
+    w = 1.0
+    total = 0.0
+    if kind == GAUSS:
+        q = math.exp(-1.0 / (scale * scale))
+        g = math.exp((ystar - lo - 0.5) / (scale * scale))  # eta ratio from lo to lo + 1
+        for i in range(n):
+            total += w
+            buf[i] = total  # the cumulative weights: the draw is then a search
+            w *= _count_ratio(mu, N, odds, lo + i) * g
+            g *= q
+            if w > 1e250:  # far below the mode at lo: rescale what is stored (rare)
+                for j in range(i + 1):
+                    buf[j] *= 1e-250
+                total *= 1e-250
+                w *= 1e-250
+    else:
+        up = math.exp(1.0 / scale)
+        down = 1.0 / up
+        for i in range(n):
+            total += w
+            buf[i] = total
+            d = ystar - (lo + i)  # eta(d - 1) / eta(d) = exp((|d| - |d - 1|) / b)
+            if d >= 1.0:
+                r = up
+            elif d <= 0.0:
+                r = down
+            else:
+                r = math.exp((2.0 * d - 1.0) / scale)
+            w *= _count_ratio(mu, N, odds, lo + i) * r
+            if w > 1e250:
+                for j in range(i + 1):
+                    buf[j] *= 1e-250
+                total *= 1e-250
+                w *= 1e-250
+    # the first i whose cumulative weight reaches u * total (bisection; the inverse-CDF walk's answer)
+    target = u * total
+    a, b = 0, n - 1
+    if buf[b] < target:
+        return hi
+    while a < b:
+        mid = (a + b) // 2
+        if buf[mid] >= target:
+            b = mid
+        else:
+            a = mid + 1
+    return lo + a
+
+
+@numba.njit(cache=True)
+def _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds):
+    """:func:`_draw_latent` in log space (one lgamma lookup and one exp per value): post-processed zeros,
+    a vanishing mean, and the reference the recurrence is tested against."""
+    lo, hi = _window(mu, ystar, half, zero_pp, zero_tab, buf, N)
+    if N < 0:
+        logmu = math.log(mu) if mu > 0 else -745.0
+    else:
+        logmu = math.log(odds) if odds > 0 else -745.0
+    best = -np.inf
+    for y in range(lo, hi + 1):
+        lg = _lfact(lgam, y) + (_lfact(lgam, N - y) if N >= 0 else 0.0)
+        w = y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow)
+        buf[y - lo] = w
+        if w > best:
+            best = w
+    if best == -np.inf:
+        return max(lo, int(ystar))
+    total = 0.0
+    for i in range(hi - lo + 1):
+        w = math.exp(buf[i] - best)
+        buf[i] = w
+        total += w
+    target = u * total
+    run = 0.0
+    for i in range(hi - lo + 1):
+        run += buf[i]
+        if run >= target:
+            return lo + i
+    return hi
+
+
+@numba.njit(cache=True, inline="always")
+def _pair_term(s, m, l1, l2, N1, N2, lgam):
+    """log of the split's own law at y_c = s, y_c' = m - s, up to a constant: Poisson means e^l1, e^l2 (the
+    split is Binomial(m, e^l1 / (e^l1 + e^l2))), or binomials with log odds l1, l2 and sizes N1, N2 (N >= 0)."""
+    out = s * l1 + (m - s) * l2 - _lfact(lgam, s) - _lfact(lgam, m - s)
+    if N1 >= 0:
+        out -= _lfact(lgam, N1 - s) + _lfact(lgam, N2 - m + s)
+    return out
+
+
+@numba.njit(cache=True)
+def _draw_pair(m, l1, l2, N1, N2, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u):
+    """The split s of m = y_c + y_c' (y_c = s), exactly: its own law (:func:`_pair_term`) times
+    eta1(y1* - s) eta2(y2* - m + s); -1 when no split is possible."""
+    lo = 0 if z1 else max(0, int(math.floor(y1 - h1)))
+    hi = (zt.shape[1] - 1) if z1 else int(math.ceil(y1 + h1))
+    if z2:
+        lo = max(lo, m - (zt.shape[1] - 1))
+    else:
+        lo = max(lo, m - int(math.ceil(y2 + h2)))
+        hi = min(hi, m - max(0, int(math.floor(y2 - h2))))
+    hi = min(hi, m)
+    lo = max(lo, 0)
+    if N1 >= 0:
+        hi = min(hi, N1)
+        lo = max(lo, m - N2)
+    if hi < lo:
+        return -1
+    best = -np.inf
+    for s in range(lo, hi + 1):
+        w = (_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+             + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2))
+        if w > best:
+            best = w
+    if best == -np.inf:
+        return -1
+    total = 0.0
+    for s in range(lo, hi + 1):
+        total += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+                          + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+    target = u * total
+    run = 0.0
+    for s in range(lo, hi + 1):
+        run += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
+                        + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+        if run >= target:
+            return s
+    return hi
+
+
+# --------------------------------------------------------------------------- slice sampling
+@numba.njit(cache=True, inline="always")
+def _logf(code, x, a, b, c, d, nn, aa, n):
+    """The univariate log full conditionals, by code:
+    0 effect:   a x - b e^x - (x - d)^2 / (2 c^2)     (u_g, v_p, alpha_c: counts a, exposure sum b)
+    1 log-sd:   -a x - b e^(-2x) / 2 - e^(2x) / (2 c^2) + x   (centred tau: a = #effects, b = sum of squares)
+    2 binomial effect: a x - sum_k<n nn_k log(1 + e^(aa_k + x)) - (x - d)^2 / (2 c^2)   (a = sum of the counts,
+      nn the sizes, aa the other terms of each count's log odds)
+    """
+    if code == 0:
+        return a * x - b * math.exp(x) - (x - d) * (x - d) / (2.0 * c * c)
+    if code == 1:
+        return -a * x - 0.5 * b * math.exp(-2.0 * x) - math.exp(2.0 * x) / (2.0 * c * c) + x
+    out = a * x - (x - d) * (x - d) / (2.0 * c * c)
+    for k in range(n):
+        out -= nn[k] * _log1pexp(aa[k] + x)
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _log1pexp(z):
+    return z + math.log1p(math.exp(-z)) if z > 0 else math.log1p(math.exp(z))
+
+
+@numba.njit(cache=True)
+def _slice(code, x0, a, b, c, d, w, key, idx, it, slot, nn, aa, n):
+    """One slice-sampling step (Neal 2003: stepping out, then shrinkage) from x0, on ``_logf(code, ...)``."""
+    f0 = _logf(code, x0, a, b, c, d, nn, aa, n)
+    level = f0 + math.log(_uniform(key, idx, it, slot))
+    left = x0 - w * _uniform(key, idx, it, slot + 1)
+    right = left + w
+    # at most STEP_OUT steps, split at random between the two sides (Neal 2003, Fig. 3): exact when it binds
+    j = int(STEP_OUT * _uniform(key, idx, it, slot + 250))
+    k = STEP_OUT - 1 - j
+    while j > 0 and _logf(code, left, a, b, c, d, nn, aa, n) > level:
+        left -= w
+        j -= 1
+    while k > 0 and _logf(code, right, a, b, c, d, nn, aa, n) > level:
+        right += w
+        k -= 1
+    for j in range(200):
+        x = left + (right - left) * _uniform(key, idx, it, slot + 2 + j)
+        if _logf(code, x, a, b, c, d, nn, aa, n) > level:
+            return x
+        if x < x0:
+            left = x
+        else:
+            right = x
+    return x0
+
+
+# --------------------------------------------------------------------------- one iteration, in four phases
+# The iteration is split where the areas meet the shared parameters, so that the same arithmetic runs
+# in one compiled loop (serial) or on Dask partitions (inference/small_area_dask.py):
+#   1. sweep (per area): apply the pending moves of the last iteration to u_g, record u_g, draw the
+#      latent counts and u_g; sum per *unit* (a parent, or a block of BLOCK areas) the counts, the
+#      exposure-weighted e^u, sum u and sum u^2;
+#   2. shared_a (client): v_p, alpha_c, tau, tau_parent from the unit sums; propose a non-centred tau;
+#   3. nc_delta (per area): the log-likelihood change of that proposal, per unit;
+#   4. shared_b (client): accept or not; the likelihood-invariant shifts; the pending moves for 1.
+# Unit sums are added up in unit order, and a partition is a run of whole units, so every sum -- and
+# so every draw -- is the same for any partitioning.
+#: hyperparameter slots of a chain's ``hyp`` vector (scalars shared by the phases)
+H_LOG_TAU, H_LOG_TAUP, H_LOG_NC_STEP, H_SCALE, H_SHIFT, H_PROPOSAL = 0, 1, 2, 3, 4, 5
+#: then C slots of each alpha_c's log proposal step and C of its proposal (binomial only)
+N_HYP = 6
+#: counter index of the shared parameters (areas use their own index, < 2^40)
+SHARED = 1 << 40
+#: areas per unit when the release has no parents
+BLOCK = 256
+#: target acceptance of the non-centred tau proposal during warm-up (Robbins-Monro on its log step)
+NC_TARGET = 0.44
+
+
+@numba.njit(cache=True)
+def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+                 pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u,
+                 UY, UB, USU, USS, buf, scratch_n, scratch_a):
+    """Phase 1 for one chain over the units of ``ustart`` (local area indices; ``ustart[-1]`` = areas).
+
+    Poisson: the latent counts and u_g.  Binomial (``binom``: E holds the sizes N_gc, the log odds are
+    alpha_c + u_g + v_p): the same, and then -- the units being the parents -- v_p from its full conditional
+    over the parent's areas (it has no sufficient statistic), left in ``v`` for the client."""
+    C = ystar.shape[1]
+    tau = math.exp(hyp[H_LOG_TAU])
+    ea = np.empty(C)
+    av = np.empty(C)
+    for c in range(C):
+        ea[c] = math.exp(alpha[c])
+    for un in range(ustart.shape[0] - 1):
+        p = uparent[un]
+        ev = math.exp(v[p])
+        for c in range(C):
+            UY[un, c] = 0.0
+            UB[un, c] = 0.0
+            av[c] = alpha[c] + v[p]
+        su = 0.0
+        sq = 0.0
+        for g in range(ustart[un], ustart[un + 1]):
+            ag = akey[g]
+            if it > 0:
+                u[g] = u[g] * hyp[H_SCALE] - hyp[H_SHIFT] - dp[p]
+                if it - 1 >= warmup:
+                    out_u[it - 1 - warmup, g] = u[g]
+            if it == warmup + out_u.shape[0]:  # the closing call: only the last draw's pending moves
+                continue
+            eu = math.exp(u[g])
+            if has_totals:
+                for rep in range(pair_sweeps):
+                    for c in range(C):
+                        c2 = (c + 1) % C
+                        if c2 == c:
+                            continue
+                        m = y[g, c] + y[g, c2]
+                        if binom:
+                            s = _draw_pair(m, av[c] + u[g], av[c2] + u[g], int(E[g, c]), int(E[g, c2]), kind,
+                                           scale[g, c], scale[g, c2], ystar[g, c], ystar[g, c2], half[g, c],
+                                           half[g, c2], zero_pp[g, c], zero_pp[g, c2], zero_tab, zrow[g, c],
+                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c))
+                        else:
+                            s = _draw_pair(m, math.log(E[g, c]) + alpha[c], math.log(E[g, c2]) + alpha[c2], -1, -1,
+                                           kind, scale[g, c], scale[g, c2], ystar[g, c], ystar[g, c2], half[g, c],
+                                           half[g, c2], zero_pp[g, c], zero_pp[g, c2], zero_tab, zrow[g, c],
+                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c))
+                        if s >= 0:
+                            y[g, c] = s
+                            y[g, c2] = m - s
+            else:
+                for c in range(C):
+                    if binom:
+                        odds = math.exp(av[c] + u[g])
+                        y[g, c] = _draw_latent(E[g, c] * odds / (1.0 + odds), kind, scale[g, c], ystar[g, c],
+                                               half[g, c], zero_pp[g, c], zero_tab, zrow[g, c], lgam,
+                                               _uniform(key, ag, it, c), buf, int(E[g, c]), odds)
+                    else:
+                        y[g, c] = _draw_latent(E[g, c] * ea[c] * eu * ev, kind, scale[g, c], ystar[g, c], half[g, c],
+                                               zero_pp[g, c], zero_tab, zrow[g, c], lgam, _uniform(key, ag, it, c),
+                                               buf, -1, 0.0)
+            tot = 0.0
+            sg = 0.0
+            for c in range(C):
+                tot += y[g, c]
+                sg += E[g, c] * ea[c]
+            Ysum[g] = tot
+            if binom:
+                # the slice width: a binomial count carries at most the information of a Poisson one
+                w = 2.5 / math.sqrt(min(tot, 1e300) + 1.0 + 1.0 / (tau * tau))
+                u[g] = _slice(2, u[g], tot, 0.0, tau, 0.0, w, key, ag, it, 5000, E[g], av, C)
+            else:
+                w = 2.5 / math.sqrt(tot + 1.0 / (tau * tau))
+                u[g] = _slice(0, u[g], tot, sg * ev, tau, 0.0, w, key, ag, it, 5000, NO_ARRAY, NO_ARRAY, 0)
+            eu = math.exp(u[g])
+            for c in range(C):
+                UY[un, c] += y[g, c]
+                UB[un, c] += E[g, c] * eu
+            su += u[g]
+            sq += u[g] * u[g]
+        USU[un] = su
+        USS[un] = sq
+        if binom and has_p and it < warmup + out_u.shape[0]:
+            # v_p over the parent's areas x cells (units are the parents)
+            k = 0
+            a = 0.0
+            for g in range(ustart[un], ustart[un + 1]):
+                for c in range(C):
+                    scratch_n[k] = E[g, c]
+                    scratch_a[k] = alpha[c] + u[g]
+                    a += y[g, c]
+                    k += 1
+            taup = math.exp(hyp[H_LOG_TAUP])
+            w = 2.5 / math.sqrt(a + 1.0 + 1.0 / (taup * taup))
+            # (counter: the parent's global index, ubase + un, so that draws do not depend on the partitioning)
+            v[p] = _slice(2, v[p], a, 0.0, taup, 0.0, w, key, SHARED + 100 + ubase + un, it, 0, scratch_n, scratch_a,
+                          k)
+
+
+@numba.njit(cache=True)
+def _shared_a_chain(key, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                    UY, UB, USS, alpha, v, hyp):
+    """Phase 2 for one chain.  Poisson: v_p and alpha_c by slice steps on their exact full conditionals
+    (sufficient statistics: the unit sums).  Binomial: a random-walk proposal for each alpha_c (decided in
+    phase 4 on the per-unit log-likelihood changes of phase 3).  Both: log tau, log tau_parent by slice
+    steps, then a non-centred tau proposal."""
+    U, C = UY.shape
+    P = v.shape[0]
+    if has_p and not binom:  # units are the parents
+        taup = math.exp(hyp[H_LOG_TAUP])
+        for p in range(P):
+            a = 0.0
+            b = 0.0
+            for c in range(C):
+                a += UY[p, c]
+                b += math.exp(alpha[c]) * UB[p, c]
+            w = 2.5 / math.sqrt(a + 1.0 / (taup * taup))
+            v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, SHARED + 100 + p, it, 0, NO_ARRAY, NO_ARRAY, 0)
+    for c in range(C):
+        if binom:
+            hyp[N_HYP + C + c] = alpha[c] + math.exp(hyp[N_HYP + c]) * _normal(key, SHARED + 1, it, 300 * c)
+            continue
+        a = 0.0
+        b = 0.0
+        for un in range(U):
+            a += UY[un, c]
+            b += math.exp(v[uparent[un]]) * UB[un, c]
+        w = 2.5 / math.sqrt(a + 1.0 / (alpha_sd * alpha_sd))
+        alpha[c] = _slice(0, alpha[c], a, b, alpha_sd, alpha_mean, w, key, SHARED + 1, it, 300 * c, NO_ARRAY,
+                          NO_ARRAY, 0)
+    ss = 0.0
+    for un in range(U):
+        ss += USS[un]
+    hyp[H_LOG_TAU] = _slice(1, hyp[H_LOG_TAU], G, ss, tau_scale, 0.0, 1.0, key, SHARED + 2, it, 0, NO_ARRAY,
+                            NO_ARRAY, 0)
+    if has_p:
+        ssp = 0.0
+        for p in range(P):
+            ssp += v[p] * v[p]
+        hyp[H_LOG_TAUP] = _slice(1, hyp[H_LOG_TAUP], P, ssp, taup_scale, 0.0, 1.0, key, SHARED + 4, it, 0,
+                                 NO_ARRAY, NO_ARRAY, 0)
+    hyp[H_PROPOSAL] = hyp[H_LOG_TAU] + math.exp(hyp[H_LOG_NC_STEP]) * _normal(key, SHARED + 3, it, 0)
+
+
+@numba.njit(cache=True)
+def _nc_delta_chain(binom, E, ustart, uparent, alpha, v, hyp, u, Ysum, y, UD, DA, DT0, DT1):
+    """Phase 3 for one chain, per unit: the log-likelihood change of scaling u by tau' / tau (u / tau fixed)
+    -- Poisson: ``UD``; binomial, per cell: ``DT0`` at the current alpha_c, ``DT1`` at the proposed one, and
+    ``DA`` the change of the alpha_c proposal itself (phase 4 decides alpha first, then tau with the
+    matching change)."""
+    C = E.shape[1]
+    r = math.exp(hyp[H_PROPOSAL] - hyp[H_LOG_TAU])
+    ea = np.empty(C)
+    for c in range(C):
+        ea[c] = math.exp(alpha[c])
+    for un in range(ustart.shape[0] - 1):
+        vp = v[uparent[un]]
+        if binom:
+            for c in range(C):
+                a0 = alpha[c] + vp
+                a1 = hyp[N_HYP + C + c] + vp
+                da = 0.0
+                d0 = 0.0
+                d1 = 0.0
+                for g in range(ustart[un], ustart[un + 1]):
+                    n = E[g, c]
+                    ru = r * u[g]
+                    l00 = _log1pexp(a0 + u[g])
+                    l10 = _log1pexp(a1 + u[g])
+                    da += y[g, c] * (a1 - a0) - n * (l10 - l00)
+                    d0 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a0 + ru) - l00)
+                    d1 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a1 + ru) - l10)
+                DA[un, c] = da
+                DT0[un, c] = d0
+                DT1[un, c] = d1
+            continue
+        ev = math.exp(vp)
+        d = 0.0
+        for g in range(ustart[un], ustart[un + 1]):
+            sg = 0.0
+            for c in range(C):
+                sg += E[g, c] * ea[c]
+            d += Ysum[g] * (r - 1.0) * u[g] - sg * ev * (math.exp(r * u[g]) - math.exp(u[g]))
+        UD[un] = d
+
+
+@numba.njit(cache=True)
+def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                    USU, UD, DA, DT0, DT1, alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
+    """Phase 4 for one chain: (binomial: each alpha_c's proposal, Metropolis); the non-centred tau
+    (interweaving, Yu & Meng 2011); then the shifts (alpha + d, u - d) and (v_p + d, u_children - d) by
+    random-walk Metropolis on the priors (they leave the likelihood unchanged); ``hyp`` and ``dp`` carry the
+    moves u must make at the next sweep."""
+    U = USU.shape[0]
+    P = v.shape[0]
+    C = alpha.shape[0]
+    x = hyp[H_LOG_TAU]
+    xp = hyp[H_PROPOSAL]
+    delta = 0.0
+    if binom:
+        for c in range(C):
+            prop = hyp[N_HYP + C + c]
+            dl = 0.0
+            for un in range(U):
+                dl += DA[un, c]
+            a0 = alpha[c] - alpha_mean
+            a1 = prop - alpha_mean
+            dl += (a0 * a0 - a1 * a1) / (2.0 * alpha_sd * alpha_sd)
+            took = math.log(_uniform(key, SHARED + 1, it, 300 * c + 7)) < dl
+            if took:
+                alpha[c] = prop
+            if it < warmup:
+                hyp[N_HYP + c] += ((1.0 if took else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
+            for un in range(U):
+                delta += DT1[un, c] if took else DT0[un, c]
+    else:
+        for un in range(U):
+            delta += UD[un]
+    s2 = 2.0 * tau_scale * tau_scale
+    log_acc = delta - math.exp(2.0 * xp) / s2 + xp + math.exp(2.0 * x) / s2 - x
+    accepted = math.log(_uniform(key, SHARED + 3, it, 10)) < log_acc
+    scale = 1.0
+    if accepted:
+        scale = math.exp(xp - x)
+        hyp[H_LOG_TAU] = xp
+    if it < warmup:  # Robbins-Monro on the log step (warm-up only: the chain is Markov afterwards)
+        hyp[H_LOG_NC_STEP] += ((1.0 if accepted else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
+    hyp[H_SCALE] = scale
+    tau = math.exp(hyp[H_LOG_TAU])
+    su = 0.0
+    for un in range(U):
+        su += USU[un] * scale
+    # the mean of u has prior sd tau / sqrt(G): five proposals of 2.4 times that per iteration
+    step = 2.4 * tau / math.sqrt(G) + 1e-3
+    shift = 0.0
+    for rep in range(5):
+        d = step * _normal(key, SHARED + 5, it, rep)
+        dl = (2.0 * d * su - G * d * d) / (2.0 * tau * tau)
+        for c in range(C):
+            a0 = alpha[c] - alpha_mean
+            dl += (a0 * a0 - (a0 + d) * (a0 + d)) / (2.0 * alpha_sd * alpha_sd)
+        if math.log(_uniform(key, SHARED + 6, it, rep)) < dl:
+            for c in range(C):
+                alpha[c] += d
+            su -= G * d
+            shift += d
+    hyp[H_SHIFT] = shift
+    for p in range(P):
+        dp[p] = 0.0
+    if has_p:  # units are the parents
+        taup = math.exp(hyp[H_LOG_TAUP])
+        for p in range(P):
+            n = n_unit[p]
+            sup = USU[p] * scale - n * shift
+            d = (0.5 * tau / math.sqrt(max(n, 1)) + 1e-3) * _normal(key, SHARED + 200 + p, it, 0)
+            dl = (v[p] * v[p] - (v[p] + d) * (v[p] + d)) / (2.0 * taup * taup) + (2.0 * d * sup - n * d * d) / (2.0 * tau * tau)
+            if math.log(_uniform(key, SHARED + 200 + p, it, 10)) < dl:
+                v[p] += d
+                dp[p] = d
+    if it >= warmup:
+        k = it - warmup
+        out_tau[k] = tau
+        out_taup[k] = math.exp(hyp[H_LOG_TAUP])
+        for c in range(C):
+            out_alpha[k, c] = alpha[c]
+        if has_p:
+            for p in range(P):
+                out_v[k, p] = v[p]
+
+
+# --------------------------------------------------------------------------- the in-process driver
+@numba.njit(cache=True, parallel=True)
+def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals, pair_sweeps, lgam,
+                akey, ustart, uparent, n_unit, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, warmup, draws,
+                y, u, alpha, v, hyp, out_alpha, out_u, out_v, out_tau, out_taup):
+    """All four phases of every iteration in one compiled loop, chains in parallel."""
+    G, C = ystar.shape
+    U = ustart.shape[0] - 1
+    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8
+    biggest = int(n_unit.max()) * C if binom and has_p else 0
+    for ch in numba.prange(keys.shape[0]):
+        key = keys[ch]
+        UY = np.zeros((U, C))
+        UB = np.zeros((U, C))
+        USU = np.zeros(U)
+        USS = np.zeros(U)
+        UD = np.zeros(U)
+        DA = np.zeros((U, C))
+        DT0 = np.zeros((U, C))
+        DT1 = np.zeros((U, C))
+        Ysum = np.zeros(G)
+        dp = np.zeros(v.shape[1])
+        buf = np.empty(width)
+        scratch_n = np.empty(biggest)
+        scratch_a = np.empty(biggest)
+        for it in range(warmup + draws + 1):
+            _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow,
+                         has_totals, pair_sweeps, lgam, akey, 0, ustart, uparent, alpha[ch], v[ch], dp, hyp[ch], y[ch],
+                         u[ch], Ysum, out_u[ch], UY, UB, USU, USS, buf, scratch_n, scratch_a)
+            if it == warmup + draws:
+                break
+            _shared_a_chain(key, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                            UY, UB, USS, alpha[ch], v[ch], hyp[ch])
+            _nc_delta_chain(binom, E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum, y[ch], UD, DA, DT0,
+                            DT1)
+            _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                            USU, UD, DA, DT0, DT1, alpha[ch], v[ch], dp, hyp[ch], out_alpha[ch], out_v[ch],
+                            out_tau[ch], out_taup[ch])
+
+
+# --------------------------------------------------------------------------- the phases over all chains (Dask)
+@numba.njit(cache=True, parallel=True)
+def sweep_partition(keys, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow, has_totals,
+                    pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u, UY, UB, USU,
+                    USS):
+    """Phase 1 of every chain over one partition's areas (leading chain axis on every state array)."""
+    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8 if half.size else 8
+    C = ystar.shape[1]
+    biggest = int(np.diff(ustart).max()) * C if binom and has_p and ustart.shape[0] > 1 else 0
+    for ch in numba.prange(keys.shape[0]):
+        buf = np.empty(width)
+        scratch_n = np.empty(biggest)
+        scratch_a = np.empty(biggest)
+        _sweep_chain(keys[ch], it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, zrow,
+                     has_totals, pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha[ch], v[ch], dp[ch], hyp[ch], y[ch],
+                     u[ch], Ysum[ch], out_u[ch], UY[ch], UB[ch], USU[ch], USS[ch], buf, scratch_n, scratch_a)
+
+
+@numba.njit(cache=True, parallel=True)
+def nc_delta_partition(binom, E, ustart, uparent, alpha, v, hyp, u, Ysum, y, UD, DA, DT0, DT1):
+    """Phase 3 of every chain over one partition's areas."""
+    for ch in numba.prange(alpha.shape[0]):
+        _nc_delta_chain(binom, E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum[ch], y[ch], UD[ch], DA[ch],
+                        DT0[ch], DT1[ch])
+
+
+@numba.njit(cache=True)
+def shared_a(keys, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent, UY, UB, USS, alpha, v,
+             hyp):
+    """Phase 2 of every chain (the client), on the unit sums of all partitions in unit order."""
+    for ch in range(keys.shape[0]):
+        _shared_a_chain(keys[ch], it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
+                        UY[ch], UB[ch], USS[ch], alpha[ch], v[ch], hyp[ch])
+
+
+@numba.njit(cache=True)
+def shared_b(keys, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit, USU, UD, DA,
+             DT0, DT1, alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
+    """Phase 4 of every chain (the client)."""
+    for ch in range(keys.shape[0]):
+        _shared_b_chain(keys[ch], it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
+                        USU[ch], UD[ch], DA[ch], DT0[ch], DT1[ch], alpha[ch], v[ch], dp[ch], hyp[ch], out_alpha[ch],
+                        out_v[ch], out_tau[ch], out_taup[ch])
+
+
+@dataclass
+class Plan:
+    """Everything the phases read, in the engine's internal area order (areas sorted by parent, so a
+    parent's areas form one unit), and the starting state of every chain."""
+
+    ystar: np.ndarray
+    E: np.ndarray         # exposures; binomial: the sizes N_gc (whole numbers)
+    binom: bool
+    kind: int
+    scale: np.ndarray
+    half: np.ndarray
+    zero_pp: np.ndarray
+    zero_tab: np.ndarray
+    zrow: np.ndarray
+    has_totals: bool
+    pair_sweeps: int
+    lgam: np.ndarray
+    akey: np.ndarray      # original index of each area: the counter of its random numbers
+    order: np.ndarray     # internal position -> original area index
+    ustart: np.ndarray    # unit u holds internal areas ustart[u] .. ustart[u + 1] - 1
+    uparent: np.ndarray   # parent index of each unit (0 when there are no parents)
+    n_unit: np.ndarray
+    has_p: bool
+    prior: tuple          # alpha_mean, alpha_sd, tau_scale, tau_parent_scale
+    warmup: int
+    draws: int
+    keys: np.ndarray
+    y: np.ndarray         # (chains, G, C) latent counts
+    u: np.ndarray         # (chains, G)
+    alpha: np.ndarray     # (chains, C)
+    v: np.ndarray         # (chains, max(P, 1)); v[:, 0] stays 0 without parents
+    hyp: np.ndarray       # (chains, N_HYP)
+
+    @property
+    def chains(self) -> int:
+        return self.keys.shape[0]
+
+    @property
+    def G(self) -> int:
+        return self.ystar.shape[0]
+
+    def area_slice(self, u0: int, u1: int) -> slice:
+        return slice(int(self.ustart[u0]), int(self.ustart[u1]))
+
+
+def output_arrays(plan: Plan) -> dict:
+    ch, D = plan.chains, plan.draws
+    P = plan.v.shape[1] if plan.has_p else 0
+    return {"alpha": np.empty((ch, D, plan.alpha.shape[1])), "v": np.empty((ch, D, P)), "tau": np.empty((ch, D)),
+            "taup": np.empty((ch, D))}
+
+
+def run_serial(plan: Plan) -> dict:
+    """Every phase in one compiled loop per chain, chains in parallel threads."""
+    out = output_arrays(plan)
+    out_u = np.empty((plan.chains, plan.draws, plan.G))
+    y, u, alpha, v, hyp = (plan.y.copy(), plan.u.copy(), plan.alpha.copy(), plan.v.copy(), plan.hyp.copy())
+    _run_chains(plan.keys, plan.binom, plan.ystar, plan.E, plan.kind, plan.scale, plan.half, plan.zero_pp, plan.zero_tab,
+                plan.zrow, plan.has_totals, plan.pair_sweeps, plan.lgam, plan.akey, plan.ustart, plan.uparent,
+                plan.n_unit, plan.has_p, *plan.prior, plan.warmup, plan.draws, y, u, alpha, v, hyp,
+                out["alpha"], out_u, out["v"], out["tau"], out["taup"])
+    out["u"] = unpermute(plan, out_u)
+    return out
+
+
+def unpermute(plan: Plan, out_u: np.ndarray) -> np.ndarray:
+    if np.array_equal(plan.order, np.arange(plan.G)):
+        return out_u
+    res = np.empty_like(out_u)
+    res[:, :, plan.order] = out_u
+    return res
