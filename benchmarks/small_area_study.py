@@ -34,6 +34,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +67,13 @@ def trial(t: int, args, prior) -> dict:
     rel = load_release(release)
     out: dict = {}
     for method in METHODS[:2]:
-        post = dp.infer(rel, prior=prior.model_dump(exclude={"kind"}), method=method, seed=t,
-                        draws=args.thin * KEEP, warmup=args.warmup, chains=1)
+        with warnings.catch_warnings():  # a study keeps every trial; the flags are counted, not printed
+            warnings.simplefilter("ignore", dp.PosteriorWarning)
+            post = dp.infer(rel, prior=prior.model_dump(exclude={"kind"}), method=method, seed=t,
+                            draws=args.thin * KEEP, warmup=args.warmup, chains=1)
         draws = rate_draws(post)
-        res = {"rmse": float(math.sqrt(np.mean((draws.mean(axis=0) - truth["rate"]) ** 2)))}
+        res = {"rmse": float(math.sqrt(np.mean((draws.mean(axis=0) - truth["rate"]) ** 2))),
+               "flagged": bool(post.warnings)}
         for level in LEVELS:
             lo, hi = equal_tailed(draws, level)
             res[str(level)] = interval_scores(lo, hi, draws.mean(axis=0), truth["rate"])
@@ -97,6 +101,8 @@ def summarise(trials: list[dict]) -> dict:
             cov = np.array([t[m][str(level)]["coverage"] for t in trials])
             res[str(level)] = {"coverage": float(cov.mean()), "coverage_se": float(cov.std(ddof=1) / math.sqrt(T)),
                                "width": float(np.mean([t[m][str(level)]["width"] for t in trials]))}
+        if "flagged" in trials[0][m]:  # posteriors the checks flagged (ESS, R-hat): kept in every score
+            res["flagged_trials"] = int(sum(t[m]["flagged"] for t in trials))
         if "ranks" in trials[0][m]:
             res["sbc_pvalue"] = {k: sbc_pvalue([t[m]["ranks"][k] for t in trials], KEEP)
                                  for k in trials[0][m]["ranks"]}
@@ -110,14 +116,14 @@ def table(result: dict) -> str:
              f"{s['trials']} trials, prior {s['prior']}, postprocessing {s['postprocessing']}, one chain of "
              f"{s['draws']} draws after {s['warmup']} warm-up", "",
              "| method | coverage 50% | coverage 90% | mean width 50% | mean width 90% | RMSE (rate) | "
-             "SBC p alpha[0] | SBC p alpha[1] | SBC p tau |", "|---|---|---|---|---|---|---|---|---|"]
+             "SBC p alpha[0] | SBC p alpha[1] | SBC p tau | flagged trials |", "|---|---|---|---|---|---|---|---|---|---|"]
     for m, r in result["summary"].items():
         sbc = r.get("sbc_pvalue", {})
         lines.append(f"| {m} | {r['0.5']['coverage']:.3f} ± {r['0.5']['coverage_se']:.3f} | "
                      f"{r['0.9']['coverage']:.3f} ± {r['0.9']['coverage_se']:.3f} | {r['0.5']['width']:.3f} | "
                      f"{r['0.9']['width']:.3f} | {r['rmse']:.3f} | "
                      + " | ".join(f"{sbc[k]:.2g}" if k in sbc else "-" for k in ("alpha[0]", "alpha[1]", "tau"))
-                     + " |")
+                     + f" | {r.get('flagged_trials', '-')} |")
     return "\n".join(lines)
 
 
