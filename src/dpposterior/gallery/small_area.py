@@ -52,8 +52,8 @@ class Scale:
     chains: int
 
 
-DEFAULT = Scale(replicates=20, draws=1000, warmup=500, chains=2)
-FULL = Scale(replicates=200, draws=2000, warmup=1000, chains=4)
+DEFAULT = Scale(replicates=20, draws=4000, warmup=1000, chains=4)
+FULL = Scale(replicates=200, draws=5000, warmup=2000, chains=4)
 
 
 def _data_dir() -> Path:
@@ -105,23 +105,34 @@ def release_counts(names, births, counts, rho: float, seed: int, description: st
     return release
 
 
+def _fit(rel, method: str, scale: Scale, seed):
+    """``infer`` at ``scale``; its convergence flags stay on the posterior (and in the result), not printed."""
+    import warnings
+
+    from ..api import infer
+    from ..errors import PosteriorWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PosteriorWarning)
+        return infer(rel, method=method, draws=scale.draws, warmup=scale.warmup, chains=scale.chains, seed=seed,
+                     quiet=True)
+
+
 def _analyse(release: dict, scale: Scale, seed) -> dict:
     """Median and 90% interval of every rate (G x C, per birth) for exact-da, naive and direct."""
-    from ..api import infer
     from ..diagnostics.small_area import direct_estimate, equal_tailed, normal_interval, rate_draws
     from ..release import load_release
 
     rel = load_release(release)
     out = {}
     for method in ("exact-da", "naive"):
-        post = infer(rel, method=method, draws=scale.draws, warmup=scale.warmup, chains=scale.chains, seed=seed,
-                     quiet=True)
+        post = _fit(rel, method, scale, seed)
         draws = rate_draws(post)
         lo, hi = equal_tailed(draws, PROB)
-        out[method] = {"median": np.median(draws, axis=0), "lo": lo, "hi": hi}
+        out[method] = {"median": np.median(draws, axis=0), "lo": lo, "hi": hi, "flags": list(post.warnings)}
     point, sd = direct_estimate(rel)
     lo, hi = normal_interval(point, sd, PROB)
-    out["direct"] = {"median": point, "lo": lo, "hi": hi}
+    out["direct"] = {"median": point, "lo": lo, "hi": hi, "flags": []}
     return out
 
 
@@ -135,11 +146,11 @@ def _replicate_unit(unit: dict) -> dict:
     counts = rng.poisson(births * truth)
     release = release_counts(unit["names"], births, counts, unit["rho"], int(rng.integers(2 ** 31)))
     res = _analyse(release, Scale(**unit["scale"]), int(rng.integers(2 ** 31)))
-    return {m: interval_scores(r["lo"] * PER, r["hi"] * PER, r["median"] * PER, truth * PER) for m, r in res.items()}
+    return {m: {**interval_scores(r["lo"] * PER, r["hi"] * PER, r["median"] * PER, truth * PER),
+                "flagged": bool(r["flags"])} for m, r in res.items()}
 
 
 def run_small_area(ctx: Context) -> Result:
-    from ..api import infer
     from ..diagnostics.small_area import interval_scores, rate_draws
     from ..release import load_release
 
@@ -157,8 +168,7 @@ def run_small_area(ctx: Context) -> Result:
     # the reference only the curator can compute: the same model on the confidential counts
     confidential = {**release, "statistics": {"counts": {**release["statistics"]["counts"],
                                                          "value": deaths.tolist()}}}
-    ref = rate_draws(infer(load_release(confidential), method="naive", draws=scale.draws, warmup=scale.warmup,
-                           chains=scale.chains, seed=ctx.seed, quiet=True))
+    ref = rate_draws(_fit(load_release(confidential), "naive", scale, ctx.seed))
     ref_median = np.median(ref, axis=0)
     crude = deaths / births
     real = {m: {"vs_nonprivate": interval_scores(r["lo"] * PER, r["hi"] * PER, r["median"] * PER, ref_median * PER),
@@ -174,7 +184,8 @@ def run_small_area(ctx: Context) -> Result:
         synthetic[m] = {"coverage": float(cov.mean()),
                         "coverage_se": float(cov.std(ddof=1) / math.sqrt(len(cov))) if len(cov) > 1 else float("nan"),
                         "width": float(np.mean([r[m]["width"] for r in reps])),
-                        "rmse": float(np.mean([r[m]["rmse"] for r in reps]))}
+                        "rmse": float(np.mean([r[m]["rmse"] for r in reps])),
+                        "flagged_replicates": int(sum(r[m]["flagged"] for r in reps))}
     rows = [[m, f"{real[m]['vs_nonprivate']['coverage']:.2f}", f"{real[m]['vs_crude']['coverage']:.2f}",
              f"{real[m]['vs_nonprivate']['width']:.2f}",
              f"{synthetic[m]['coverage']:.3f} +- {synthetic[m]['coverage_se']:.3f}", f"{synthetic[m]['width']:.2f}",
@@ -196,10 +207,16 @@ def run_small_area(ctx: Context) -> Result:
              "should be expected to hold it 90% of the time.",
              "Semi-synthetic: real births, true rates = the non-private posterior medians, counts ~ Poisson, "
              "released and analysed as above; +- is one Monte Carlo standard error over replicates."]
+    for m in METHODS[:2]:
+        flags = res[m]["flags"] or ["none"]
+        notes.append(f"Convergence checks, {m} on the real table: {'; '.join(flags)}. Semi-synthetic replicates "
+                     f"flagged: {synthetic[m]['flagged_replicates']} of {scale.replicates} (kept in the scores).")
     fig = _figure(data, res, ref, ref_median, crude)
     payload = {"rho": NC_RHO, "sigma": sigma, "released": release["statistics"]["counts"]["value"],
                "scale": scale.__dict__, "real": real, "semi_synthetic": synthetic,
-               "per_county": {m: {k: (v * PER).round(4).tolist() for k, v in r.items()} for m, r in res.items()},
+               "flags": {m: r["flags"] for m, r in res.items()},
+               "per_county": {m: {k: (v * PER).round(4).tolist() for k, v in r.items() if k != "flags"}
+                              for m, r in res.items()},
                "non_private_median": (ref_median * PER).round(4).tolist()}
     return Result(fig, header, rows, notes, payload)
 
