@@ -82,7 +82,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
            "dpposterior.sbi.sple")),
     Entry("small-area", "NC SIDS (Cressie & Read 1985), released privately",
           "county SIDS rates from a discrete-Gaussian table: exact-da vs naive vs direct vs the truth",
-          "~40 s", "~10 min (estimated)", run_small_area,
+          "~40 s", "~6 min", run_small_area,
           ("dpposterior.families.small_area", "dpposterior.inference.small_area")),
 ]}
 
