@@ -13,7 +13,7 @@ from dpposterior.cli import main
 from dpposterior.errors import InputError
 
 NAMES = ["kazan-example1", "kazan-coverage", "bernstein-calibration", "karwa-mse", "alparslan-simulated",
-         "alparslan-uci", "xiong-linreg", "xiong-sir", "xiong-outbreaks"]
+         "alparslan-uci", "xiong-linreg", "xiong-sir", "xiong-outbreaks", "small-area"]
 
 
 def test_list_names_every_entry_with_run_time(capsys):

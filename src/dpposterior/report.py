@@ -10,6 +10,10 @@ For a posterior (ArviZ netCDF written by ``dpposterior infer``):
   interval holding 95% of the draws), with ESS and R-hat for the main posterior;
 * trace and rank plots (ArviZ ``plot_trace`` / ``plot_rank``, Vehtari et al. 2021)
   for MCMC engines;
+* for a small-area posterior (hundreds or thousands of areas), a caterpillar plot of the area rates
+  per cell (sorted by the posterior median, with 90% intervals, the naive ones beside them) instead
+  of per-area panels; the per-variable table, densities and trace plots keep the shared parameters
+  (``alpha``, ``tau``, ``tau_parent``);
 * the feasible region when the data are bounded: for the Gaussian family the
   region of Kazan & Reiter (2024) Theorem 2, sigma^2 <= (mu - a)(b - mu) for data in
   [a, b] (Corollary 1: sigma^2 <= (b - a)^2 / 4), with the share of draws outside it.
@@ -52,6 +56,11 @@ MAX_PAIR_COMPONENTS = 4
 MAX_SCATTER = 3000
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 HDI_PROB = 0.95
+#: per-area variables of a small-area posterior: drawn as caterpillars, kept out of the per-variable panels
+AREA_VARIABLES = ("rate", "u", "v")
+#: at most this many areas per caterpillar panel (evenly spaced in the sorted order beyond it)
+MAX_CATERPILLAR_AREAS = 1000
+CATERPILLAR_PROB = 0.90
 
 
 @dataclass
@@ -149,10 +158,13 @@ def load_posterior(path: Path, field_name: str = "posterior"):
     return idata
 
 
-def components(idata, max_components: int | None = None) -> dict[str, np.ndarray]:
-    """Scalar components ``label -> (chain, draw)`` of every posterior variable, e.g. ``theta[x1]``."""
+def components(idata, max_components: int | None = None, skip=()) -> dict[str, np.ndarray]:
+    """Scalar components ``label -> (chain, draw)`` of every posterior variable (but those in ``skip``),
+    e.g. ``theta[x1]``."""
     out: dict[str, np.ndarray] = {}
     for name, da in idata.posterior.data_vars.items():
+        if name in skip:
+            continue
         event_dims = [d for d in da.dims if d not in ("chain", "draw")]
         values = da.transpose("chain", "draw", *event_dims).values
         if values.dtype.kind not in "fiub":
@@ -277,21 +289,23 @@ def _posterior_sections(path: Path, compare: list[Path]):
 
     main_idata = load_posterior(path)
     main_attrs = _attrs(main_idata)
-    main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata), main_attrs)
+    family = str(main_attrs.get("family", "?"))
+    # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each
+    skip = AREA_VARIABLES if family == "small-area" else ()
+    main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata, skip=skip), main_attrs)
     others: list[Loaded] = []
     notes: list[str] = []
     for p in compare:
         idata = load_posterior(p, "compare")
         attrs = _attrs(idata)
         _check_belongs(main_attrs, attrs, path, p)
-        others.append(Loaded(_label(attrs, p.stem), idata, components(idata), attrs))
-    family = str(main_attrs.get("family", "?"))
+        others.append(Loaded(_label(attrs, p.stem), idata, components(idata, skip=skip), attrs))
     if not any(o.method in ("naive", "non-private") for o in others):
         naive_idata, why = naive_from_release(main_attrs)
         if naive_idata is not None:
             attrs = _attrs(naive_idata)
             others.insert(0, Loaded("naive (noise ignored; recomputed)", naive_idata,
-                                    components(naive_idata), attrs))
+                                    components(naive_idata, skip=skip), attrs))
         elif why:
             notes.append(f"Naive posterior not shown: {why}.")
     labels = [main.label]
@@ -312,6 +326,12 @@ def _posterior_sections(path: Path, compare: list[Path]):
     if flagged not in ("none", ""):
         sections.extend(("note", f"Warning: {w}") for w in flagged.split(" | "))
     sections.extend(("note", n) for n in notes)
+    if skip:
+        sections.append(_caterpillar_figure(main, others))
+        sections.append(("note", "The table, densities and trace plots below show the shared parameters; the "
+                                 "per-area variables (" + ", ".join(v for v in AREA_VARIABLES
+                                                                    if v in main_idata.posterior) +
+                                 ") are in the caterpillar plot above and in the posterior file."))
     sections.append(("table", f"Posterior means and {HDI_PROB:.0%} HPD intervals", *_hpd_table(main, others)))
     sections.append(_density_figure(main, others))
     pair = _pair_figure(main, others)
@@ -321,7 +341,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     if feasible is not None:
         sections.append(feasible)
     if not _iid(main.attrs):
-        var_names = _first_vars(main_idata, 4)
+        var_names = [v for v in _first_vars(main_idata, 4 + len(skip)) if v not in skip][:4]
         sections.append(_arviz_figure(
             "trace", "Trace plot (MCMC)",
             lambda: az.plot_trace(main_idata, var_names=var_names, compact=True, show=False),
@@ -338,6 +358,61 @@ def _posterior_sections(path: Path, compare: list[Path]):
         if pp is not None:
             sections.append(pp)
     return f"dpposterior report: {family} posterior ({main.label})", sections
+
+
+def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
+    """(draws as (samples, area, cell), cell labels) of a per-area variable, or None when absent."""
+    post = loaded.idata.posterior
+    if var not in post:
+        return None
+    da = post[var]
+    cell_dims = [d for d in da.dims if d not in ("chain", "draw", "area")]
+    values = da.transpose("chain", "draw", "area", *cell_dims).values
+    values = values.reshape(-1, values.shape[2], int(np.prod(values.shape[3:], dtype=int)))
+    cells = [str(c) for c in da.coords[cell_dims[0]].values] if cell_dims else [""]
+    return values, cells
+
+
+def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
+    """Small-area: every area's rate per cell, sorted by its posterior median, with 90% intervals."""
+    import matplotlib.pyplot as plt
+
+    var = "rate" if "rate" in main.idata.posterior else "u"
+    draws, cells = _area_draws(main, var)
+    lo_q, hi_q = 0.5 - CATERPILLAR_PROB / 2, 0.5 + CATERPILLAR_PROB / 2
+    fig, axes = plt.subplots(len(cells), 1, figsize=(10, 3.4 * len(cells)), squeeze=False)
+    G = draws.shape[1]
+    shown = min(G, MAX_CATERPILLAR_AREAS)
+    for c, (ax, cell) in enumerate(zip(axes[:, 0], cells)):
+        median = np.median(draws[:, :, c], axis=0)
+        order = np.argsort(median, kind="stable")
+        order = order[np.linspace(0, G - 1, shown).round().astype(int)]
+        x = np.arange(shown)
+        for k, post in enumerate([main, *others]):
+            got = draws if k == 0 else _area_draws(post, var)
+            if got is None or (k > 0 and got[0].shape[1:] != draws.shape[1:]):
+                continue
+            d = (got if k == 0 else got[0])[:, order, c]
+            off = 0.3 * k if shown <= 200 else 0.0
+            color = COLORS[k % len(COLORS)]
+            lo, hi = np.quantile(d, [lo_q, hi_q], axis=0)
+            ax.vlines(x + off, lo, hi, color=color, lw=0.9 if k == 0 else 0.7, alpha=0.8 if k == 0 else 0.55)
+            ax.plot(x + off, np.median(d, axis=0), "o", ms=2.2, color=color, label=post.label)
+        ax.set_xlabel(f"area, sorted by the posterior median of {main.label}" + (f" ({shown} of {G} evenly)"
+                                                                                 if shown < G else ""))
+        ax.set_ylabel(f"{var}[{cell}]" if cell else var)
+        ax.set_title(f"{var}, cell {cell}" if cell else var, fontsize=10)
+        if c == 0:
+            ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    caption = (f"Caterpillar plot: the posterior median (dot) and central {CATERPILLAR_PROB:.0%} interval (bar) of "
+               f"{'every area' if shown == G else f'{shown} of the {G} areas'}'s {var} in each cell, areas sorted "
+               f"by the median of {main.label}.")
+    if var == "u":
+        caption += " The rates were not stored (too many draws x areas x cells), so the area effects u are shown."
+    if others:
+        caption += " Comparison posteriors (e.g. the naive one) are drawn beside each area in their own colour."
+    return Figure("caterpillar", f"Area {'rates' if var == 'rate' else 'effects'}", _png(fig), caption)
 
 
 def _check_belongs(main: dict, other: dict, main_path: Path, other_path: Path) -> None:

@@ -17,7 +17,8 @@ scale.  Loops over cells and repeats go through ``checkpoint.run_units`` with th
 
 Papers: Kazan & Reiter (003, Example 1 and Fig. 2), Bernstein & Sheldon 2018 (001,
 Fig. 1a), Karwa, Kifer & Slavkovic (002, Fig. 1), Alparslan, Yildirim & Birbil
-(004, Fig. 2 and Table 1), Xiong, Ju & Zhang (000, Tables 2-4 and Fig. 1).
+(004, Fig. 2 and Table 1), Xiong, Ju & Zhang (000, Tables 2-4 and Fig. 1); and one real-data
+example of this package's own (``small-area``: North Carolina SIDS counts released privately, issue 28).
 
 One module per paper (``kazan_reiter``, ``bernstein_sheldon``, ``karwa``, ``alparslan``, ``xiong``);
 this package holds the registry of entries and the command, and re-exports every name.
@@ -41,6 +42,7 @@ from .xiong import (OUTBREAKS, OUTBREAK_DEFAULT, OUTBREAK_DRAWS, OUTBREAK_MAX_EP
                     OUTBREAK_METHOD_COLORS, _examples_dir, _xiong_linreg_unit, _xiong_outbreak_unit,
                     flu_boarding_school, run_xiong_linreg, run_xiong_outbreaks, run_xiong_sir,
                     sir_ode_fit)  # noqa: F401
+from .small_area import NC_RHO, nc_sids, nc_sids_rings, release_counts, run_small_area  # noqa: F401
 
 
 # =============================================================================== registry and command
@@ -78,6 +80,10 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
           "(SMC-ABC, SPPE, SPLE)", "~12 min", "many hours", run_xiong_outbreaks,
           ("dpposterior.families.sir", "dpposterior.sbi.smc_abc", "dpposterior.sbi.sppe",
            "dpposterior.sbi.sple")),
+    Entry("small-area", "NC SIDS (Cressie & Read 1985), released privately",
+          "county SIDS rates from a discrete-Gaussian table: exact-da vs naive vs direct vs the truth",
+          "~40 s", "~6 min", run_small_area,
+          ("dpposterior.families.small_area", "dpposterior.inference.small_area")),
 ]}
 
 
