@@ -288,6 +288,7 @@ def table(rows) -> str:
 
 
 def main() -> None:
+    global DRAWS, WARMUP
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--G", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -307,7 +308,6 @@ def main() -> None:
     ap.add_argument("--worker-seed", type=int)
     ap.add_argument("--worker-second", action="store_true")
     args = ap.parse_args()
-    global DRAWS, WARMUP
     DRAWS, WARMUP = args.draws, args.warmup
     if args.worker:
         args.engine = args.worker
