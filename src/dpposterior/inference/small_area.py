@@ -224,6 +224,7 @@ def _check_sizes(release, E, totals) -> None:
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
     opts = SmallAreaOptions.from_inference(options, "small-area/exact-da")
+    _check_scheduler(opts, options.scheduler)
     totals = release.area_totals()
     return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
                    {"algorithm": "exact data augmentation over the latent counts + slice/interweaving (issue 28)",
@@ -236,6 +237,7 @@ def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler --
     the latent counts are held at the clean table (a zero-width window)."""
     opts = SmallAreaOptions.from_inference(options, "small-area/naive")
+    _check_scheduler(opts, options.scheduler)
     G, C = release.G, release.C
     clean = np.maximum(np.round(release.released()), 0)
     if opts.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)
@@ -247,25 +249,28 @@ def naive(release, prior, options) -> Posterior:
                                                                       "negatives set to 0"}, options.scheduler)
 
 
+def _check_scheduler(opts: SmallAreaOptions, scheduler: str) -> None:
+    """Refusals of the scheduler and ``partitions``, before any work."""
+    if scheduler == "serial" and opts.partitions is not None:
+        raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or "
+                                         "tcp://HOST:PORT); this run is serial")
+    if scheduler == "processes":
+        raise RefusedError("scheduler", "small-area keeps each partition's areas in one worker across "
+                                        "iterations: use --scheduler local or tcp://HOST:PORT (Dask), or serial")
+
+
 def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict,
             scheduler: str = "serial") -> Posterior:
     """The plan, then the compiled chains in this process (:func:`_run_chains`) or on Dask partitions."""
     plan = _plan(release, prior, opts, noise, totals)
     if scheduler == "serial":
-        if opts.partitions is not None:
-            raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or "
-                                             "tcp://HOST:PORT); this run is serial")
         out = run_serial(plan)
-    elif scheduler == "processes":
-        raise RefusedError("scheduler", "small-area keeps each partition's areas in one worker across "
-                                        "iterations: use --scheduler local or tcp://HOST:PORT (Dask), or serial")
     else:
         from .small_area_dask import run_dask
 
         out = run_dask(plan, opts.partitions)
         attrs = {**attrs, "partitions": out.pop("partitions"), "partitions_rebuilt": out.pop("partitions_rebuilt")}
-    parent_ids = release.parent_index()[1]
-    pidx = release.parent_index()[0] if parent_ids else np.zeros(release.G, dtype=np.int64)
+    pidx, parent_ids = release.parent_index()
     attrs = {**attrs, "likelihood": opts.likelihood}
     return _posterior(release, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], parent_ids,
                       pidx, attrs, binom=plan.binom)
