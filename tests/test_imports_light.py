@@ -69,3 +69,19 @@ def test_worker_preload_imports_no_family_module():
             "                  'methods': ['gibbs-ss', 'naive'], 'seed': 0, 'start': 0, 'trials': 1})\n"
             "assert 'dpposterior.families.gaussian' not in sys.modules, 'another family'")
     assert loaded_after(code) == set()
+
+
+def test_worker_preload_and_a_calibration_unit_skip_scipy_spatial_and_other_families():
+    """The forkserver preloads no family module and no scipy.spatial (the MMD's distances are compiled,
+    diagnostics/distance_kernels.py); a binomial unit, MMD included, then imports its own family and nothing of
+    the others."""
+    code = ("import sys\nimport dpposterior.worker_preload\n"
+            "assert not [m for m in sys.modules if m.startswith('dpposterior.families.')], 'a family'\n"
+            "assert 'scipy.spatial' not in sys.modules, 'scipy.spatial preloaded'\n"
+            "from dpposterior.diagnostics.calibration import calibration_unit\n"
+            "out = calibration_unit({'family': 'binomial', 'n': 30, 'epsilon': 1.0, 'prior': None, 'draws': None,\n"
+            "                        'methods': ['gibbs-ss', 'naive'], 'seed': 0, 'start': 0, 'trials': 1})\n"
+            "assert out['mmd']['naive'] and out['mmd']['naive'][0] is not None, out['mmd']\n"
+            "assert 'scipy.spatial' not in sys.modules, 'scipy.spatial'\n"
+            "assert 'dpposterior.families.gaussian' not in sys.modules, 'another family'")
+    assert loaded_after(code) == set()

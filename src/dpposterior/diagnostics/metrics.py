@@ -1,13 +1,14 @@
 """Distances between two sets of posterior draws (Xiong, Ju & Zhang Sec. 4; Bernstein & Sheldon Fig. 1c).
 
 ``mmd`` -- maximum mean discrepancy with a Gaussian kernel, bandwidth by the
-median heuristic on the pooled sample (Gretton et al. 2012, unbiased U-statistic).
+median heuristic on the pooled sample (Gretton et al. 2012, unbiased U-statistic).  Its distances come
+from compiled kernels equal to scipy.spatial.distance's ``cdist``/``pdist`` bit for bit
+(``diagnostics/distance_kernels.py``): importing scipy.spatial cost every calibration worker ~0.08 s (issue 29).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import cdist, pdist
 
 
 def _as_2d(x) -> np.ndarray:
@@ -15,11 +16,27 @@ def _as_2d(x) -> np.ndarray:
     return x[:, None] if x.ndim == 1 else x.reshape(x.shape[0], -1)
 
 
+def sq_distances(x, y) -> np.ndarray:
+    """(n, m) squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d): scipy's
+    ``cdist(x, y, "sqeuclidean")``, bit for bit (summed coordinate by coordinate, not |x|^2 + |y|^2 - 2 x.y,
+    which cancels for near points)."""
+    from .distance_kernels import sq_distances as kernel  # numba: imported where used
+
+    return kernel(np.ascontiguousarray(_as_2d(x)), np.ascontiguousarray(_as_2d(y)))
+
+
+def pair_distances(x) -> np.ndarray:
+    """Euclidean distances between the rows of ``x``, pairs i < j in row order: scipy's ``pdist(x)``, bit for bit."""
+    from .distance_kernels import pair_distances as kernel
+
+    return kernel(np.ascontiguousarray(_as_2d(x)))
+
+
 def median_bandwidth(x, y) -> float:
     pooled = np.vstack([_as_2d(x), _as_2d(y)])
     if len(pooled) > 2000:  # the median of a subsample is as good and O(n^2) cheaper
         pooled = pooled[np.random.default_rng(0).choice(len(pooled), 2000, replace=False)]
-    d = pdist(pooled)
+    d = pair_distances(pooled)
     med = np.median(d[d > 0]) if np.any(d > 0) else 1.0
     return float(med)
 
@@ -31,9 +48,9 @@ def mmd(x, y, bandwidth: float | None = None) -> float:
         raise ValueError("mmd: x and y must have the same dimension")
     h = bandwidth if bandwidth is not None else median_bandwidth(x, y)
     gamma = 1.0 / (2.0 * h * h)
-    kxx = np.exp(-gamma * cdist(x, x, "sqeuclidean"))
-    kyy = np.exp(-gamma * cdist(y, y, "sqeuclidean"))
-    kxy = np.exp(-gamma * cdist(x, y, "sqeuclidean"))
+    kxx = np.exp(-gamma * sq_distances(x, x))
+    kyy = np.exp(-gamma * sq_distances(y, y))
+    kxy = np.exp(-gamma * sq_distances(x, y))
     n, m = len(x), len(y)
     sxx = (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
     syy = (kyy.sum() - np.trace(kyy)) / (m * (m - 1))

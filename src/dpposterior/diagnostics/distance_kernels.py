@@ -1,0 +1,51 @@
+"""Compiled pairwise distances for the calibration studies' MMD (``diagnostics.metrics``; issue 29).
+
+The same numbers as ``scipy.spatial.distance``'s ``cdist(x, y, "sqeuclidean")`` and ``pdist(x)`` (Euclidean,
+condensed order), bit for bit: each pair's squared differences are added coordinate by coordinate from 0, in
+the order scipy adds them, and the Euclidean distance is the correctly rounded square root of that sum
+(``tests/test_metrics_distances.py``).  They replace scipy.spatial because importing it cost every
+calibration worker ~0.08 s (the whole of scipy.sparse comes with it), and numpy's broadcasting twins were
+2.5x slower per call (a 400-trial study paid seconds for the 0.08 s; commit c561011).  No ``fastmath``: the
+additions must not be reordered or contracted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def sq_distances(x, y):
+    """(n, m) squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d)."""
+    n, m, d = x.shape[0], y.shape[0], x.shape[1]
+    out = np.empty((n, m))
+    for i in range(n):
+        for j in range(m):
+            total = 0.0
+            for k in range(d):
+                diff = x[i, k] - y[j, k]
+                total += diff * diff
+            out[i, j] = total
+    return out
+
+
+@_jit
+def pair_distances(x):
+    """Euclidean distances between the rows of ``x`` (n, d), pair (i, j) with i < j in row order: ``pdist(x)``."""
+    n, d = x.shape
+    out = np.empty(n * (n - 1) // 2)
+    at = 0
+    for i in range(n - 1):
+        for j in range(i + 1, n):
+            total = 0.0
+            for k in range(d):
+                diff = x[i, k] - x[j, k]
+                total += diff * diff
+            out[at] = math.sqrt(total)
+            at += 1
+    return out
