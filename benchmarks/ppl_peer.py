@@ -326,6 +326,7 @@ def worker(case: str, engine: str, rep: int) -> dict:
 # ----------------------------------------------------------------------------- orchestration
 def _spawn(case, engine, rep, cache_dir=None) -> dict:
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # our bytecode as an installed package has it (startup.py)
     if engine != "dpposterior-2threads":
         env.update(SINGLE_THREAD_ENV)
     else:

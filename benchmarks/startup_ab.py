@@ -44,6 +44,7 @@ def argv_for(kind: str, tree: Path, work: Path) -> list[str]:
 
 def run_once(kind: str, tree: Path, work: Path, cache: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree / "src"), NUMBA_CACHE_DIR=cache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # each tree's bytecode, as installed (startup.py, compile_bytecode)
     if kind == "peer":
         env.update(SINGLE_THREAD_ENV)
     load = os.getloadavg()[0]
@@ -68,7 +69,11 @@ def main(argv=None) -> None:
     rows: dict[str, list] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="dpposterior-ab-") as tmp:
         work, cache = Path(tmp), str(Path(tmp) / "numba-cache")
-        for tree in trees.values():  # untimed: each tree's kernels into the cache
+        import compileall
+
+        for tree in trees.values():  # untimed: each tree's bytecode and kernels into the caches
+            for folder in ("src", "benchmarks"):
+                compileall.compile_dir(str(tree / folder), quiet=1)
             run_once(args.kind, tree, work, cache)
         for rep in range(args.reps):
             for name, tree in trees.items():
