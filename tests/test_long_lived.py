@@ -100,16 +100,20 @@ def test_the_freeze_can_be_turned_off(monkeypatch):
     assert long_lived.freeze_long_lived(force=True) is False and long_lived._FROZEN is False
 
 
-def test_forkserver_freeze_skips_the_full_collection():
-    """collector_paused(collect=False), the forkserver preload's (CPython's pre-fork recipe): the freeze comes
-    without a full collection first, so an old garbage cycle is frozen rather than collected -- the price the
-    preload accepts for 0.06 s of every pool's start-up (it runs nothing but imports)."""
+def test_forkserver_preload_collects_before_its_imports_not_after():
+    """collector_paused(imports_only=True), the forkserver preload's: a caller's garbage that exists before the
+    block (the forkserver imports the caller's main module first) is collected, not frozen; what the block's
+    imports leave behind is frozen without a second, full collection (0.06 s of every pool's start-up)."""
     code = ("import gc\nfrom dpposterior import long_lived\n"
             "closed = []\n"
             "class Handle:\n    def __del__(self):\n        closed.append(True)\n"
             "h = Handle(); h.self = h\n"
             "gc.collect()\n"
             "del h\n"
-            "with long_lived.collector_paused(collect=False):\n    pass\n"
-            "print(long_lived._FROZEN, gc.get_freeze_count() > 0, closed == [], gc.isenabled())")
-    assert run_fresh(code) == "True True True True"
+            "calls = []\n"
+            "gc.callbacks.append(lambda phase, info: calls.append(phase) if phase == 'start' else None)\n"
+            "with long_lived.collector_paused(imports_only=True):\n"
+            "    before = (closed == [True], len(calls))\n"
+            "    import json  # noqa\n"
+            "print(before, len(calls), long_lived._FROZEN, gc.get_freeze_count() > 0, gc.isenabled())")
+    assert run_fresh(code) == "(True, 1) 1 True True True"

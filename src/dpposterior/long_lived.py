@@ -27,10 +27,12 @@ numba's public event API (``numba.core.event``, kind ``numba:compiler_lock``).
 :func:`collector_paused` is the pre-fork half of the recipe, for the ``processes`` forkserver
 (``dpposterior/worker_preload.py``): no collections while it imports (they find almost no garbage there),
 then a freeze, so every worker forked from it starts with the preloaded objects out of its collections.
-The forkserver freezes *without* the full collection first, as CPython's recipe does (``gc.disable()`` early,
-``gc.freeze()`` before forking): that collection walked its ~195,000 objects for 0.06 s, a tenth of every
-pool's start-up, to find ~1,400 objects (~0.3 MB: functions, tuples and cells left by imports; no files, no
-caller's objects -- the forkserver runs nothing but the preload), which stay frozen, shared by the workers.
+The forkserver collects *before* its preload, not after (``imports_only``; CPython's recipe has no collection
+at all: ``gc.disable()`` early, ``gc.freeze()`` before forking): a collection after it walked ~195,000 objects
+for 0.06 s, a tenth of every pool's start-up, to find ~1,400 (~0.3 MB: functions, tuples and cells left by
+the imports), which now stay frozen, shared by the workers; the one before it walks the few objects alive
+then -- multiprocessing's, and the caller's main module, which the forkserver imports first -- so no
+caller's garbage is frozen.
 """
 
 from __future__ import annotations
@@ -70,16 +72,22 @@ def freeze_long_lived(*, force: bool = False, collect: bool = True) -> bool:
 
 
 @contextmanager
-def collector_paused(*, collect: bool = True):
+def collector_paused(*, imports_only: bool = False):
     """No cyclic collections inside the block; on leaving it, the objects are frozen
-    (:func:`freeze_long_lived`, after a full collection unless ``collect=False``) and the collector is
-    restored to its previous state."""
+    (:func:`freeze_long_lived`) and the collector is restored to its previous state.
+
+    ``imports_only=True``: the block only imports library modules (the forkserver's preload), so the full
+    collection comes *before* it, over the few objects alive then (the caller's main module's, which a
+    forkserver imports first), and none after it -- the block's own leftovers are frozen with the rest.
+    What is frozen is still never a caller's garbage."""
     enabled = gc.isenabled()
+    if imports_only:
+        gc.collect()
     gc.disable()
     try:
         yield
     finally:
-        freeze_long_lived(force=True, collect=collect)
+        freeze_long_lived(force=True, collect=not imports_only)
         if enabled:
             gc.enable()
 
