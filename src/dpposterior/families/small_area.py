@@ -413,12 +413,18 @@ def sigma_of_variance(var: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- simulation
 def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=None, postprocessing="none",
-             parents=None, tau: float | None = None):
+             parents=None, tau: float | None = None, likelihood: str = "poisson"):
     """theta ~ prior, counts ~ model, release through the discrete Gaussian (sigma per cell).
 
-    ``tau`` fixes the area-effect sd (benchmarks) instead of drawing it.  Returns (truth dict, release dict)."""
+    ``tau`` fixes the area-effect sd (benchmarks) instead of drawing it.  ``likelihood="binomial"``: y ~
+    Binomial(E, p), logit p = alpha + u (+ v), E the whole number at risk per area (``exposure``, required);
+    ``truth["rate"]`` is then p.  Returns (truth dict, release dict)."""
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
+    if likelihood not in ("poisson", "binomial"):
+        raise InputError("likelihood", f"must be poisson or binomial (got {likelihood!r})")
+    if likelihood == "binomial" and (exposure is None or np.any(np.asarray(exposure) % 1 != 0)):
+        raise InputError("exposure", "binomial counts need whole numbers at risk per area")
     E = np.ones(G) if exposure is None else np.asarray(exposure, float)
     alpha = rng.normal(prior.alpha_mean, prior.alpha_sd, size=C)
     tau = abs(rng.normal(0.0, prior.tau_scale)) if tau is None else float(tau)
@@ -432,8 +438,12 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
         v = rng.normal(0.0, tau_p, size=P)
         log_rate = log_rate + v[pidx][:, None]
         truth.update(tau_parent=tau_p, v=v)
-    rate = np.exp(log_rate)
-    y = rng.poisson(E[:, None] * rate)
+    if likelihood == "binomial":
+        rate = 1.0 / (1.0 + np.exp(-log_rate))
+        y = rng.binomial(E.astype(np.int64)[:, None], rate)
+    else:
+        rate = np.exp(log_rate)
+        y = rng.poisson(E[:, None] * rate)
     noisy = y + DiscreteGaussian(sigma).draw(y.shape, rng)
     if postprocessing == "nonnegative":
         noisy = np.maximum(noisy, 0)
