@@ -20,32 +20,35 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def sq_distances(x, y):
-    """(n, m) squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d)."""
-    n, m, d = x.shape[0], y.shape[0], x.shape[1]
-    out = np.empty((n, m))
+def distances(x, y, condensed):
+    """Pairwise distances between rows, one kernel for both uses (one compile at the first run after install,
+    one cache load per process):
+
+    * ``condensed`` False: the (n, m) squared Euclidean distances between the rows of ``x`` (n, d) and
+      ``y`` (m, d), flattened row by row -- ``cdist(x, y, "sqeuclidean").ravel()``;
+    * ``condensed`` True: the Euclidean distances between the rows of ``x``, pairs (i, j) with i < j in row
+      order -- ``pdist(x)`` (``y`` is not read).
+    """
+    n, d = x.shape
+    if condensed:
+        out = np.empty(n * (n - 1) // 2)
+        at = 0
+        for i in range(n - 1):
+            for j in range(i + 1, n):
+                total = 0.0
+                for k in range(d):
+                    diff = x[i, k] - x[j, k]
+                    total += diff * diff
+                out[at] = math.sqrt(total)
+                at += 1
+        return out
+    m = y.shape[0]
+    out = np.empty(n * m)
     for i in range(n):
         for j in range(m):
             total = 0.0
             for k in range(d):
                 diff = x[i, k] - y[j, k]
                 total += diff * diff
-            out[i, j] = total
-    return out
-
-
-@_jit
-def pair_distances(x):
-    """Euclidean distances between the rows of ``x`` (n, d), pair (i, j) with i < j in row order: ``pdist(x)``."""
-    n, d = x.shape
-    out = np.empty(n * (n - 1) // 2)
-    at = 0
-    for i in range(n - 1):
-        for j in range(i + 1, n):
-            total = 0.0
-            for k in range(d):
-                diff = x[i, k] - x[j, k]
-                total += diff * diff
-            out[at] = math.sqrt(total)
-            at += 1
+            out[i * m + j] = total
     return out

@@ -20,16 +20,18 @@ def sq_distances(x, y) -> np.ndarray:
     """(n, m) squared Euclidean distances between the rows of ``x`` (n, d) and ``y`` (m, d): scipy's
     ``cdist(x, y, "sqeuclidean")``, bit for bit (summed coordinate by coordinate, not |x|^2 + |y|^2 - 2 x.y,
     which cancels for near points)."""
-    from .distance_kernels import sq_distances as kernel  # numba: imported where used
+    from .distance_kernels import distances  # numba: imported where used
 
-    return kernel(np.ascontiguousarray(_as_2d(x)), np.ascontiguousarray(_as_2d(y)))
+    x, y = np.ascontiguousarray(_as_2d(x)), np.ascontiguousarray(_as_2d(y))
+    return distances(x, y, False).reshape(x.shape[0], y.shape[0])
 
 
 def pair_distances(x) -> np.ndarray:
     """Euclidean distances between the rows of ``x``, pairs i < j in row order: scipy's ``pdist(x)``, bit for bit."""
-    from .distance_kernels import pair_distances as kernel
+    from .distance_kernels import distances
 
-    return kernel(np.ascontiguousarray(_as_2d(x)))
+    x = np.ascontiguousarray(_as_2d(x))
+    return distances(x, x, True)
 
 
 def median_bandwidth(x, y) -> float:
