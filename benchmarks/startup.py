@@ -71,14 +71,14 @@ def commands(work: Path) -> dict[str, list[str]]:
 BYTECODE = True
 
 
-def compile_bytecode() -> None:
-    """Write the bytecode of ``src`` and ``benchmarks`` (into their ``__pycache__``, git-ignored), as ``pip install``
-    does for an installed package: the peers' site-packages have theirs, and without it every timed process of
-    ours compiled our modules from source (~0.05 s of a one-posterior process, measured)."""
+def compile_bytecode(root: Path = ROOT) -> None:
+    """Write the bytecode of ``root``'s ``src`` and ``benchmarks`` (into their ``__pycache__``, git-ignored), as
+    ``pip install`` does for an installed package: the peers' site-packages have theirs, and without it every
+    timed process of ours compiled our modules from source (~0.05 s of a one-posterior process, measured)."""
     import compileall
 
     for folder in ("src", "benchmarks"):
-        compileall.compile_dir(str(ROOT / folder), quiet=1)
+        compileall.compile_dir(str(root / folder), quiet=1)
 
 
 def env_with(cache_dir: str | None = None, single_thread: bool = False) -> dict:

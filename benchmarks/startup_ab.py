@@ -29,7 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from ppl_peer import SINGLE_THREAD_ENV  # noqa: E402
-from startup import POOL_CODE  # noqa: E402
+from startup import POOL_CODE, compile_bytecode  # noqa: E402
 
 
 def argv_for(kind: str, tree: Path, work: Path) -> list[str]:
@@ -69,11 +69,8 @@ def main(argv=None) -> None:
     rows: dict[str, list] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="dpposterior-ab-") as tmp:
         work, cache = Path(tmp), str(Path(tmp) / "numba-cache")
-        import compileall
-
         for tree in trees.values():  # untimed: each tree's bytecode and kernels into the caches
-            for folder in ("src", "benchmarks"):
-                compileall.compile_dir(str(tree / folder), quiet=1)
+            compile_bytecode(tree)
             run_once(args.kind, tree, work, cache)
         for rep in range(args.reps):
             for name, tree in trees.items():
