@@ -17,7 +17,7 @@ from __future__ import annotations
 from .long_lived import collector_paused
 
 # the pre-fork recipe (long_lived.py): no collections while preloading (they find almost nothing), then the
-# preloaded objects are frozen -- collected before the imports, not after (a collection after them cost 0.06 s
+# preloaded objects are frozen -- collected before the imports, not after (a collection after them cost 0.06-0.08 s
 # of every pool's start-up for ~0.3 MB of import leftovers) -- so no worker's collections walk them (nor copy
 # their pages on write)
 with collector_paused(imports_only=True):
