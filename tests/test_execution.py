@@ -222,3 +222,55 @@ def test_serial_tasks_get_copies_like_other_backends():
     with executor("processes", workers=1) as ex:
         third = ex.map(spawn_twice, units)
     assert first == second == third
+
+
+class _FinishedFuture:
+    """A Dask future whose task finished but whose result cannot be fetched, or whose unit raised."""
+
+    def __init__(self, key, error):
+        self.key, self._error = key, error
+
+    def done(self):
+        return True
+
+    def result(self):
+        raise self._error
+
+    def release(self):
+        pass
+
+
+class _Client:
+    """Just what Executor._dask_imap asks of a Dask client; ``scheduler_up`` says whether it answers."""
+
+    status = "running"
+
+    def __init__(self, error, scheduler_up):
+        self._error, self._up = error, scheduler_up
+
+    def map(self, fn, items, pure=False):
+        return [_FinishedFuture(f"k{i}", self._error) for i, _ in enumerate(items)]
+
+    def nthreads(self):
+        if not self._up:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return {"w1": 1}
+
+    def cancel(self, futures):
+        pass
+
+
+def test_a_result_lost_with_the_scheduler_is_the_one_line_cluster_error():
+    """The race tests/test_faults.py met once in CI: a task done, the scheduler killed before its result was
+    fetched -- Dask raises CommClosedError (an OSError) from ``result()``.  That is the lost-scheduler
+    ClusterError, not a traceback; an OSError the unit itself raised, scheduler up, still propagates."""
+    from distributed.comm.core import CommClosedError
+
+    lost = execution.Executor("dask", client=_Client(CommClosedError("in <TCP (closed)>: reset"), False),
+                              address="tcp://127.0.0.1:1")
+    with pytest.raises(execution.ClusterError, match="lost the Dask scheduler tcp://127.0.0.1:1"):
+        list(lost.imap_unordered(abs, [1, 2]))
+    own = execution.Executor("dask", client=_Client(FileNotFoundError("units.csv"), True),
+                             address="tcp://127.0.0.1:1")
+    with pytest.raises(FileNotFoundError, match="units.csv"):
+        list(own.imap_unordered(abs, [1, 2]))

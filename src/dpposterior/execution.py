@@ -228,6 +228,12 @@ class Executor:
                     except CancelledError:
                         raise ClusterError(f"lost the Dask scheduler {self.address} (its tasks were "
                                            "cancelled)") from None
+                    except OSError:
+                        # the task finished but its result could not be fetched (Dask's CommClosedError is
+                        # an OSError): if the scheduler no longer answers, that is the one-line ClusterError;
+                        # otherwise the unit itself raised an OSError, and it propagates as it is
+                        self._connected_workers()
+                        raise
                     except Exception as exc:
                         if type(exc).__name__ != "KilledWorker":
                             raise
