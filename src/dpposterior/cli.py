@@ -63,6 +63,11 @@ def release_cmd(
     out: Path = typer.Option(..., "--out", help="Release file to write (JSON)."),
     rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
                                         "(instead of --epsilon)."),
+    target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon", help="Instead of --epsilon/--rho: the "
+                                                   "smallest noise whose tight epsilon for the whole release is at "
+                                                   "most this (at --delta, or the default delta)."),
+    target_rho: Optional[float] = typer.Option(None, "--target-rho", help="Instead of --rho: the smallest "
+                                               "discrete-Gaussian noise whose whole-release rho is at most this."),
     column: Optional[str] = typer.Option(None, "--column", help="The data column (univariate families)."),
     columns: Optional[str] = typer.Option(None, "--columns", help="Comma-separated columns (naive-bayes: class first)."),
     features: Optional[str] = typer.Option(None, "--features", help="Comma-separated feature columns (regression)."),
@@ -72,7 +77,8 @@ def release_cmd(
     y_abs: Optional[float] = typer.Option(None, "--y-abs", help="Public bound on |y| (regression)."),
     epsilon_split: Optional[str] = typer.Option(None, "--epsilon-split",
                                                 help="How epsilon is split between statistics."),
-    delta: Optional[float] = typer.Option(None, "--delta", help="delta of (epsilon, delta)-DP mechanisms."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="delta of (epsilon, delta)-DP mechanisms; with "
+                                          "--target-epsilon, where the release reports its epsilon."),
     mechanism: Optional[str] = typer.Option(None, "--mechanism", help="laplace or gaussian, where a family offers "
                                             "both; discrete-laplace or discrete-gaussian for counts."),
     scale: Optional[str] = typer.Option(None, "--scale", help="naive-bayes: counts or proportions."),
@@ -99,7 +105,7 @@ def release_cmd(
     # None: not given (the family's curator refuses a given option it does not take; --parties 1 and no
     # --intercept are what every curator does anyway)
     options = CurateOptions(
-        family, epsilon=epsilon, rho=rho, column=column, columns=_split(columns), features=_split(features),
+        family, epsilon=epsilon, rho=rho, target_epsilon=target_epsilon, target_rho=target_rho, column=column, columns=_split(columns), features=_split(features),
         response=response, bounds=tuple(bounds) if bounds else None, x_norm=x_norm, y_abs=y_abs,
         epsilon_split=epsilon_split, delta=delta, mechanism=mechanism, scale=scale,
         parties=parties if parties != 1 else None, intercept=intercept or None, seed=seed, population=population,

@@ -95,18 +95,140 @@ def refuse_duplicate_columns(path) -> None:
         seen[name] = position
 
 
+#: the options that ask for a privacy target instead of a noise level (``--target-epsilon``, ``--target-rho``)
+TARGET_OPTIONS = ("target_epsilon", "target_rho")
+
+
 def build_release(data_path, options: CurateOptions):
-    """Read the CSV, let the family build the release, validate it; returns the release."""
+    """Read the CSV, let the family build the release, validate it; returns the release.
+
+    ``target_epsilon`` (with ``delta``, where the family's curator does not take a delta of its own: the
+    release's report_delta) or ``target_rho`` among the options: the smallest noise whose accounting of the
+    whole release meets the target is found first (:func:`solve_budget`), and the release records the target
+    beside its accounting.
+    """
+    import dataclasses
+
     from .errors import check_seed
     from .families import get_family
-    from .release import load_release
+    from .release import accounting_record, load_release
 
     family = get_family(options.family)
     if family.curate is None:
         raise InputError("family", f"the curator cannot build {options.family!r} releases")
-    options = family.curator_options.from_curate(options)  # refuses an option this curator does not take
-    check_budget(options)
-    check_seed(options.seed, "seed")  # --delta is the linear-regression curator's: checked there
-    frame = read_csv(data_path)
-    release_dict = family.curate(frame, options)
-    return load_release(release_dict)
+    given = dict(options.given)
+    target = {k: given.pop(k) for k in TARGET_OPTIONS if k in given}
+    report_delta = None
+    if target and "delta" in given and "delta" not in family.curator_options.names():
+        report_delta = given.pop("delta")
+    typed = family.curator_options.from_curate(_with(options, given))  # refuses an option this curator does not take
+    check_seed(typed.seed, "seed")  # --delta is the linear-regression curator's: checked there
+    if target:
+        budget = _target_budget(typed, target)
+        frame = read_csv(data_path)
+        value = solve_budget(family, frame, typed, budget, target, report_delta)
+        typed = dataclasses.replace(typed, **{budget: value})
+    else:
+        frame = None
+    check_budget(typed)
+    if frame is None:
+        frame = read_csv(data_path)
+    release_dict = family.curate(frame, typed)
+    if report_delta is not None:
+        release_dict["report_delta"] = report_delta
+    release = load_release(release_dict)
+    record = {("epsilon" if k == "target_epsilon" else "rho"): float(v) for k, v in target.items()}
+    if "epsilon" in record:
+        record["delta"] = float(release.privacy().delta)
+    release.accounting = accounting_record(release, record or None)
+    if target:
+        _require_target_met(release, target)
+    return release
+
+
+def _with(options: CurateOptions, given: dict) -> CurateOptions:
+    out = CurateOptions(options.family)
+    out.given = given
+    return out
+
+
+def _target_budget(typed, target: dict) -> str:
+    """Which budget option the target sets (rho for the discrete Gaussian, epsilon otherwise); one line for a
+    target given beside a budget, two targets, or a target that is not a finite number > 0."""
+    import math
+
+    if len(target) > 1:
+        raise InputError("target-rho", "give one target: --target-epsilon or --target-rho")
+    (key, value), = target.items()
+    field = key.replace("_", "-")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError(field, f"must be a finite number > 0 (got {value!r})")
+    for budget in ("epsilon", "rho"):
+        if getattr(typed, budget, None) is not None:
+            raise InputError(budget, f"give either --{budget} or --{field}, not both (the target sets the noise)")
+    zcdp = getattr(typed, "mechanism", None) == "discrete-gaussian"
+    if key == "target_rho" and not zcdp:
+        raise InputError(field, "is the target of --mechanism discrete-gaussian (zCDP); give --target-epsilon")
+    return "rho" if zcdp else "epsilon"
+
+
+def solve_budget(family, frame, typed, budget: str, target: dict, report_delta=None) -> float:
+    """The largest budget (epsilon or rho: the least noise) whose release meets ``target`` by the release's own
+    accounting (``release.privacy()``, all statistics together), by bisection in log space.
+
+    The releases tried here are built with seeded numpy noise and thrown away: only their accounting, which
+    depends on the noise levels and the release's shape and not on the data's values, is read.
+    """
+    import dataclasses
+    import math
+
+    from .release import check_epsilon_range, load_release
+
+    (key, goal), = target.items()
+    lo_limit, hi_limit = (1e-12, 1e6) if budget == "rho" else (1e-6, 1e9)
+
+    def spent(b: float) -> float:
+        trial = dataclasses.replace(typed, **{budget: b, "seed": 0})
+        rel_dict = family.curate(frame, trial)
+        if report_delta is not None:
+            rel_dict["report_delta"] = report_delta
+        cost = load_release(rel_dict).privacy()
+        if key == "target_rho":
+            return cost.rho
+        return cost.epsilon
+
+    b = min(max(goal if key == "target_epsilon" or budget == "rho" else goal, lo_limit), hi_limit)
+    if budget == "epsilon":
+        check_epsilon_range(b, key.replace("_", "-"))
+    lo = hi = None
+    for _ in range(200):
+        if spent(b) <= goal:
+            lo = b
+            if hi is not None or b >= hi_limit:
+                break
+            b = min(b * 4.0, hi_limit)
+        else:
+            hi = b
+            if lo is not None:
+                break
+            if b <= lo_limit:
+                raise InputError(key.replace("_", "-"), f"{goal:g} cannot be met: even {budget} {lo_limit:g} spends "
+                                 "more (the release's shape sets a floor)")
+            b = max(b / 4.0, lo_limit)
+    if lo is None:
+        raise InputError(key.replace("_", "-"), f"{goal:g} cannot be met within the {budget} range")
+    while hi is not None and hi / lo > 1.0 + 1e-7:
+        mid = math.sqrt(lo * hi)
+        if spent(mid) <= goal:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _require_target_met(release, target: dict) -> None:
+    (key, goal), = target.items()
+    cost = release.privacy()
+    got = cost.rho if key == "target_rho" else cost.epsilon
+    if got is None or got > goal * (1.0 + 1e-12):
+        raise InputError(key.replace("_", "-"), f"the release spends {got} where {goal:g} was asked")

@@ -49,6 +49,11 @@ def require(condition: bool, field: str, reason: str, cls: type[InputError] = In
         raise cls(field, reason)
 
 
+#: the fields of a release's statistic record (``release.StatisticRecord``)
+RECORD_FIELDS = ("value", "mechanism", "epsilon", "delta", "sensitivity", "sigma", "rho", "sampler", "scale", "trials",
+                 "m", "note")
+
+
 def from_pydantic(exc, prefix: str) -> InputError:
     """Turn the first error of a pydantic ``ValidationError`` into an :class:`InputError`."""
     err = exc.errors()[0]
@@ -59,6 +64,10 @@ def from_pydantic(exc, prefix: str) -> InputError:
     for noise in ("Value error, ", "Assertion failed, "):
         if msg.startswith(noise):
             msg = msg[len(noise):]
+    # a record's validator names the record's own field first ("sigma: ..."): join it to the path
+    head, sep, rest = msg.partition(": ")
+    if sep and loc and head in RECORD_FIELDS:
+        field, msg = f"{field}.{head}", rest
     if err.get("type") == "missing":
         msg = "missing"
     elif err.get("type") == "extra_forbidden":

@@ -212,6 +212,18 @@ class ReleaseBase(BaseModel):
     #: where a zCDP (discrete-gaussian) release reports its (epsilon, delta) equivalent; default
     #: min(1e-6, 1/n^2) (``default_delta``)
     report_delta: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
+    #: the curator's accounting of the whole release (``dpposterior release`` writes it): epsilon, delta, rho
+    #: (zCDP releases), the accountant's note and, when the noise was found from a target, the target.
+    #: Checked on loading: a stated epsilon or rho below what the noise gives is refused
+    accounting: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _report_delta_below_one_over_n(self):
+        n = getattr(self, "n", None)
+        if self.report_delta is not None and isinstance(n, int) and n > 0 and self.report_delta >= 1.0 / n:
+            raise ValueError(f"report_delta: {self.report_delta:g} is not below 1/n = {1.0 / n:.3g} (at delta >= 1/n "
+                             "a mechanism may publish a whole record and still meet (epsilon, delta))")
+        return self
 
     @field_validator("neighbouring")
     @classmethod
@@ -285,16 +297,20 @@ class ReleaseBase(BaseModel):
 
 
 def record_cost(rec: StatisticRecord, delta: float, sensitivity: float | None = None):
-    """One statistic's PrivacyCost: its mechanism's accounting when it is stated in rho (no epsilon),
-    else the stated (epsilon, delta)."""
+    """One statistic's PrivacyCost with its worst neighbouring pair (``PrivacyCost.losses``): its mechanism's
+    accounting when it is stated in rho (no epsilon), else the stated (epsilon, delta)."""
     from .mechanisms.accounting import PrivacyCost
 
+    dim = 2 if isinstance(rec.value, list) else 1  # a vector (any list) or one count
     if rec.epsilon is None:
-        # a vector statistic (any list) takes the zCDP conversion; a single count its exact profile
-        return from_record(rec, sensitivity).privacy_accounting(delta, 2 if isinstance(rec.value, list) else 1)
+        return from_record(rec, sensitivity).privacy_accounting(delta, dim)
     dlt = float(rec.delta or 0.0)
+    try:
+        losses = from_record(rec, sensitivity).privacy_accounting(delta, dim).losses
+    except (ValueError, TypeError, NotImplementedError):  # a mechanism its family builds: stated cost only
+        losses = ()
     return PrivacyCost(float(rec.epsilon), dlt, None, "approximate" if dlt > 0 else "pure",
-                       "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP")
+                       "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP", losses=losses)
 
 
 #: the largest record count: beyond 2^53 integers are not exact in double precision
@@ -416,4 +432,44 @@ def load_release(source) -> ReleaseBase:
         raise from_pydantic(exc, "release") from None
     release._sha256 = hashlib.sha256(raw_bytes).hexdigest()
     release._family_entry = family
+    if release.accounting is not None and release.is_dp:
+        check_stated_accounting(release)
     return release
+
+
+def accounting_record(release: "ReleaseBase", target: dict | None = None) -> dict:
+    """What a curator writes as the release's ``accounting``: the tight (epsilon, delta), rho where the release
+    is zCDP, which accountant gave them and, when the noise was found from a target, the target."""
+    cost = release.privacy()
+    out: dict[str, Any] = {"epsilon": float(cost.epsilon), "delta": float(cost.delta)}
+    if cost.rho is not None:
+        out["rho"] = float(cost.rho)
+    out["note"] = cost.note
+    if target:
+        out["target"] = dict(target)
+    return out
+
+
+def check_stated_accounting(release: "ReleaseBase") -> None:
+    """Refuse a stated ``accounting`` that claims more privacy than the noise gives (epsilon or rho below the
+    accountant's, at the same delta), in one line naming the field."""
+    from .mechanisms.accounting import PLD_RTOL
+
+    stated = release.accounting or {}
+    for key in ("epsilon", "delta"):
+        v = stated.get(key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+            raise InputError(f"release.accounting.{key}", f"must be a finite number >= 0 (got {v!r})")
+    cost = release.privacy()
+    if not math.isclose(float(stated["delta"]), cost.delta, rel_tol=1e-9, abs_tol=0.0):
+        raise InputError("release.accounting.delta", f"{stated['delta']:g} is not the delta the release reports "
+                         f"({cost.delta:g}; set report_delta to change it)")
+    if float(stated["epsilon"]) < cost.epsilon * (1.0 - PLD_RTOL):
+        raise InputError("release.accounting.epsilon", f"{stated['epsilon']:g} is below the epsilon {cost.epsilon:.6g} "
+                         f"that the noise gives at delta {cost.delta:g}: the stated privacy is more than the noise gives")
+    rho = stated.get("rho")
+    if rho is not None:
+        if cost.rho is None:
+            raise InputError("release.accounting.rho", "the release is not zCDP (an approximate-DP statistic)")
+        if not isinstance(rho, (int, float)) or isinstance(rho, bool) or float(rho) < cost.rho * (1.0 - 1e-9):
+            raise InputError("release.accounting.rho", f"{rho!r} is below the rho {cost.rho:.6g} that the noise gives")

@@ -166,6 +166,13 @@ class SmallAreaRelease(ReleaseBase):
                                      "for the worst pair of cells)")
             elif rec.epsilon is None or rec.delta is None:
                 raise ValueError("statistics.counts: a gaussian table states its epsilon and delta")
+            elif not self.not_dp:
+                true_delta = self.gaussian_delta_at(rec.epsilon)
+                if true_delta > rec.delta * (1.0 + 1e-9):
+                    raise ValueError(f"statistics.counts.delta: {rec.delta:g} is below the delta {true_delta:.3g} "
+                                     f"this noise gives at epsilon {rec.epsilon:g} (worst pair of cells, sigma "
+                                     f"{self.worst_pair_sigmas()[0]:g} and {self.worst_pair_sigmas()[1]:g}): the "
+                                     "stated privacy is more than the noise gives")
         else:
             if rec.epsilon is None:
                 raise ValueError(f"statistics.counts.epsilon: is required by mechanism {rec.mechanism!r}")
@@ -208,25 +215,58 @@ class SmallAreaRelease(ReleaseBase):
         idx = np.array([ids.setdefault(p, len(ids)) for p in self.parents], dtype=np.int64)
         return idx, list(ids)
 
+    def worst_pair_sigmas(self) -> tuple[float, float]:
+        """The noise of the two cells a replaced record moves between in the worst case: the two smallest
+        entries of the full G x C noise table (one number per cell broadcast over the areas, so with G >= 2
+        areas the smallest per-cell sigma appears twice: the same cell of two areas)."""
+        sig = np.sort(self.noise_sigma().ravel())
+        return (float(sig[0]), float(sig[0])) if sig.size == 1 else (float(sig[0]), float(sig[1]))
+
     def _rho(self) -> float:
-        sig = np.sort(np.asarray(self.statistics.counts.sigma, float).ravel())
-        a, b = (sig[0], sig[0]) if sig.size == 1 else (sig[0], sig[1])
+        a, b = self.worst_pair_sigmas()
         return 0.5 * (1.0 / a ** 2 + 1.0 / b ** 2)
 
+    def gaussian_delta_at(self, epsilon: float) -> float:
+        """delta(epsilon) of continuous Gaussian noise on the worst pair of cells (Balle & Wang 2018, Thm 8: two
+        independent unit shifts are one shift of L2 norm sqrt(1/sigma_a^2 + 1/sigma_b^2) in noise units)."""
+        from ..mechanisms.gaussian import _delta_of_sigma
+
+        a, b = self.worst_pair_sigmas()
+        return max(0.0, _delta_of_sigma(1.0, epsilon, math.sqrt(1.0 / a ** 2 + 1.0 / b ** 2)))
+
     def privacy(self):
-        """discrete Gaussian: rho of the worst pair of cells, (epsilon, delta) by CKS Cor. 13 at report_delta;
-        (discrete) Laplace: epsilon (L1 sensitivity 2 for the whole table); gaussian: as stated."""
-        from ..mechanisms.accounting import PrivacyCost, zcdp_epsilon
+        """The worst neighbouring pair is one record moved between two cells: the two cells of smallest noise,
+        each shifted by one.  discrete Gaussian: their privacy loss distributions composed (dp-accounting,
+        pessimistic), rho beside; gaussian: the tight epsilon at the stated delta (the stated pair is checked on
+        loading); (discrete) Laplace: epsilon (L1 sensitivity 2)."""
+        from ..mechanisms.accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, pld_epsilon, zcdp_epsilon
 
         rec = self.statistics.counts
         delta = self.reporting_delta()
-        if rec.mechanism == "discrete-gaussian":
+        if rec.mechanism in ("discrete-gaussian", "gaussian"):
+            a, b = self.worst_pair_sigmas()
+            losses = (Loss(rec.mechanism, a, 1.0), Loss(rec.mechanism, b, 1.0))
             rho = self._rho()
-            return PrivacyCost(zcdp_epsilon(rho, delta), delta, rho, "zcdp", "rho of the worst pair of cells; "
-                               f"(epsilon, delta) by Canonne, Kamath & Steinke 2020, Cor. 13 at delta {delta:g}")
-        if rec.mechanism == "gaussian":
-            return PrivacyCost(float(rec.epsilon), float(rec.delta), None, "approximate", "as stated")
-        return PrivacyCost(float(rec.epsilon), 0.0, None, "pure", "pure epsilon-DP (L1 sensitivity 2)")
+            if rec.mechanism == "gaussian":
+                from ..mechanisms.gaussian import epsilon_of_sigma
+
+                d = float(rec.delta)
+                eps = epsilon_of_sigma(1.0, d, math.sqrt(1.0 / a ** 2 + 1.0 / b ** 2))
+                return PrivacyCost(eps, d, None, "approximate", "tight epsilon of the worst pair of cells at the "
+                                   f"stated delta (Balle & Wang 2018, Thm 8; stated epsilon {rec.epsilon:g})",
+                                   losses=losses)
+            if max(a, b) <= PLD_MAX_SIGMA:
+                eps = pld_epsilon(losses, delta)
+                how = ("privacy loss distributions of the worst pair of cells composed by Google's dp-accounting "
+                       "(pessimistic estimate: an upper bound on the tight value)")
+            else:
+                eps = zcdp_epsilon(rho, delta)
+                how = "rho converted by Canonne, Kamath & Steinke 2020, Cor. 13 (an upper bound)"
+            return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}; rho of the worst pair of cells",
+                               losses=losses)
+        b = float(rec.sensitivity) / float(rec.epsilon)
+        return PrivacyCost(float(rec.epsilon), 0.0, None, "pure", "pure epsilon-DP (L1 sensitivity 2)",
+                           losses=(Loss(rec.mechanism, b, 1.0), Loss(rec.mechanism, b, 1.0)))
 
     def area_totals(self) -> np.ndarray | None:
         if self.invariants is None or self.invariants.area_totals is None:

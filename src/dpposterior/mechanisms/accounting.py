@@ -1,15 +1,25 @@
-"""Privacy accounting: pure epsilon-DP, approximate (epsilon, delta)-DP and rho-zCDP, composed.
+"""Privacy accounting: the tight (epsilon, delta) of a release's worst neighbouring pair, composed across
+all its statistics, beside the pure-epsilon and rho-zCDP bounds where they hold.
 
-* zCDP (Bun & Steinke, TCC 2016): rho-zCDP composes by addition of rho (their Lemma 2.3); pure
-  epsilon-DP implies (epsilon^2 / 2)-zCDP (their Proposition 1.4), so a release mixing pure-epsilon
-  and rho statistics is rho-zCDP with rho = sum rho_i + sum epsilon_j^2 / 2.
-* rho-zCDP -> (epsilon, delta)-DP: Canonne, Kamath & Steinke (NeurIPS 2020), Corollary 13:
+* **Privacy loss distributions** (Meiser & Mohammadi, CCS 2018; Sommer, Meiser & Mohammadi, PoPETs 2019;
+  Koskela, Jalko & Honkela, AISTATS 2020).  A statistic's worst neighbouring pair is a list of *loss
+  components*: each coordinate the replaced record can move, with its noise law and its shift (a
+  multinomial count vector under the discrete Gaussian: two coordinates shifted by 1; a small-area table:
+  the two cells with the smallest noise).  Independent coordinates compose, so the whole release is the
+  composition of all components, and delta(epsilon) = E_P[(1 - e^(epsilon - L))_+] of the composed privacy
+  loss L.  We build and compose the distributions with Google's ``dp-accounting``
+  (``dp_accounting.pld``: discrete Gaussian, discrete Laplace, Laplace, Gaussian, and the worst-case
+  distribution of an (epsilon, delta)-DP statistic) with ``pessimistic_estimate=True``, so the reported
+  epsilon is an upper bound on the tight one (never optimistic); its discretisation is chosen so that it
+  is within 1% of it.  One discrete-Gaussian count is reported from its exact profile (CKS Thm 7) instead.
+* **pure epsilon-DP**: a release whose statistics are all pure composes by addition (Dwork & Roth 2014,
+  Thm 3.16); at delta = 0 that is the tight value.
+* **zCDP** (Bun & Steinke, TCC 2016): rho adds (Lemma 2.3); pure epsilon is epsilon^2/2-zCDP (Prop. 1.4).
+  rho is reported beside (epsilon, delta) when every statistic is zCDP or pure.  The conversion
+  rho -> (epsilon, delta) of Canonne, Kamath & Steinke (NeurIPS 2020), Corollary 13,
       delta = inf_{alpha > 1} exp((alpha - 1)(alpha rho - epsilon)) / (alpha - 1) * (1 - 1/alpha)^alpha,
-  tighter than Bun & Steinke's epsilon = rho + 2 sqrt(rho log(1/delta)).  We solve it for epsilon at
-  the stated delta (the infimum over alpha by bounded scalar minimisation in log space).
-* A statistic with approximate (epsilon, delta)-DP only (the classical / analytic Gaussian
-  mechanism) is not converted to zCDP; it composes with the rest by basic composition
-  (epsilon and delta add; Dwork & Roth 2014, Thm 3.16), and the note says so.
+  is evaluated in log space (any rho > 0 gives a finite epsilon); it is the fallback bound where a
+  discrete Gaussian is too wide for a distribution table (sigma > PLD_MAX_SIGMA).
 """
 
 from __future__ import annotations
@@ -17,14 +27,52 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+#: discrete-Gaussian components with sigma above this are accounted by the zCDP conversion: the table of
+#: their privacy loss distribution would hold ~23 sigma points (sigma 1e4: 0.4 s to build)
+PLD_MAX_SIGMA = 1e4
+#: relative accuracy asked of the pessimistic PLD epsilon (its discretisation is sized from it)
+PLD_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One coordinate of a worst neighbouring pair: noise law ``kind`` with parameter ``scale`` and the
+    coordinate's shift.
+
+    kind: "discrete-gaussian" (scale = sigma), "discrete-laplace" (scale = b, mass ~ exp(-|k|/b)),
+    "laplace" (b), "gaussian" (sigma), "approximate" (scale = epsilon, shift = delta: any statistic that is
+    (epsilon, delta)-DP and nothing more is known), "integer" (``mechanism``: an integer-noise mechanism
+    whose privacy loss comes from its mass function).
+    """
+
+    kind: str
+    scale: float
+    shift: float = 1.0
+    mechanism: object = field(default=None, compare=False, hash=False)
+
+    def rho(self) -> float | None:
+        """This component's zCDP cost, where it is zCDP (Gaussian noise: shift^2 / (2 sigma^2))."""
+        if self.kind in ("discrete-gaussian", "gaussian"):
+            return self.shift ** 2 / (2.0 * self.scale ** 2)
+        return None
+
+    def pure_epsilon(self) -> float | None:
+        """Its pure-epsilon cost, where it has one (Laplace noise: shift / b)."""
+        if self.kind in ("laplace", "discrete-laplace"):
+            return self.shift / self.scale
+        if self.kind == "approximate" and self.shift == 0.0:
+            return self.scale
+        return None
+
 
 @dataclass(frozen=True)
 class PrivacyCost:
     """What a release (or one statistic of it) spends.
 
-    ``epsilon``/``delta``: the (epsilon, delta)-DP guarantee; ``rho``: the zCDP guarantee where one
-    holds (None for approximate-DP-only statistics); ``accounting``: "pure", "approximate" or "zcdp";
-    ``note``: how the numbers were composed and converted.
+    ``epsilon``/``delta``: the (epsilon, delta)-DP guarantee; ``rho``: the zCDP guarantee where one holds
+    (None where a statistic is only (epsilon, delta)-DP); ``accounting``: "pure", "approximate" or "zcdp";
+    ``note``: which accountant gave the numbers and which bound each is; ``losses``: the worst
+    neighbouring pair as :class:`Loss` components (what :func:`compose` composes).
     """
 
     epsilon: float
@@ -33,76 +81,224 @@ class PrivacyCost:
     accounting: str = "pure"
     note: str = ""
     parts: tuple = field(default=(), compare=False)
+    losses: tuple = field(default=(), compare=False)
 
     def as_tuple(self) -> tuple[float, float]:
         return float(self.epsilon), float(self.delta)
 
     def describe(self) -> str:
         """One line for a summary header: 'rho 0.5 (zCDP); epsilon 4.2 at delta 1e-06'."""
-        if self.accounting == "zcdp":
+        if self.rho is not None and self.accounting == "zcdp":
             return f"rho {self.rho:.6g} (zCDP); epsilon {self.epsilon:.6g} at delta {self.delta:.3g}"
         if self.delta > 0:
             return f"epsilon {self.epsilon:.6g}, delta {self.delta:.3g}"
         return f"epsilon {self.epsilon:.6g}"
 
 
+def check_delta(delta, field: str = "delta", n: int | None = None) -> float:
+    """A reporting delta: a number in (0, 1), and below 1/n where n is known (at delta >= 1/n a mechanism
+    may publish a whole record and still be "(epsilon, delta)-DP": Dwork & Roth 2014, Sec. 2.3)."""
+    from ..errors import InputError
+
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise InputError(field, f"must be a number in (0, 1) (got {delta!r})") from None
+    if not (0.0 < d < 1.0) or not math.isfinite(d):
+        raise InputError(field, f"must lie in (0, 1) (got {d:g})")
+    if n is not None and n > 0 and d >= 1.0 / n:
+        raise InputError(field, f"{d:g} is not below 1/n = {1.0 / n:.3g}: at delta >= 1/n a mechanism may publish "
+                         "a whole record and still meet (epsilon, delta)")
+    return d
+
+
+# --------------------------------------------------------------------------- zCDP -> (epsilon, delta)
 def _log_delta(rho: float, epsilon: float, alpha: float) -> float:
     """log of CKS Corollary 13's delta at order alpha."""
     return ((alpha - 1.0) * (alpha * rho - epsilon) - math.log(alpha - 1.0)
             + alpha * math.log1p(-1.0 / alpha))
 
 
-def zcdp_delta(rho: float, epsilon: float) -> float:
-    """The smallest delta CKS Corollary 13 gives for rho-zCDP at ``epsilon``."""
+def zcdp_log_delta(rho: float, epsilon: float) -> float:
+    """log of the smallest delta CKS Corollary 13 gives for rho-zCDP at ``epsilon`` (-inf for rho = 0)."""
     if rho <= 0:
-        return 0.0
+        return -math.inf
     from scipy.optimize import minimize_scalar
 
-    # the minimising alpha is near (epsilon + rho) / (2 rho) + 1; search log(alpha - 1)
-    res = minimize_scalar(lambda t: _log_delta(rho, epsilon, 1.0 + math.exp(t)), bounds=(-30.0, 30.0),
+    # the minimising alpha is near (epsilon + rho) / (2 rho) + 1; search t = log(alpha - 1) around it
+    guess = math.log(max((epsilon + rho) / (2.0 * rho), 1e-300))
+    lo, hi = min(-30.0, guess - 5.0), max(30.0, guess + 5.0)
+    res = minimize_scalar(lambda t: _log_delta(rho, epsilon, 1.0 + math.exp(t)), bounds=(lo, hi),
                           method="bounded", options={"xatol": 1e-10})
-    return float(min(1.0, math.exp(min(res.fun, 0.0))))
+    best = min(res.fun, _log_delta(rho, epsilon, 1.0 + math.exp(min(max(guess, lo), hi))))
+    return float(min(best, 0.0))
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """The smallest delta CKS Corollary 13 gives for rho-zCDP at ``epsilon`` (may underflow to 0)."""
+    return float(math.exp(zcdp_log_delta(rho, epsilon)))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """The smallest epsilon with rho-zCDP => (epsilon, delta)-DP by CKS Corollary 13."""
+    """The smallest epsilon with rho-zCDP => (epsilon, delta)-DP by CKS Corollary 13 (solved in log space)."""
     if not (0 < delta < 1):
         raise ValueError(f"delta: must lie in (0, 1) (got {delta!r})")
     if rho <= 0:
         return 0.0
     from scipy.optimize import brentq
 
-    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1.0  # Bun & Steinke's bound, plus slack
-    if zcdp_delta(rho, 0.0) <= delta:
+    target = math.log(delta)
+    if zcdp_log_delta(rho, 0.0) <= target:
         return 0.0
-    return float(brentq(lambda e: math.log(zcdp_delta(rho, e)) - math.log(delta), 0.0, hi, xtol=1e-12))
+    hi = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1.0  # Bun & Steinke's bound, plus slack
+    while zcdp_log_delta(rho, hi) > target:
+        hi *= 2.0
+    return float(brentq(lambda e: zcdp_log_delta(rho, e) - target, 0.0, hi, xtol=1e-14, rtol=1e-12))
+
+
+# --------------------------------------------------------------------------- privacy loss distributions
+def _pld_of(loss: Loss, pessimistic: bool, interval: float):
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    if loss.kind == "discrete-gaussian":
+        return pld.from_discrete_gaussian_mechanism(loss.scale, sensitivity=int(round(loss.shift)),
+                                                    pessimistic_estimate=pessimistic,
+                                                    value_discretization_interval=interval)
+    if loss.kind == "discrete-laplace":
+        return pld.from_discrete_laplace_mechanism(1.0 / loss.scale, sensitivity=int(round(loss.shift)),
+                                                   pessimistic_estimate=pessimistic,
+                                                   value_discretization_interval=interval)
+    if loss.kind == "laplace":
+        return pld.from_laplace_mechanism(loss.scale, sensitivity=loss.shift, pessimistic_estimate=pessimistic,
+                                          value_discretization_interval=interval)
+    if loss.kind == "gaussian":
+        return pld.from_gaussian_mechanism(loss.scale, sensitivity=loss.shift, pessimistic_estimate=pessimistic,
+                                           value_discretization_interval=interval)
+    if loss.kind == "approximate":
+        return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(loss.scale, loss.shift),
+                                           value_discretization_interval=interval)
+    if loss.kind == "integer":
+        return _integer_pld(loss, pessimistic, interval)
+    raise ValueError(f"accounting: unknown loss component {loss.kind!r}")
+
+
+def _integer_pld(loss: Loss, pessimistic: bool, interval: float):
+    """The privacy loss distribution of an integer noise law shifted by ``loss.shift``, from its mass function."""
+    import numpy as np
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    mech = loss.mechanism
+    shift = int(round(loss.shift))
+    w = int(mech.tail_window(1e-30)) + shift
+    k = np.arange(-w, w + 1)
+    logp = np.asarray(mech.logpmf(k), float)
+    lower = {int(x): float(v) for x, v in zip(k, logp) if np.isfinite(v)}
+    upper = {int(x) + shift: float(v) for x, v in zip(k, logp) if np.isfinite(v)}
+    return pld.from_two_probability_mass_functions(lower, upper, pessimistic_estimate=pessimistic,
+                                                   value_discretization_interval=interval)
+
+
+def _grouped(losses) -> list[tuple[Loss, int]]:
+    counts: dict = {}
+    order: list = []
+    for loss in losses:
+        key = (loss.kind, loss.scale, loss.shift, id(loss.mechanism) if loss.mechanism is not None else None)
+        if key not in counts:
+            counts[key] = [loss, 0]
+            order.append(key)
+        counts[key][1] += 1
+    return [(counts[k][0], counts[k][1]) for k in order]
+
+
+def _upper_bound(losses, delta: float) -> float:
+    """A quick valid upper bound on the composed epsilon at ``delta`` (sizes the discretisation)."""
+    rho = sum(loss.rho() or 0.0 for loss in losses)
+    pure = sum(loss.pure_epsilon() or 0.0 for loss in losses)
+    approx = [loss for loss in losses if loss.kind in ("approximate", "integer") and loss.pure_epsilon() is None]
+    eps = pure + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0)
+    eps += sum(loss.scale for loss in approx if loss.kind == "approximate")
+    return max(eps, 1e-6)
+
+
+def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float | None = None) -> float:
+    """epsilon at ``delta`` of the composition of ``losses`` by Google's dp-accounting PLDs.
+
+    ``pessimistic``: an upper bound on the tight epsilon (the reported value); False gives dp-accounting's
+    optimistic estimate (a lower bound).  ``interval``: the discretisation of the privacy loss (default
+    sized from a quick upper bound so the pessimistic value is within ~PLD_RTOL of the tight one).
+    """
+    groups = _grouped(losses)
+    if not groups:
+        return 0.0
+    if interval is None:
+        k = sum(c for _, c in groups)
+        interval = min(1e-4, max(1e-9, PLD_RTOL * _upper_bound(losses, delta) / (2.0 * k)))
+    total = None
+    for loss, count in groups:
+        one = _pld_of(loss, pessimistic, interval)
+        if count > 1:
+            one = one.self_compose(count)
+        total = one if total is None else total.compose(one)
+    return float(max(0.0, total.get_epsilon_for_delta(delta)))
+
+
+# --------------------------------------------------------------------------- composition
+def _pld_usable(losses) -> bool:
+    return bool(losses) and all(
+        loss.kind != "discrete-gaussian" or loss.scale <= PLD_MAX_SIGMA for loss in losses)
 
 
 def compose(parts: list[PrivacyCost], delta: float) -> PrivacyCost:
-    """The whole release's cost; ``delta`` is where a zCDP total is reported as (epsilon, delta)."""
+    """The whole release's cost; ``delta`` is where a release that is not pure reports its epsilon
+    (its approximate-DP statistics' own deltas are added to it).
+
+    The reported epsilon is the smallest of the valid upper bounds that apply: the composed privacy loss
+    distributions of the worst neighbouring pair (when every statistic states its pair), basic composition
+    (no zCDP statistic), and rho-zCDP converted by CKS Cor. 13 (approximate statistics added by basic
+    composition).
+    """
     if not parts:
         return PrivacyCost(0.0, 0.0)
     kinds = {p.accounting for p in parts}
-    if "zcdp" not in kinds:
+    losses = tuple(loss for p in parts for loss in (p.losses or _stated_losses(p)))
+    if kinds == {"pure"}:
         eps = sum(p.epsilon for p in parts)
-        dlt = sum(p.delta for p in parts)
-        return PrivacyCost(eps, dlt, None, "approximate" if dlt > 0 else "pure",
-                           "basic composition (epsilon and delta add)", tuple(parts))
-    zparts = [p for p in parts if p.accounting in ("zcdp", "pure")]
+        return PrivacyCost(eps, 0.0, None, "pure", "pure epsilon-DP; epsilons add (tight at delta = 0)",
+                           tuple(parts), losses)
+    has_zcdp = "zcdp" in kinds
     approx = [p for p in parts if p.accounting == "approximate"]
-    rho = sum(p.rho if p.accounting == "zcdp" else 0.5 * p.epsilon ** 2 for p in zparts)
-    note = "rho adds (Bun & Steinke 2016, Lemma 2.3)"
-    if any(p.accounting == "pure" for p in zparts):
-        note += "; pure epsilon counts as epsilon^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4)"
-    eps = zcdp_epsilon(rho, delta)
-    note += f"; (epsilon, delta) by Canonne, Kamath & Steinke 2020, Cor. 13 at delta {delta:g}"
-    if len(zparts) == 1 and zparts[0].accounting == "zcdp" and zparts[0].epsilon <= eps:
-        # one discrete-Gaussian statistic: its exact privacy profile is tighter than the conversion
-        eps = zparts[0].epsilon
-        note = zparts[0].note
-    dlt = delta
-    if approx:
-        eps += sum(p.epsilon for p in approx)
-        dlt += sum(p.delta for p in approx)
-        note += "; approximate-DP statistics added by basic composition"
-    return PrivacyCost(eps, dlt, rho, "zcdp", note, tuple(parts))
+    total_delta = (float(delta) if has_zcdp else 0.0) + sum(p.delta for p in approx)
+    zparts = [p for p in parts if p.accounting != "approximate"]
+    rho_z = sum(p.rho if p.accounting == "zcdp" else 0.5 * p.epsilon ** 2 for p in zparts)
+    rho = None if approx else rho_z
+    if len(parts) == 1 and parts[0].accounting == "zcdp":
+        only = parts[0]  # one statistic: its own accounting (an exact profile where one exists)
+        if math.isclose(only.delta, total_delta, rel_tol=1e-12):
+            return PrivacyCost(only.epsilon, only.delta, only.rho, "zcdp", only.note, tuple(parts), losses)
+    bounds: list[tuple[float, str]] = []
+    complete = all(p.losses or p.accounting != "zcdp" for p in parts)
+    if complete and _pld_usable(losses):
+        bounds.append((pld_epsilon(losses, total_delta),
+                       "(epsilon, delta) of the worst neighbouring pair: privacy loss distributions composed by "
+                       "Google's dp-accounting (pessimistic estimate: an upper bound on the tight value)"))
+    if not has_zcdp:
+        bounds.append((sum(p.epsilon for p in parts), "basic composition (epsilon and delta add)"))
+    else:
+        z = zcdp_epsilon(rho_z, float(delta)) + sum(p.epsilon for p in approx)
+        how = f"rho-zCDP converted by Canonne, Kamath & Steinke 2020, Cor. 13 at delta {float(delta):g}"
+        if approx:
+            how += "; approximate-DP statistics added by basic composition"
+        bounds.append((z, how))
+    eps, note = min(bounds, key=lambda b: b[0])
+    if rho is not None:
+        note += ("; rho adds (Bun & Steinke 2016, Lemma 2.3; pure epsilon counts as epsilon^2/2, Prop. 1.4): "
+                 "a zCDP bound")
+    return PrivacyCost(float(eps), float(total_delta), rho, "zcdp" if rho is not None else "approximate", note,
+                       tuple(parts), losses)
+
+
+def _stated_losses(part: PrivacyCost) -> tuple:
+    """A part with no worst pair attached: the worst case of any mechanism with its stated (epsilon, delta)
+    (a zCDP part without a pair has none: ``compose`` then uses the zCDP conversion)."""
+    return (Loss("approximate", float(part.epsilon), float(part.delta)),)

@@ -56,14 +56,29 @@ class Mechanism(ABC):
     #: |y - s| <= W bounds the mass outside it by the density at W: the exact count engines need it)
     additive_symmetric: bool = False
 
-    def privacy_accounting(self, delta: float | None = None, dim: int = 1):
-        """:class:`~dpposterior.mechanisms.accounting.PrivacyCost` of one release (``dim`` coordinates);
-        ``delta`` is where a zCDP mechanism reports its (epsilon, delta)."""
+    def privacy_losses(self, shifts) -> tuple | None:
+        """The worst neighbouring pair as :class:`~dpposterior.mechanisms.accounting.Loss` components, one per
+        coordinate moved by ``shifts``; None where this mechanism has no privacy loss distribution."""
+        return None
+
+    def privacy_accounting(self, delta: float | None = None, dim: int = 1, shifts=None):
+        """:class:`~dpposterior.mechanisms.accounting.PrivacyCost` of one release (``dim`` coordinates; ``shifts``:
+        the coordinates' moves in the worst neighbouring pair, default the sensitivity for one coordinate and
+        unit moves for an integer vector); ``delta`` is where a zCDP mechanism reports its (epsilon, delta)."""
         from .accounting import PrivacyCost
 
         eps, dlt = self.privacy_cost()
+        sens = getattr(self, "sensitivity", None)
+        if shifts is None and sens:
+            if dim == 1:
+                shifts = (float(sens),)
+            elif self.integer_valued:
+                from .discrete_gaussian import unit_shifts
+
+                shifts = unit_shifts(float(sens), self.sensitivity_norm)
+        losses = (self.privacy_losses(shifts) if shifts else None) or ()
         return PrivacyCost(float(eps), float(dlt), None, "approximate" if dlt > 0 else "pure",
-                           "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP")
+                           "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP", losses=losses)
 
     def tail_window(self, tail: float = 1e-12) -> float:
         """A half-width W with P(|noise| > W) <= tail (additive mechanisms)."""

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from ..errors import require
-from .accounting import PrivacyCost, zcdp_epsilon
+from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import IntegerNoise, two_sided_geometric
 
@@ -75,7 +75,14 @@ def exact_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     hi = max(1.0, zcdp_epsilon(rho, delta) * 1.5 + 1.0)
     while exact_delta(sigma, sensitivity, hi) > delta:
         hi *= 2.0
-    return float(brentq(lambda e: exact_delta(sigma, sensitivity, e) - delta, 0.0, hi, xtol=1e-10))
+    return float(brentq(lambda e: exact_delta(sigma, sensitivity, e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-12))
+
+
+def unit_shifts(sensitivity: float, norm: str) -> tuple[float, ...]:
+    """The worst neighbouring pair of an integer count vector whose replace-one change has the given norm:
+    that many coordinates moved by one (a record moved between cells: (+1, -1) has L1 2 and L2 sqrt 2)."""
+    k = sensitivity ** 2 if norm == "L2" else sensitivity
+    return (1.0,) * max(1, int(round(k)))
 
 
 class DiscreteGaussian(IntegerNoise):
@@ -98,7 +105,7 @@ class DiscreteGaussian(IntegerNoise):
             require(math.isclose(rho, self.rho, rel_tol=RHO_RTOL), "rho",
                     f"{rho:g} disagrees with sensitivity^2 / (2 sigma^2) = {self.rho:g}")
         if delta is not None:
-            require(np.isfinite(delta) and 0 < delta < 1, "delta", "must lie in (0, 1)")
+            check_delta(delta, "delta")
         self.delta = float(delta) if delta is not None else REPORT_DELTA
         self._log_norm = log_normaliser(self.sigma)
 
@@ -137,20 +144,46 @@ class DiscreteGaussian(IntegerNoise):
     def log_mass_shape(self):
         return ("gaussian", self.sigma)
 
-    def epsilon_at(self, delta: float, dim: int = 1) -> float:
-        """epsilon at ``delta``: exact profile (CKS Thm 7) for one count, CKS Cor. 13 for vectors."""
-        if dim == 1:
-            return exact_epsilon(self.sigma, self.sensitivity, delta)
-        return zcdp_epsilon(self.rho, delta)
+    def privacy_losses(self, shifts) -> tuple:
+        """The worst neighbouring pair as loss components: one per coordinate, shifted by ``shifts``."""
+        return tuple(Loss("discrete-gaussian", self.sigma, float(math.floor(s + 1e-9))) for s in shifts)
+
+    def _shifts(self, dim: int, shifts) -> tuple:
+        if shifts is not None:
+            return tuple(float(s) for s in shifts)
+        return (self.sensitivity,) if dim == 1 else unit_shifts(self.sensitivity, "L2")
+
+    def epsilon_at(self, delta: float, dim: int = 1, shifts=None) -> float:
+        """epsilon at ``delta``: the exact profile (CKS Thm 7) of one count; the composed privacy loss
+        distributions of the worst pair (dp-accounting, pessimistic) of a vector; the zCDP conversion (CKS
+        Cor. 13) beyond PLD_MAX_SIGMA."""
+        delta = check_delta(delta, "delta")
+        shifts = self._shifts(dim, shifts)
+        rho = sum(s * s for s in shifts) / (2.0 * self.sigma ** 2)
+        if self.sigma > PLD_MAX_SIGMA:
+            return zcdp_epsilon(rho, delta)
+        if len(shifts) == 1:
+            return exact_epsilon(self.sigma, shifts[0], delta)
+        from .accounting import pld_epsilon
+
+        return pld_epsilon(self.privacy_losses(shifts), delta)
 
     def privacy_cost(self):
         return (self.epsilon_at(self.delta), self.delta)
 
-    def privacy_accounting(self, delta=None, dim=1) -> PrivacyCost:
-        delta = self.delta if delta is None else float(delta)
-        how = ("exact profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Thm 7)" if dim == 1
-               else "rho-zCDP converted by Canonne, Kamath & Steinke 2020, Cor. 13")
-        return PrivacyCost(self.epsilon_at(delta, dim), delta, self.rho, "zcdp", f"(epsilon, delta) from the {how}")
+    def privacy_accounting(self, delta=None, dim=1, shifts=None) -> PrivacyCost:
+        delta = self.delta if delta is None else check_delta(delta, "delta")
+        shifts = self._shifts(dim, shifts)
+        rho = sum(s * s for s in shifts) / (2.0 * self.sigma ** 2)
+        if self.sigma > PLD_MAX_SIGMA:
+            how = "rho-zCDP converted by Canonne, Kamath & Steinke 2020, Cor. 13 (an upper bound)"
+        elif len(shifts) == 1:
+            how = "exact privacy profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Thm 7)"
+        else:
+            how = ("privacy loss distribution of the worst pair, composed by Google's dp-accounting "
+                   "(pessimistic estimate: an upper bound on the tight value)")
+        return PrivacyCost(self.epsilon_at(delta, shifts=shifts), delta, rho, "zcdp", f"(epsilon, delta): {how}",
+                           losses=self.privacy_losses(shifts))
 
     # ------------------------------------------------------------------ release-file side
     @classmethod

@@ -23,6 +23,7 @@ class DiscreteLaplace(LaplaceShape, IntegerNoise):
     """Discrete Laplace noise, P(k) proportional to exp(-|k| epsilon / sensitivity) on the integers."""
 
     name = "discrete-laplace"
+    loss_kind = "discrete-laplace"
 
     def __init__(self, epsilon: float, sensitivity: float = 1.0):
         require(np.isfinite(epsilon) and epsilon > 0, "epsilon", "must be a finite number > 0")

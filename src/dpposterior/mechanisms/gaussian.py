@@ -131,11 +131,31 @@ class Gaussian(Mechanism):
                 raise ValueError("privacy_cost: unknown without epsilon/delta or sensitivity")
         return (float(self.epsilon), float(self.delta))
 
+    def privacy_losses(self, shifts):
+        from .accounting import Loss
+
+        return tuple(Loss("gaussian", self.sigma, float(s)) for s in shifts if s > 0)
+
     def tail_window(self, tail=1e-12):
         return self.sigma * math.sqrt(2.0 * math.log(2.0 / tail))
 
     def log_mass_shape(self):
         return ("gaussian", self.sigma)
+
+    @classmethod
+    def check_record(cls, record) -> None:
+        """The stated (epsilon, delta) must not be more than the stated sigma gives (analytic Gaussian, Balle &
+        Wang 2018, Thm 8) for the stated sensitivity; a family that derives the sensitivity checks it there."""
+        super().check_record(record)
+        if record.sigma is not None and record.sensitivity is not None and record.delta is not None \
+                and not isinstance(record.sigma, list):
+            true_delta = _delta_of_sigma(float(record.sigma), float(record.epsilon), float(record.sensitivity))
+            if true_delta > record.delta * (1.0 + 1e-9):
+                need = analytic_sigma(float(record.epsilon), float(record.delta), float(record.sensitivity))
+                raise ValueError(f"sigma: {record.sigma:.6g} is smaller than the replace-one sigma {need:.6g} that "
+                                 f"the stated epsilon {record.epsilon:g}, delta {record.delta:g} and sensitivity "
+                                 f"{record.sensitivity:g} need (analytic Gaussian; at this sigma delta is "
+                                 f"{true_delta:.3g}): the stated privacy is more than the noise gives")
 
     @classmethod
     def from_record(cls, record, sensitivity=None):

@@ -57,6 +57,13 @@ class IntegerNoise(Mechanism):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ derived
+    def privacy_losses(self, shifts):
+        """The privacy loss of each shifted coordinate, from the mass function (dp-accounting's
+        ``from_two_probability_mass_functions``): no closed form is needed."""
+        from .accounting import Loss
+
+        return tuple(Loss("integer", 0.0, float(int(s + 1e-9)), mechanism=self) for s in shifts if s >= 1)
+
     def logpmf(self, k) -> np.ndarray:
         """log P(noise = k); -inf off the integers."""
         k = np.asarray(k, float)

@@ -29,6 +29,16 @@ class LaplaceShape:
     def privacy_cost(self):
         return (self.epsilon, 0.0)
 
+    #: the privacy loss distribution's noise law ("laplace" or "discrete-laplace")
+    loss_kind = "laplace"
+
+    def privacy_losses(self, shifts):
+        from .accounting import Loss
+
+        if self.loss_kind == "discrete-laplace":
+            shifts = [float(int(s + 1e-9)) for s in shifts]  # an integer statistic moves by whole units
+        return tuple(Loss(self.loss_kind, float(self.scale), float(s)) for s in shifts if s > 0)
+
     def log_mass_shape(self):
         return ("laplace", self.scale)
 
