@@ -171,10 +171,10 @@ def _pld_of(loss: Loss, pessimistic: bool, interval: float):
                                                    value_discretization_interval=interval)
     if loss.kind == "laplace":
         return pld.from_laplace_mechanism(loss.scale, sensitivity=loss.shift, pessimistic_estimate=pessimistic,
-                                          value_discretization_interval=interval)
+                                          value_discretization_interval=interval, use_connect_dots=pessimistic)
     if loss.kind == "gaussian":
         return pld.from_gaussian_mechanism(loss.scale, sensitivity=loss.shift, pessimistic_estimate=pessimistic,
-                                           value_discretization_interval=interval)
+                                           value_discretization_interval=interval, use_connect_dots=pessimistic)
     if loss.kind == "approximate":
         return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(loss.scale, loss.shift),
                                            value_discretization_interval=interval)

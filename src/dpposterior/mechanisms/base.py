@@ -138,6 +138,12 @@ class Mechanism(ABC):
         raise NotImplementedError
 
     @classmethod
+    def audit_losses(cls, noise: tuple, diff: np.ndarray):
+        """The privacy loss components of a found neighbouring pair (``diff`` = s(D) - s(D'), one entry per
+        coordinate) under the recorded noise; None where the mechanism has no privacy loss distribution."""
+        return None
+
+    @classmethod
     def numpy_noise(cls, scale: float, shape, rng: np.random.Generator) -> np.ndarray:
         """Seeded (reproducible, not for publication) additive noise of ``scale``."""
         raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")

@@ -256,5 +256,11 @@ class DiscreteGaussian(IntegerNoise):
     def audit_log_density(cls, noise, out, s):
         return -((out - s) ** 2).sum(-1) / (2.0 * noise[2] ** 2)
 
+    @classmethod
+    def audit_losses(cls, noise, diff):
+        from .accounting import Loss
+
+        return tuple(Loss("discrete-gaussian", float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
+
     def __repr__(self):
         return f"DiscreteGaussian(sigma={self.sigma:g}, sensitivity={self.sensitivity:g}, rho={self.rho:g})"

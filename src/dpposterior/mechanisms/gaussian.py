@@ -192,6 +192,12 @@ class Gaussian(Mechanism):
         return -((out - s) ** 2).sum(-1) / (2.0 * noise[2] ** 2)
 
     @classmethod
+    def audit_losses(cls, noise, diff):
+        from .accounting import Loss
+
+        return tuple(Loss("gaussian", float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
+
+    @classmethod
     def numpy_noise(cls, scale, shape, rng):
         return rng.normal(0.0, scale, size=shape)
 

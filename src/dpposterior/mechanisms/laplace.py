@@ -62,6 +62,12 @@ class LaplaceShape:
     def audit_log_density(cls, noise, out, s):
         return -np.abs(out - s).sum(-1) / noise[2]
 
+    @classmethod
+    def audit_losses(cls, noise, diff):
+        from .accounting import Loss
+
+        return tuple(Loss(cls.loss_kind, float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
+
 
 class Laplace(LaplaceShape, Mechanism):
     """Laplace noise of scale ``scale`` = sensitivity / epsilon (pure epsilon-DP)."""
