@@ -156,8 +156,9 @@ def test_release_then_infer_happy_path(tmp_path, capsys):
     assert release["statistics"]["variance"]["epsilon"] == pytest.approx(0.3)
     assert release["statistics"]["mean"]["sampler"].startswith("numpy")
     assert release["statistics"]["variance"]["sensitivity"] == pytest.approx(100**2 / 43)
-    # never a data row: the only numbers are the statistics, bounds, n and the budget
-    assert set(release) == {"format", "family", "neighbouring", "n", "bounds", "statistics"}
+    # never a data row: the only numbers are the statistics, bounds, n and the budget and its accounting
+    assert set(release) == {"format", "family", "neighbouring", "n", "bounds", "statistics", "accounting"}
+    assert release["accounting"]["epsilon"] == pytest.approx(0.5) and release["accounting"]["delta"] == 0
     assert release["neighbouring"] == "replace-one"
     analysis = _toml(tmp_path, 'method = "auto"\nconstrained = true\n[prior]\nkind = "normal-inverse-gamma"\n'
                                'mu0 = 12.5\nsigma0_sq = 14.44\nkappa0 = 1.0\nnu0 = 1.0\n'

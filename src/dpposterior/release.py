@@ -289,11 +289,23 @@ class ReleaseBase(BaseModel):
         from .mechanisms.accounting import compose
 
         delta = self.reporting_delta()
-        return compose([record_cost(rec, delta) for rec in _records(self)], delta)
+        return flag_large_delta(compose([record_cost(rec, delta) for rec in _records(self)], delta),
+                                getattr(self, "n", None))
 
     def total_privacy_cost(self) -> tuple[float, float]:
         """(epsilon, delta) of the whole release (:meth:`privacy`)."""
         return self.privacy().as_tuple()
+
+
+def flag_large_delta(cost, n):
+    """A guarantee whose delta is not below 1/n says so in its note (the stated deltas of (epsilon, delta)
+    statistics are the curator's choice; ``report_delta`` at or above 1/n is refused on loading)."""
+    import dataclasses
+
+    if isinstance(n, int) and n > 0 and cost.delta >= 1.0 / n:
+        return dataclasses.replace(cost, note=f"{cost.note}; WARNING: delta {cost.delta:.3g} is not below 1/n = "
+                                   f"{1.0 / n:.3g}: a mechanism may publish a whole record and still meet it")
+    return cost
 
 
 def record_cost(rec: StatisticRecord, delta: float, sensitivity: float | None = None):
