@@ -206,7 +206,7 @@ def missing_cells(frame, columns):
             continue  # the curator refuses an absent column itself, naming its option
         col = frame[name]
         bad = np.array(col.isna().to_numpy(), dtype=bool)  # a copy: pandas may hand out a read-only view
-        if col.dtype == object:
+        if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):  # text: a cell of spaces
             bad |= col.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(dtype=bool)
         first[bad & ~mask] = name
         mask |= bad
