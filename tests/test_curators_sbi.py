@@ -277,7 +277,7 @@ LOGLINEAR_BAD = {
     "absent column": (["--columns", "Y,Q"], "error: columns: no column 'Q'"),
     "twice": (["--columns", "Y,X1,X1"], "error: columns: a column is listed twice"),
     "single level": (["--columns", "Y,C"], "error: data.C: a single level ('k')"),
-    "missing value": (["--columns", "Y,M"], "error: data.M: row 2 is missing"),
+    "missing value": (["--columns", "Y,M"], "error: data.M: row 2 is empty (column 'M')"),
     "bad scale": (["--columns", "Y,X1", "--scale", "percent"],
                   "error: scale: must be 'proportions' or 'counts'"),
     "gaussian": (["--columns", "Y,X1", "--mechanism", "gaussian"],

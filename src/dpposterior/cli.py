@@ -96,10 +96,18 @@ def release_cmd(
     exposure: Optional[Path] = typer.Option(None, "--exposure", help="small-area: public CSV of area, exposure."),
     postprocessing: Optional[str] = typer.Option(None, "--postprocessing",
                                                  help="small-area: none or nonnegative (released max(0, y + e))."),
+    areas: Optional[Path] = typer.Option(None, "--areas", help="small-area: public list of areas, one per line "
+                                         "(or a CSV with an 'area' column)."),
+    cells: Optional[Path] = typer.Option(None, "--cells", help="small-area: public list of cells, one per line "
+                                         "(or a CSV with a 'cell' column)."),
+    drop_missing: bool = typer.Option(False, "--drop-missing", help="Leave out rows with a missing value in a "
+                                      "column read (default: refuse them)."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
-    from .curator import CurateOptions, build_release, read_exposure
-    from .errors import check_output_path
+    import warnings
+
+    from .curator import CurateOptions, build_release, read_exposure, read_public_list
+    from .errors import CuratorWarning, check_output_path
 
     check_output_path(out, "--out")
     # None: not given (the family's curator refuses a given option it does not take; --parties 1 and no
@@ -111,8 +119,17 @@ def release_cmd(
         parties=parties if parties != 1 else None, intercept=intercept or None, seed=seed, population=population,
         trials=trials, times=times, design=design, area_column=area_column, cell_column=cell_column,
         postprocessing=postprocessing, exposure=read_exposure(exposure) if exposure is not None else None,
+        areas=read_public_list(areas, "area") if areas is not None else None,
+        cells=read_public_list(cells, "cell") if cells is not None else None, drop_missing=drop_missing or None,
     )
-    release = build_release(data, options)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", CuratorWarning)
+        release = build_release(data, options)
+    for warning in said:  # the curator's notes to whoever runs it (never released)
+        if issubclass(warning.category, CuratorWarning):
+            typer.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     release.save(out)
     cost = release.privacy()
     typer.echo(f"wrote {out} (family {release.family}, total {cost.describe()}, neighbouring {release.neighbouring})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, shown
 from .families._curate import CurateOptions, CuratorOptions  # noqa: F401  (re-exported: the CLI's options)
 
 
@@ -26,14 +26,20 @@ def read_csv(path):
     check_input_file(path, "data")
     refuse_duplicate_columns(path)
     try:
-        return pd.read_csv(path)
+        # a blank line is a row of empty cells (refused, or left out with --drop-missing), never skipped
+        # silently: a one-column CSV writes a missing value as a blank line
+        frame = pd.read_csv(path, skip_blank_lines=False)
     except Exception as exc:  # pandas raises many parser error types
         raise InputError("data", f"cannot read CSV ({exc})") from None
+    # ' age' in a header is the column 'age' (spaces after the commas of a hand-written header)
+    frame.columns = [c.strip() if isinstance(c, str) else c for c in frame.columns]
+    return frame
 
 
 def read_exposure(path) -> dict:
     """A public exposure file (CSV with columns ``area``, ``exposure``) -> {area id: exposure > 0}."""
     import numpy as np
+    import pandas as pd
 
     frame = read_csv(path)
     for col in ("area", "exposure"):
@@ -41,17 +47,57 @@ def read_exposure(path) -> dict:
             raise InputError("exposure", f"no column {col!r} in {path} (columns: area, exposure)")
     values = frame["exposure"].to_numpy()
     for row, (area, value) in enumerate(zip(frame["area"].astype(str), values), start=1):
+        if pd.isna(frame["area"].iloc[row - 1]) or not area.strip():
+            raise InputError("exposure", f"row {row}: the area is empty")
         try:
             ok = float(value) > 0 and np.isfinite(float(value))
         except (TypeError, ValueError):
             ok = False
         if not ok:
             raise InputError("exposure", f"row {row}: exposure of area {area!r} must be a finite number > 0 "
-                             f"(got {value!r})")
-    areas = frame["area"].astype(str)
+                             f"(got {shown(value)})")
+    areas = frame["area"].astype(str).str.strip()
     if areas.duplicated().any():
         raise InputError("exposure", f"area {areas[areas.duplicated()].iloc[0]!r} appears twice")
     return {a: float(v) for a, v in zip(areas, values)}
+
+
+def read_public_list(path, kind: str) -> list[str]:
+    """A public list of ``kind`` (area, cell) ids: one per line, or a CSV whose header names a column ``kind``
+    (e.g. the exposure file).  Blank lines are refused; ids must be distinct."""
+    import csv
+
+    from .errors import check_input_file
+
+    field = f"{kind}s"
+    check_input_file(path, field)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(field, f"cannot read {path} ({exc})") from None
+    header = [h.strip() for h in rows[0]] if rows else []
+    if kind in header and len(header) > 1:  # a CSV with a column named after the kind
+        col = header.index(kind)
+        ids = [row[col].strip() if col < len(row) else "" for row in rows[1:]]
+        first = 1
+    else:  # one id per line (a header line named after the kind is skipped)
+        ids = [",".join(row).strip() for row in rows]
+        first = 0
+        if ids and ids[0] == kind:
+            ids, first = ids[1:], 1
+    while ids and not ids[-1]:  # the file's final newline(s)
+        ids.pop()
+    if not ids:
+        raise InputError(field, f"{path} lists no {kind}")
+    seen: dict[str, int] = {}
+    for line, value in enumerate(ids, start=first + 1):
+        if not value:
+            raise InputError(field, f"line {line} of {path} is empty (one {kind} per line)")
+        if value in seen:
+            raise InputError(field, f"{kind} {value!r} appears twice in {path} (lines {seen[value]} and {line})")
+        seen[value] = line
+    return ids
 
 
 def check_budget(options: CuratorOptions) -> None:
@@ -65,7 +111,7 @@ def check_budget(options: CuratorOptions) -> None:
         if rho is None:
             raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
         if not (isinstance(rho, (int, float)) and 1e-12 <= rho <= 1e6):
-            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {rho!r})")
+            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {shown(rho)})")
         return
     if rho is not None:
         raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
@@ -122,6 +168,14 @@ def build_release(data_path, options: CurateOptions):
     if target and "delta" in given and "delta" not in family.curator_options.names():
         report_delta = given.pop("delta")
     typed = family.curator_options.from_curate(_with(options, given))  # refuses an option this curator does not take
+    if "mechanism" in typed.names() and typed.mechanism is None:  # the curator's default, named for the budget
+        typed = dataclasses.replace(typed, mechanism=family.mechanisms[0])
+    mechanism = getattr(typed, "mechanism", None)
+    from .mechanisms.registry import MECHANISMS
+
+    if mechanism is not None and mechanism not in MECHANISMS:  # a typo: blamed before the budget it decides
+        raise InputError("mechanism", f"{mechanism!r} is not a mechanism of the {family.name} curator "
+                         f"(one of: {', '.join(family.mechanisms)})")
     check_seed(typed.seed, "seed")  # --delta is the linear-regression curator's: checked there
     if target:
         budget = _target_budget(typed, target)

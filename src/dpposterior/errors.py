@@ -32,6 +32,12 @@ class PosteriorWarning(UserWarning):
     ``warnings.simplefilter("error", dpposterior.PosteriorWarning)`` to make flagged posteriors fail."""
 
 
+class CuratorWarning(UserWarning):
+    """What a curator tells the person running it and does not release: rows left out by ``drop_missing``,
+    a public list (areas, cells) read from the confidential data.  ``dpposterior release`` prints each as
+    ``warning: ...`` on stderr."""
+
+
 @contextmanager
 def posterior_warnings_ignored():
     """A context in which no :class:`PosteriorWarning` is shown: for callers that report the flags
@@ -52,6 +58,36 @@ def require(condition: bool, field: str, reason: str, cls: type[InputError] = In
 #: the fields of a release's statistic record (``release.StatisticRecord``)
 RECORD_FIELDS = ("value", "mechanism", "epsilon", "delta", "sensitivity", "sigma", "rho", "sampler", "scale", "trials",
                  "m", "note")
+
+
+def shown(value) -> str:
+    """A value as a message shows it: numpy scalars as plain numbers (``0``, not ``np.int64(0)``), floats with
+    every digit they have (``1.4142135623730951``; ``5``, not ``5.0``), anything else as ``repr``."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    return repr(value)
+
+
+def check_number(value, field: str, low: float, high: float, why: str = "") -> float:
+    """``value`` as a float: a real number (not a bool, not a string) in [low, high]; otherwise one line naming
+    ``field`` (``why`` says where the range comes from)."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InputError(field, f"must be a number (got {type(value).__name__} {value!r})")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise InputError(field, f"must be a finite number > 0 (got {v:g})")
+    if not low <= v <= high:
+        raise InputError(field, f"{v:g} is outside [{low:g}, {high:g}]{why}")
+    return v
 
 
 def from_pydantic(exc, prefix: str) -> InputError:
@@ -131,4 +167,4 @@ def check_seed(seed, field: str = "seed") -> None:
     if seed is None:
         return
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
-        raise InputError(field, f"must be an integer between 0 and 2^63 - 1 (got {seed!r})")
+        raise InputError(field, f"must be an integer between 0 and 2^63 - 1 (got {shown(seed)})")

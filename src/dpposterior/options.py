@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .errors import InputError, check_seed
+from .errors import InputError, check_seed, shown
 
 
 #: the most draws (all chains together) one inference may ask for: 2e7 draws of a 10-dimensional
@@ -59,10 +59,10 @@ class InferenceOptions:
         for name in ("draws", "chains"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(name, f"must be an integer >= 1 (got {value!r})")
+                raise InputError(name, f"must be an integer >= 1 (got {shown(value)})")
         if self.warmup is not None:
             if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) or self.warmup < 0:
-                raise InputError("warmup", f"must be an integer >= 0 (got {self.warmup!r})")
+                raise InputError("warmup", f"must be an integer >= 0 (got {shown(self.warmup)})")
             if self.warmup > MAX_TOTAL_DRAWS:
                 raise InputError("warmup", f"must be at most {MAX_TOTAL_DRAWS:g} (got {self.warmup})")
         check_seed(self.seed, "seed")
@@ -100,7 +100,7 @@ class OptionSpec:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
                     or (lo is not None and value < lo) or (hi is not None and value > hi):
                 rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-                raise InputError(name, f"must be an integer {rng} (got {value!r})")
+                raise InputError(name, f"must be an integer {rng} (got {shown(value)})")
             return int(value)
         if self.kind == "float":
             lo, hi = self.low, self.high
@@ -116,15 +116,15 @@ class OptionSpec:
                 else:
                     rng = (f"a number in {'(' if self.open_low else '['}{lo:g}, {hi:g}"
                            f"{')' if self.open_high else ']'}")
-                raise InputError(name, f"must be {rng} (got {value!r})")
+                raise InputError(name, f"must be {rng} (got {shown(value)})")
             return float(value)
         if self.kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
-                raise InputError(name, f"must be true or false (got {value!r})")
+                raise InputError(name, f"must be true or false (got {shown(value)})")
             return bool(value)
         if self.kind == "choice":
             if not isinstance(value, str) or value.lower() not in self.choices:
-                raise InputError(name, f"must be one of {', '.join(self.choices)} (got {value!r})")
+                raise InputError(name, f"must be one of {', '.join(self.choices)} (got {shown(value)})")
             return value.lower()
         return value
 

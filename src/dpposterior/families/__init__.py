@@ -75,7 +75,17 @@ DA_MCMC = EngineSpec.of("dpposterior.inference.da_mcmc", "da_mcmc", "DaMcmcOptio
 def resolve(target: str) -> Any:
     """``"module:name"`` -> the function or class (imports the module)."""
     module_name, func_name = target.split(":")
-    return getattr(importlib.import_module(module_name), func_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:  # an optional package missing (or blocked: sys.modules["torch"] = None)
+        missing = getattr(exc, "name", None) or ""
+        if not missing or missing.startswith("dpposterior"):
+            raise
+        top = missing.split(".")[0]
+        extra = " (pip install 'dpposterior[flows]')" if top in ("torch", "zuko") else ""
+        raise InputError("method", f"this engine ({module_name.rsplit('.', 1)[-1]}) needs the optional package "
+                         f"{top!r}, which cannot be imported{extra}") from None
+    return getattr(module, func_name)
 
 
 @dataclass

@@ -72,6 +72,8 @@ class CuratorOptions:
 
     epsilon: float | None = option(None, "any", "total privacy budget (--epsilon)")
     seed: Any = option(None, "any", "seed of numpy's noise sampler (--seed; not given: OpenDP's samplers)")
+    drop_missing: bool = option(False, "bool", "leave out rows with a missing value in a column the curator "
+                                "reads (--drop-missing; default: refuse them, naming the row)")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -93,6 +95,8 @@ class CuratorOptions:
         for key, value in options.given.items():
             if key not in own:
                 raise cls.refuse(key)
+            if key == "mechanism" and isinstance(value, str):
+                value = value.strip().lower()  # DISCRETE-GAUSSIAN is discrete-gaussian
             values[key] = own[key].check(flag(key), value) if own[key] is not None else value
         return cls(**values)
 
@@ -153,20 +157,97 @@ def curator_options(family: str, *names: str, module: str) -> type:
     return cls
 
 
-def curator(options_class: type):
+def curator(options_class: type, reads=None):
     """Declares a family's curator: ``@curator(XCuratorOptions) def curate(frame, options)``.
 
     The curator receives ``options_class.from_curate(options)`` -- its typed options, any option it does
     not take refused in one line -- and names the class as ``curate.curator_options`` (what
-    ``Family.curator_options`` returns)."""
+    ``Family.curator_options`` returns).  Before it runs, the rows with a missing value in a column it
+    reads (``reads(options)``, default :func:`columns_read`) are refused, naming the first one, or left
+    out with ``drop_missing`` (:func:`complete_rows`)."""
     def declare(fn):
         @functools.wraps(fn)
         def curate(frame, options):
-            return fn(frame, options_class.from_curate(options))
+            options = options_class.from_curate(options)
+            frame, dropped = complete_rows(frame, (reads or columns_read)(options), options.drop_missing)
+            release = fn(frame, options)
+            if dropped:
+                note_dropped_rows(release, dropped)
+            return release
 
         curate.curator_options = options_class
         return curate
     return declare
+
+
+def columns_read(options) -> list[str]:
+    """The data columns a curator's options name (column, columns, features, response, area and cell)."""
+    names: list[str] = []
+    for key in ("column", "columns", "features", "response", "area_column", "cell_column"):
+        value = getattr(options, key, None)
+        if isinstance(value, str):
+            value = value.split(",") if key in ("columns", "features") else [value]
+        for name in value or ():
+            if isinstance(name, str) and name and name not in names:
+                names.append(name)
+    return names
+
+
+def missing_cells(frame, columns):
+    """(row mask of rows with a missing value in ``columns``, per row the first such column); a missing value
+    is an empty cell (NaN, a cell of spaces, a blank line of the CSV)."""
+    import numpy as np
+    import pandas as pd
+
+    mask = np.zeros(len(frame), dtype=bool)
+    first = np.full(len(frame), None, dtype=object)
+    for name in columns:
+        if name not in frame.columns:
+            continue  # the curator refuses an absent column itself, naming its option
+        col = frame[name]
+        bad = np.array(col.isna().to_numpy(), dtype=bool)  # a copy: pandas may hand out a read-only view
+        if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):  # text: a cell of spaces
+            bad |= col.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(dtype=bool)
+        first[bad & ~mask] = name
+        mask |= bad
+    return mask, first
+
+
+def complete_rows(frame, columns, drop: bool):
+    """``frame`` without rows missing a value in ``columns``, and how many were left out.
+
+    Without ``drop`` the first such row is refused, naming its data row (1 = the first row after the
+    header) and column: a silently shortened data set would release a wrong ``n``."""
+    import numpy as np
+
+    mask, first = missing_cells(frame, columns)
+    if not mask.any():
+        return frame, 0
+    if not drop:
+        row = int(np.flatnonzero(mask)[0])
+        name = first[row]
+        raise InputError(f"data.{name}", f"row {row + 1} is empty (column {name!r}); fill it, or give "
+                         "--drop-missing (Python: drop_missing=True) to leave out rows with missing values")
+    kept = frame.loc[~mask].reset_index(drop=True)
+    if len(kept) == 0:
+        raise InputError("data", f"every row has a missing value in {', '.join(map(repr, columns))}: "
+                         "nothing is left to release")
+    return kept, int(mask.sum())
+
+
+def note_dropped_rows(release: dict, dropped: int) -> None:
+    """Say that ``dropped`` rows were left out: a :class:`~dpposterior.errors.CuratorWarning` (the CLI prints
+    it on stderr) with the count, and the release's description without it (the count of missing rows is
+    not released; n counts the rows kept)."""
+    import warnings
+
+    from ..errors import CuratorWarning
+
+    kept = f"; n = {release['n']} counts the rows kept" if "n" in release else ""
+    warnings.warn(CuratorWarning(f"--drop-missing: {dropped} row{'s' if dropped != 1 else ''} with a missing "
+                                 f"value left out{kept}"), stacklevel=3)
+    text = "rows with a missing value in a column read were left out (--drop-missing); n counts the rows kept"
+    release["description"] = f"{release['description']}; {text}" if release.get("description") else text
 
 
 def class_feature_tables(frame, columns, family: str):

@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import DA_MCMC, EngineSpec
-from ..errors import InputError, RefusedError
+from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
 from ._curate import curator, curator_options, numeric_values, require_column
@@ -55,7 +55,7 @@ def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
     (``derived``: a number, or {"L1": .., "L2": ..}) when omitted, refused when given and different."""
     if record.mechanism not in allowed and not (allowed is COUNT_MECHANISMS and _integer_noise(record.mechanism)):
         raise ValueError(f"statistics.{name}.mechanism: must be one of {', '.join(allowed)} for this family "
-                         f"(got {record.mechanism!r})")
+                         f"(got {shown(record.mechanism)})")
     from ..mechanisms.registry import from_record, get_mechanism
 
     if isinstance(derived, dict):
@@ -64,10 +64,11 @@ def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
         record.sensitivity = float(derived)
     elif not math.isclose(record.sensitivity, derived, rel_tol=1e-9, abs_tol=1e-12):
         if record.sensitivity < derived:
-            raise ValueError(f"statistics.{name}.sensitivity: {record.sensitivity:g} is smaller than the "
-                             f"replace-one sensitivity {derived:g} of this release")
-        raise ValueError(f"statistics.{name}.sensitivity: must be {derived:g} for this release "
-                         f"(got {record.sensitivity:g})")
+            # every digit: 1.41421 is smaller than sqrt(2) = 1.4142135623730951, which :g printed as 1.41421
+            raise ValueError(f"statistics.{name}.sensitivity: {shown(float(record.sensitivity))} is smaller than the "
+                             f"replace-one sensitivity {shown(float(derived))} of this release")
+        raise ValueError(f"statistics.{name}.sensitivity: must be {shown(float(derived))} for this release "
+                         f"(got {shown(float(record.sensitivity))})")
     if record.rho is not None:  # a stated rho must agree with the (now known) sensitivity and sigma
         try:
             from_record(record)
@@ -261,10 +262,10 @@ class PoissonRelease(_TruncatedRelease):
 # --------------------------------------------------------------------------- priors
 def _positive(value, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InputError(field, f"must be a number > 0 (got {value!r})")
+        raise InputError(field, f"must be a number > 0 (got {shown(value)})")
     value = float(value)
     if not (math.isfinite(value) and value > 0):
-        raise InputError(field, f"must be a finite number > 0 (got {value!r})")
+        raise InputError(field, f"must be a finite number > 0 (got {shown(value)})")
     return value
 
 
@@ -277,7 +278,7 @@ def _check_keys(prior: dict, allowed: set[str]) -> None:
 def _check_kind(prior: dict, kind: str) -> None:
     got = prior.get("kind", kind)
     if got != kind:
-        raise InputError("prior.kind", f"must be {kind!r} for this family (got {got!r})")
+        raise InputError("prior.kind", f"must be {kind!r} for this family (got {shown(got)})")
 
 
 @dataclass(frozen=True)
@@ -391,7 +392,7 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
     name = getattr(options, "mechanism", None) or "laplace"  # the exponential curator takes none
     if name not in COUNT_MECHANISMS and not _integer_noise(name):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
-                         f"curator (got {name!r})")
+                         f"curator (got {shown(name)})")
     kind = get_mechanism(name)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
     if name == "discrete-gaussian":
@@ -496,9 +497,9 @@ def curate_poisson(frame, options) -> dict:
 # --------------------------------------------------------------------------- simulation
 def _check_sim_args(n, epsilon):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError("n", f"must be an integer >= 1 (got {n!r})")
+        raise InputError("n", f"must be an integer >= 1 (got {shown(n)})")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+        raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
 
 
 def simulate_binomial(prior: BetaPrior, n: int, epsilon: float, rng):

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
-from ..errors import InputError, RefusedError
+from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
 from ._curate import class_feature_tables, curator, curator_options
@@ -143,11 +143,11 @@ class NaiveBayesRelease(ReleaseBase):
         if rec.sensitivity is None:
             rec.sensitivity = expected
         elif not math.isclose(rec.sensitivity, expected, rel_tol=1e-9):
-            what = (f"sqrt(2K) = {expected:g} (L2 over the K = {K} tables)" if rec.mechanism == "discrete-gaussian"
+            what = (f"sqrt(2K) = {shown(float(expected))} (L2 over the K = {K} tables)" if rec.mechanism == "discrete-gaussian"
                     else "2 per table (counts, n fixed)" if rec.scale == "counts"
-                    else f"2K/n = {expected:g} for the K = {K} proportion tables")
+                    else f"2K/n = {shown(float(expected))} for the K = {K} proportion tables")
             smaller = " (smaller than the replace-one value)" if rec.sensitivity < expected else ""
-            raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {rec.sensitivity:g}{smaller}")
+            raise _FieldError(f"{where}.sensitivity", f"must be {what}, got {shown(float(rec.sensitivity))}{smaller}")
         if self.class_labels is not None and len(self.class_labels) != I:
             raise _FieldError("class_labels", f"expected {I} labels, got {len(self.class_labels)}")
         if self.feature_names is not None and len(self.feature_names) != K:

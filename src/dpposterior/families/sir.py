@@ -266,7 +266,7 @@ SirCuratorOptions = curator_options("sir", "column", "mechanism", "population", 
                                     "event_cap", module=__name__)
 
 
-@curator(SirCuratorOptions)
+@curator(SirCuratorOptions, reads=lambda o: [o.column or INFECTED_COLUMN, TIME_COLUMN, POPULATION_COLUMN])
 def curate(frame, options) -> dict:
     """Curator (Prop. 4): CSV rows ``time,infected[,population]`` -> a ``sir`` release.
 

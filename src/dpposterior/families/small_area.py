@@ -27,13 +27,18 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import EngineSpec, Family, prior_moments
-from ..errors import InputError
+from ..errors import InputError, shown
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
 from ._curate import curator, curator_options
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
 POSTPROCESSING = ("none", "nonnegative")
+#: the largest |count| a table may hold: float64 and int64 represent every integer up to 2^53 exactly
+MAX_COUNT = 2.0 ** 53
+#: the smallest exposure: rates up to 2^53 / 1e-30 ~ 1e46 keep the rate draws and their moments (the summary
+#: squares them, its Monte Carlo errors take fourth powers) finite; at 1e-300 the summary's sd was inf
+MIN_EXPOSURE = 1e-30
 
 
 class CountTable(BaseModel):
@@ -114,11 +119,18 @@ class SmallAreaRelease(ReleaseBase):
                                  f"or {G} x {C} (per area and cell)")
             if not np.all(np.isfinite(e) & (e > 0)):
                 raise ValueError("exposure: must be finite numbers > 0")
+            if np.any(e < MIN_EXPOSURE):
+                raise ValueError(f"exposure: {float(e.min()):g} is below {MIN_EXPOSURE:g}: rates count/exposure "
+                                 "that large overflow the posterior's arithmetic (express the exposure in "
+                                 "larger units)")
         if self.postprocessing not in POSTPROCESSING:
-            raise ValueError(f"postprocessing: must be one of {', '.join(POSTPROCESSING)} (got {self.postprocessing!r})")
+            raise ValueError(f"postprocessing: must be one of {', '.join(POSTPROCESSING)} (got {shown(self.postprocessing)})")
         if rec.mechanism not in SMALL_AREA_MECHANISMS:
             raise ValueError(f"statistics.counts.mechanism: must be one of {', '.join(SMALL_AREA_MECHANISMS)}")
         self._check_noise(rec, G, C)
+        if np.any(np.abs(y) > MAX_COUNT):
+            raise ValueError(f"statistics.counts.value: {float(np.abs(y).max()):g} is beyond 2^53, the largest count "
+                             "the engines represent exactly")
         if rec.mechanism.startswith("discrete-") and not np.all(y == np.round(y)):
             raise ValueError("statistics.counts.value: must hold integers for an integer-noise mechanism")
         if self.postprocessing == "nonnegative" and np.any(y < 0):
@@ -146,8 +158,8 @@ class SmallAreaRelease(ReleaseBase):
         if rec.sensitivity is None:
             rec.sensitivity = derived
         elif not math.isclose(rec.sensitivity, derived, rel_tol=1e-9):
-            raise ValueError(f"statistics.counts.sensitivity: must be {derived:g} (one person moves between two "
-                             f"cells), got {rec.sensitivity:g}")
+            raise ValueError(f"statistics.counts.sensitivity: must be {shown(derived)} (one person moves between two "
+                             f"cells), got {shown(float(rec.sensitivity))}")
         if rec.mechanism in ("discrete-gaussian", "gaussian"):
             if rec.sigma is None:
                 raise ValueError(f"statistics.counts.sigma: is required by mechanism {rec.mechanism!r}")
@@ -157,6 +169,12 @@ class SmallAreaRelease(ReleaseBase):
                                  f"({G} x {C})")
             if not np.all(np.isfinite(sig) & (sig > 0)):
                 raise ValueError("statistics.counts.sigma: must be finite numbers > 0")
+            from ..mechanisms.discrete_gaussian import SIGMA_RANGE
+
+            if not np.all((sig >= SIGMA_RANGE[0]) & (sig <= SIGMA_RANGE[1])):
+                worst = float(sig.max() if sig.max() > SIGMA_RANGE[1] else sig.min())
+                raise ValueError(f"statistics.counts.sigma: {worst:g} is outside [{SIGMA_RANGE[0]:g}, "
+                                 f"{SIGMA_RANGE[1]:g}], where sigma^2 and rho stay finite")
             if rec.mechanism == "discrete-gaussian":
                 for name in ("epsilon", "delta"):
                     if getattr(rec, name) is not None:
@@ -329,31 +347,68 @@ SmallAreaCuratorOptions = curator_options("small-area", "rho", "mechanism", "are
                                           "postprocessing", "areas", "cells", module=__name__)
 
 
+def _ids(col):
+    """An id column as strings; whole numbers stay whole ('7', not '7.0', when pandas read them as floats)."""
+    if col.dtype.kind == "f" and np.all(np.isfinite(col.to_numpy())) and np.all(col.to_numpy() % 1 == 0):
+        col = col.astype(np.int64)
+    return col.astype(str).str.strip()
+
+
+def _public_list(given, field: str) -> list[str]:
+    ids = [str(x).strip() for x in given]
+    for x, raw in zip(ids, given):
+        if raw is None or not x or x == "nan":
+            raise InputError(field, f"an empty {field[:-1]} id ({raw!r}) in the public list")
+    if len(set(ids)) != len(ids):
+        raise InputError(field, f"{field[:-1]} {next(x for x in ids if ids.count(x) > 1)!r} is listed twice")
+    if not ids:
+        raise InputError(field, "the public list is empty")
+    return ids
+
+
 @curator(SmallAreaCuratorOptions)
 def curate(frame, options) -> dict:
     """Record-level CSV -> noisy area x cell table (``--area-column``, ``--cell-column``; public ``--exposure``
     CSV of area, exposure; ``--mechanism discrete-gaussian --rho R`` (default) or discrete-laplace/laplace
-    ``--epsilon E``).  Areas and cells are the public lists in ``extra`` or, if absent, read from the data
-    (with a note: declare them publicly)."""
+    ``--epsilon E``).
+
+    The areas are the public list ``areas`` (``--areas FILE``), else the exposure file's areas; the cells
+    the public list ``cells`` (``--cells FILE``).  Every listed area and cell is released, those with no
+    record as 0 + noise.  A list read from the data instead reveals which areas (cells) have records, which
+    the noise does not cover: the curator says so (a :class:`~dpposterior.errors.CuratorWarning`, printed
+    by the CLI, and a note in the release)."""
+    import warnings
+
+    from ..errors import CuratorWarning
     from ..mechanisms.noise import draw_noise
     from ._curate import require_column
 
     area_col, cell_col, exposure_map = options.area_column, options.cell_column, options.exposure
     areas, cells, post = options.areas, options.cells, options.postprocessing or "none"
-    a = require_column(frame, area_col, "area-column").astype(str)
-    c = require_column(frame, cell_col, "cell-column").astype(str)
+    if exposure_map is not None:
+        if not isinstance(exposure_map, dict):
+            raise InputError("exposure", f"must map each area to its exposure (got {type(exposure_map).__name__})")
+        exposure_map = {str(k).strip(): v for k, v in exposure_map.items()}
+    a = _ids(require_column(frame, area_col, "area-column"))
+    c = _ids(require_column(frame, cell_col, "cell-column"))
+    from_data = []
+    if areas is None and exposure_map is not None:
+        areas = list(exposure_map)  # the public exposure file lists the areas
     if areas is None:
         areas = sorted(a.unique())
+        from_data.append("areas")
     if cells is None:
         cells = sorted(c.unique())
-    unknown = set(a.unique()) - set(map(str, areas))
+        from_data.append("cells")
+    areas, cells = _public_list(areas, "areas"), _public_list(cells, "cells")
+    unknown = set(a.unique()) - set(areas)
     if unknown:
         raise InputError("area-column", f"area {sorted(unknown)[0]!r} is not among the declared areas")
-    unknown = set(c.unique()) - set(map(str, cells))
+    unknown = set(c.unique()) - set(cells)
     if unknown:
         raise InputError("cell-column", f"cell {sorted(unknown)[0]!r} is not among the declared cells")
-    ai = {v: i for i, v in enumerate(map(str, areas))}
-    ci = {v: i for i, v in enumerate(map(str, cells))}
+    ai = {v: i for i, v in enumerate(areas)}
+    ci = {v: i for i, v in enumerate(cells)}
     table = np.zeros((len(areas), len(cells)))
     np.add.at(table, (a.map(ai).to_numpy(int), c.map(ci).to_numpy(int)), 1.0)
     mech = options.mechanism or "discrete-gaussian"
@@ -379,10 +434,17 @@ def curate(frame, options) -> dict:
     values = [[int(v) for v in row] for row in noisy] if mech.startswith("discrete-") else noisy.tolist()
     exposure = None
     if exposure_map is not None:
-        missing = [x for x in areas if str(x) not in exposure_map]
+        missing = [x for x in areas if x not in exposure_map]
         if missing:
             raise InputError("exposure", f"no exposure for area {missing[0]!r}")
-        exposure = [exposure_map[str(x)] for x in areas]
+        exposure = [exposure_map[x] for x in areas]
+    if from_data:
+        what = " and ".join(from_data)
+        note = (f"the {what} were read from the confidential data: the release shows which {what} have records, "
+                f"which the noise does not protect; give the public list{'s' if len(from_data) > 1 else ''} "
+                + " and ".join(f"--{w} FILE" for w in from_data))
+        warnings.warn(CuratorWarning(note), stacklevel=3)
+        record["note"] = note
     return _release_dict(areas, cells, values, record, exposure=exposure, post=post)
 
 
@@ -393,20 +455,56 @@ def read_measurements(path, *, mechanism: str = "discrete-gaussian", exposure=No
     Columns (header row): ``area``, ``cell``, ``noisy_value``, ``noise_variance`` -- the shape of the
     Census noisy measurement files.  For the discrete Gaussian the variance is converted to the parameter
     sigma exactly (the variance of N_Z(0, sigma^2) is slightly below sigma^2; solved per distinct value).
-    ``exposure``/``parents``: optional dicts area -> value.  Every (area, cell) must appear once.
+    ``exposure``/``parents``: optional dicts area -> value, one entry per area.  Every (area, cell) must
+    appear once; every noisy value must be an integer (the mechanisms are integer-valued) of at most 2^53
+    in size, every variance a finite number > 0 -- the first bad cell is refused naming its data row.
     """
     import pandas as pd
 
-    frame = pd.read_csv(path)
+    from ..errors import check_input_file
+
+    check_input_file(path, "measurements")
+    try:
+        frame = pd.read_csv(path, dtype={"area": str, "cell": str}, skip_blank_lines=False)
+    except Exception as exc:  # pandas raises many parser error types
+        raise InputError("measurements", f"cannot read CSV {path} ({exc})") from None
+    frame.columns = [c.strip() if isinstance(c, str) else c for c in frame.columns]
     for col in ("area", "cell", "noisy_value", "noise_variance"):
         if col not in frame.columns:
             raise InputError("measurements", f"no column {col!r} (columns: area, cell, noisy_value, noise_variance)")
-    frame["area"] = frame["area"].astype(str)
-    frame["cell"] = frame["cell"].astype(str)
+    if len(frame) == 0:
+        raise InputError("measurements", f"{path} has no rows")
+    for col in ("area", "cell"):
+        empty = frame[col].isna() | (frame[col].astype(str).str.strip() == "")
+        if empty.any():
+            raise InputError(f"measurements.{col}", f"row {int(np.flatnonzero(empty.to_numpy())[0]) + 1} is empty")
+        frame[col] = frame[col].astype(str).str.strip()
+    if mechanism == "gaussian":
+        raise InputError("mechanism", "a continuous gaussian table needs its epsilon and delta: write the release "
+                         "file directly")
+    if mechanism != "discrete-gaussian":
+        raise InputError("mechanism", "long-format measurements carry a noise variance: discrete-gaussian")
+    noisy = _number_column(frame, "noisy_value")
+    bad = noisy != np.round(noisy)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("measurements.noisy_value", f"row {row + 1}: {noisy[row]:g} is not an integer (mechanism "
+                         f"{mechanism} releases integers)")
+    bad = np.abs(noisy) > MAX_COUNT
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("measurements.noisy_value", f"row {row + 1}: {noisy[row]:g} is beyond 2^53, the largest "
+                         "count the engines represent exactly")
+    variance = _number_column(frame, "noise_variance")
+    bad = variance <= 0
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError("measurements.noise_variance", f"row {row + 1}: {variance[row]:g} is not > 0")
+    frame["noisy_value"], frame["noise_variance"] = noisy, variance
     dup = frame.duplicated(["area", "cell"])
     if dup.any():
         row = int(np.flatnonzero(dup.to_numpy())[0])
-        raise InputError("measurements", f"row {row + 2}: area {frame['area'][row]!r}, cell {frame['cell'][row]!r} "
+        raise InputError("measurements", f"row {row + 1}: area {frame['area'][row]!r}, cell {frame['cell'][row]!r} "
                          "appears twice")
     areas = list(dict.fromkeys(frame["area"]))
     cells = list(dict.fromkeys(frame["cell"]))
@@ -415,21 +513,50 @@ def read_measurements(path, *, mechanism: str = "discrete-gaussian", exposure=No
                          "(area, cell) must appear exactly once")
     wide = frame.pivot(index="area", columns="cell", values="noisy_value").loc[areas, cells]
     var = frame.pivot(index="area", columns="cell", values="noise_variance").loc[areas, cells].to_numpy(float)
-    if not np.all(np.isfinite(var) & (var > 0)):
-        raise InputError("measurements", "noise_variance must be finite and > 0")
-    if mechanism == "discrete-gaussian":
-        sigma = sigma_of_variance(var)
-        record = {"mechanism": mechanism, "sigma": sigma.tolist()}
-        values = [[int(round(v)) for v in row] for row in wide.to_numpy(float)]
-    elif mechanism == "gaussian":
-        raise InputError("mechanism", "a continuous gaussian table needs its epsilon and delta: write the release "
-                         "file directly")
-    else:
-        raise InputError("mechanism", "long-format measurements carry a noise variance: discrete-gaussian")
-    expo = None if exposure is None else [float(exposure[a]) for a in areas]
-    par = None if parents is None else [str(parents[a]) for a in areas]
+    sigma = sigma_of_variance(var)
+    record = {"mechanism": mechanism, "sigma": sigma.tolist()}
+    values = [[int(v) for v in row] for row in wide.to_numpy(float)]
+    expo = None if exposure is None else [float(v) for v in _per_area(exposure, areas, "exposure", number=True)]
+    par = None if parents is None else [str(p) for p in _per_area(parents, areas, "parents", number=False)]
     return _release_dict(areas, cells, values, record, exposure=expo, parents=par, post=postprocessing,
                          description=description)
+
+
+def _number_column(frame, col: str) -> np.ndarray:
+    """Column ``col`` of a measurement table as finite floats; the first empty or non-numeric cell refused."""
+    import pandas as pd
+
+    raw = frame[col]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        cell = raw.iloc[row]
+        if pd.isna(cell) or (isinstance(cell, str) and not cell.strip()):
+            raise InputError(f"measurements.{col}", f"row {row + 1} is empty")
+        cell = cell.item() if isinstance(cell, np.generic) else cell
+        raise InputError(f"measurements.{col}", f"row {row + 1}: {cell!r} is not a finite number")
+    return values
+
+
+def _per_area(mapping, areas: list[str], field: str, number: bool) -> list:
+    """``mapping``'s value for every area (keys compared as strings), refusing a non-dict and a missing area."""
+    if not isinstance(mapping, dict):
+        raise InputError(field, f"must be a dict area -> value, one entry per area (got {type(mapping).__name__})")
+    by_id = {str(k).strip(): v for k, v in mapping.items()}
+    out = []
+    for area in areas:
+        if area not in by_id:
+            raise InputError(field, f"no entry for area {area!r} ({len(areas)} areas in the measurements, "
+                             f"{len(by_id)} entries)")
+        value = by_id[area]
+        if number:
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise InputError(field, f"area {area!r}: {value!r} is not a number") from None
+        out.append(value)
+    return out
 
 
 def sigma_of_variance(var: np.ndarray) -> np.ndarray:
@@ -462,7 +589,7 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
     if likelihood not in ("poisson", "binomial"):
-        raise InputError("likelihood", f"must be poisson or binomial (got {likelihood!r})")
+        raise InputError("likelihood", f"must be poisson or binomial (got {shown(likelihood)})")
     if likelihood == "binomial" and (exposure is None or np.any(np.asarray(exposure) % 1 != 0)):
         raise InputError("exposure", "binomial counts need whole numbers at risk per area")
     E = np.ones(G) if exposure is None else np.asarray(exposure, float)
@@ -502,9 +629,9 @@ def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float, rng):
     from ..release import load_release
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError("n", f"must be an integer >= 1 (the number of areas; got {n!r})")
+        raise InputError("n", f"must be an integer >= 1 (the number of areas; got {shown(n)})")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+        raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
     sigma = 1.0 / math.sqrt(0.5 * epsilon ** 2)
     truth, release = simulate(prior, int(n), 2, sigma, rng, exposure=rng.uniform(5.0, 50.0, size=int(n)))
     theta = {"alpha": truth["alpha"], "tau": truth["tau"], "u": truth["u"]}

@@ -238,10 +238,34 @@ def _attrs(release, prior, opts, bound, extra=None) -> dict:
     return out
 
 
+#: float64 arrays as long as the enumeration window alive at once (measured peak of exact_binomial / multinomial)
+WINDOW_ARRAYS = 16
+
+
+def _check_window_memory(mech, y, total: int, tail: float, draws_bytes: float, extra_per_point: float = 0.0):
+    """Refuse, before allocating, windows |y_k - s| <= W(tail) on [0, total] that would not fit in memory."""
+    from ..memory import available_bytes, check_fits, size
+
+    points = 0.0
+    for yk in np.atleast_1d(np.asarray(y, float)):
+        lo, hi = _window(mech, float(yk), 0, total, tail)
+        points = max(points, float(max(hi - lo + 1, 0)))
+    K = np.atleast_1d(y).size
+    need = 8.0 * points * (WINDOW_ARRAYS + K - 1) + extra_per_point * K + draws_bytes
+    avail = available_bytes()
+    if avail is not None and need > avail:
+        width = mech.tail_window(tail)
+        check_fits(need, "method", f"exact: the enumeration window of the noise (+-{width:g} counts around each "
+                   f"released value, {points:.3g} points on [0, {total}], and the draws)",
+                   "the noise is too wide to enumerate here: use --method gibbs-ss (Laplace releases) or da-mcmc, a "
+                   "release with less noise, or a machine with more memory")
+
+
 def exact_binomial(release, prior, opts: ExactOptions, rng):
     mech = _mechanism(release)
     y, n = float(release.released[0]), int(release.n)
     a, b = prior.alpha, prior.beta
+    _check_window_memory(mech, y, n, opts.tail_mass, 2.0 * 8.0 * opts.draws * opts.chains)
     for widen in range(64):
         lo, hi = _window(mech, y, 0, n, opts.tail_mass, widen)
         if hi < lo:
@@ -266,6 +290,9 @@ def exact_multinomial(release, prior, opts: ExactOptions, rng):
     y = release.released
     n, K = int(release.n), len(y)
     alpha = prior.vector(K)
+    # log_f (K x window) and the forward messages (K x (n + 1) partial sums at most)
+    _check_window_memory(mech, y, n, opts.tail_mass, 8.0 * (K + 2) * opts.draws * opts.chains,
+                         extra_per_point=8.0 * (n + 1))
     log_f, lows, msg, log_z, bound = constrained_counts(mech, y, alpha, n, opts.tail_mass)
     C, D = _theta_shape(opts)
     u = rng.random((C * D, K))

@@ -221,10 +221,62 @@ def _check_sizes(release, E, totals) -> None:
                                          f"its {int(E[g].sum())} at risk")
 
 
+def memory_estimate(release, opts: SmallAreaOptions, tail: float | None) -> tuple[float, float, float, float]:
+    """(total, stored draws, enumeration windows, per draw and chain) in bytes for ``opts.draws`` x
+    ``opts.chains`` of this release (``tail``: the window's noise mass; None: no window, as for ``naive``).
+
+    Stored: alpha (C), u (G), v (P), tau, tau_parent per draw (measured peak: 1.16 copies),
+    and the rate (G x C per draw, 2.1 copies at its measured peak) when it is kept (``MAX_RATE_VALUES``).  Windows:
+    per distinct noise scale the step and post-processing tables, and per chain its work buffers (1.5
+    half-widths), over the largest half-width the noise needs."""
+    from ..mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+
+    G, C = release.G, release.C
+    P = len(set(release.parents)) if release.parents is not None else 0
+    per_draw = 1.25 * 8.0 * (G + P + C + 2)
+    if opts.chains * opts.draws * G * C <= MAX_RATE_VALUES:
+        per_draw += 2.2 * 8.0 * G * C
+    stored = opts.chains * opts.draws * per_draw
+    base = 16.0 * 2 ** 20 + 8.0 * G * C * (12 + 2 * opts.chains)  # log-gamma table, release tables, latent counts
+    window = 0.0
+    if tail is not None:
+        rec = release.statistics.counts
+        distinct = np.unique(release.noise_sigma())
+        kind = {"discrete-gaussian": DiscreteGaussian, "gaussian": Gaussian}.get(rec.mechanism)
+        mech = (kind(float(distinct.max())) if kind is not None else
+                (DiscreteLaplace if rec.mechanism == "discrete-laplace" else Laplace)(1.0, float(distinct.max())))
+        half = float(mech.tail_window(tail))
+        window = 8.0 * (half + 70.0) * (2.0 * distinct.size + 2.0 + 1.5 * opts.chains)
+    return stored + window + base, stored, window, per_draw
+
+
+def _check_memory(release, opts: SmallAreaOptions, tail: float | None, method: str) -> None:
+    """Refuse, before any allocation, a run whose draws or windows would not fit in the memory available."""
+    from ..memory import available_bytes, check_fits, size
+
+    total, stored, window, per_draw = memory_estimate(release, opts, tail)
+    avail = available_bytes()
+    if avail is None or total <= avail:
+        return
+    what = (f"{method}: {opts.draws} draws x {opts.chains} chains of {release.G} areas x {release.C} cells "
+            f"(draws {size(stored)}, enumeration windows {size(window)})")
+    room = avail - (total - stored)
+    fit = int(room // (opts.chains * per_draw)) if room > 0 else 0
+    if window > stored:
+        advice = ("the noise is too wide to enumerate the latent counts here: a larger tail_mass (at most 1e-3) "
+                  "narrows the window a little; a release with less noise, or a machine with more memory, is needed")
+    elif fit >= 1:
+        advice = f"at most {fit} draws per chain fit (--draws {fit}), or fewer chains"
+    else:
+        advice = "fewer chains, or a machine with more memory"
+    check_fits(total, "draws", what, advice)
+
+
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
     opts = SmallAreaOptions.from_inference(options, "small-area/exact-da")
     _check_scheduler(opts, options.scheduler)
+    _check_memory(release, opts, opts.tail_mass, "exact-da")
     totals = release.area_totals()
     return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
                    {"algorithm": "exact data augmentation over the latent counts + slice/interweaving (issue 28)",
@@ -238,6 +290,7 @@ def naive(release, prior, options) -> Posterior:
     the latent counts are held at the clean table (a zero-width window)."""
     opts = SmallAreaOptions.from_inference(options, "small-area/naive")
     _check_scheduler(opts, options.scheduler)
+    _check_memory(release, opts, None, "naive")
     G, C = release.G, release.C
     clean = np.maximum(np.round(release.released()), 0)
     if opts.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)

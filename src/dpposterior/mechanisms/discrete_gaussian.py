@@ -28,13 +28,16 @@ import math
 
 import numpy as np
 
-from ..errors import require
+from ..errors import check_number, require
 from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import IntegerNoise, two_sided_geometric
 
 #: the delta at which a discrete-Gaussian statistic's (epsilon, delta) is reported when none is stated
 REPORT_DELTA = 1e-6
+#: the sigma a discrete Gaussian may have: sigma^2 and rho = Delta^2 / (2 sigma^2) finite for sensitivities
+#: up to 1e15 (at sigma = 1e308 sigma^2 overflowed; at 1e-300 rho did)
+SIGMA_RANGE = (1e-6, 1e15)
 #: relative slack when a stated rho is compared with Delta^2 / (2 sigma^2)
 RHO_RTOL = 1e-9
 
@@ -95,13 +98,13 @@ class DiscreteGaussian(IntegerNoise):
 
     def __init__(self, sigma: float, sensitivity: float = 1.0, rho: float | None = None,
                  delta: float | None = None):
-        require(np.isfinite(sigma) and sigma > 0, "sigma", "must be a finite number > 0")
-        require(np.isfinite(sensitivity) and sensitivity > 0, "sensitivity", "must be a finite number > 0")
-        self.sigma = float(sigma)
-        self.sensitivity = float(sensitivity)
+        # sigma, sensitivity and rho as numbers in ranges where rho, sigma^2 and the normaliser stay finite
+        self.sigma = check_number(sigma, "sigma", SIGMA_RANGE[0], SIGMA_RANGE[1], ", where sigma^2 and "
+                                  "rho = sensitivity^2 / (2 sigma^2) stay finite")
+        self.sensitivity = check_number(sensitivity, "sensitivity", 1e-12, 1e15)
         self.rho = self.sensitivity ** 2 / (2.0 * self.sigma ** 2)
         if rho is not None:
-            require(np.isfinite(rho) and rho > 0, "rho", "must be a finite number > 0")
+            check_number(rho, "rho", 1e-300, 1e300)
             require(math.isclose(rho, self.rho, rel_tol=RHO_RTOL), "rho",
                     f"{rho:g} disagrees with sensitivity^2 / (2 sigma^2) = {self.rho:g}")
         if delta is not None:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import require
+from ..errors import check_number, require
 from .integer import IntegerNoise, two_sided_geometric
 from .laplace import LaplaceShape
 
@@ -26,10 +26,10 @@ class DiscreteLaplace(LaplaceShape, IntegerNoise):
     loss_kind = "discrete-laplace"
 
     def __init__(self, epsilon: float, sensitivity: float = 1.0):
-        require(np.isfinite(epsilon) and epsilon > 0, "epsilon", "must be a finite number > 0")
-        require(np.isfinite(sensitivity) and sensitivity > 0, "sensitivity", "must be a finite number > 0")
-        self.epsilon = float(epsilon)
-        self.sensitivity = float(sensitivity)
+        self.epsilon = check_number(epsilon, "epsilon", 1e-300, 1e300)
+        self.sensitivity = check_number(sensitivity, "sensitivity", 1e-12, 1e15)
+        require(self.sensitivity / self.epsilon <= 1e15, "epsilon", f"{self.epsilon:g} gives a noise scale "
+                f"sensitivity/epsilon = {self.sensitivity / self.epsilon:g}, above 1e+15")
         #: the scale t of P(k) ~ exp(-|k| / t) (OpenDP's ``scale``)
         self.scale = self.sensitivity / self.epsilon
 

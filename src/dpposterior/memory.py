@@ -1,0 +1,43 @@
+"""Up-front memory estimates: an engine that would need more memory than the machine has is refused in one
+line (:class:`~dpposterior.errors.RefusedError`) before it allocates, stating its estimate and what would fit.
+
+The estimates count the engine's large arrays (stored draws, per-area variables, enumeration windows, noise
+tables) times the copies that exist at its peak; they are meant to be within a factor 2 of the measured
+peak (tests/test_fuzz_inputs.py).  Available memory is ``MemAvailable`` of ``/proc/meminfo``; where that
+cannot be read (not Linux) nothing is refused.
+"""
+
+from __future__ import annotations
+
+from .errors import RefusedError
+
+GIB = 2.0 ** 30
+
+
+def available_bytes() -> float | None:
+    """MemAvailable of /proc/meminfo in bytes (None where it cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def size(nbytes: float) -> str:
+    """Bytes as a person reads them: ``29.8 GiB``, ``512 MiB``."""
+    if nbytes >= GIB:
+        return f"{nbytes / GIB:.1f} GiB"
+    return f"{nbytes / 2.0 ** 20:.0f} MiB"
+
+
+def check_fits(estimate: float, field: str, what: str, advice: str) -> None:
+    """Refuse ``what`` (e.g. "5000 draws x 4 chains of 200000 areas") if ``estimate`` bytes exceed the memory
+    available now; ``advice`` says what would fit."""
+    avail = available_bytes()
+    if avail is None or estimate <= avail:
+        return
+    raise RefusedError(field, f"{what} needs about {size(estimate)} of memory, more than the {size(avail)} "
+                              f"available; {advice}")
