@@ -1,10 +1,11 @@
-"""Compiled (numba) per-iteration kernels of issue 18: their building blocks against the exact
+"""Compiled (numba) per-iteration kernels: their building blocks against the exact
 laws, the cancellation-free inverse-Gaussian draw, reproducibility whatever the number of
 threads, agreement of the compiled linreg fixedS kernel with the numpy reference, and that the
 kernels are cached on disk (no per-process recompilation).
 
 Tolerances: KS tests at p > 1e-3 on 20,000 draws; the fixedS comparison at 5 Monte Carlo
-standard errors (ArviZ ``mcse`` of both samplers, combined).
+standard errors (ArviZ ``mcse`` of both samplers, combined); the naive-Bayes interior-point
+kernel against its numpy twin to 4 ulps (SIMD and FMA rounding, see the test).
 """
 
 import math
@@ -211,7 +212,7 @@ def test_kernels_are_cached_on_disk():
 
 def test_naive_bayes_interior_point_kernel_equals_numpy_reference():
     """The compiled per-block interior-point ascent (Karwa et al. eqs. 10-13) gives the numpy
-    reference's iterates exactly, ragged (masked) levels included."""
+    reference's iterates to a few ulps, ragged (masked) levels included."""
     from dpposterior.inference import naive_bayes_vb as nb
 
     rng = np.random.default_rng(0)
@@ -224,6 +225,16 @@ def test_naive_bayes_interior_point_kernel_equals_numpy_reference():
     Bc = rng.normal(size=(B, K, I, J)) * 50
     C = -np.full((B, K, I, 1), 30.0)
     m = np.broadcast_to(mask, (B, K, I, J))
+    # The two are the same arithmetic in the same order, but not the same instructions: numpy's
+    # log and reductions take the SIMD path its CPU dispatch picks (AVX-512 or AVX2 kernels
+    # round differently in the last bit), numba's LLVM may contract a*b+c into one FMA.  Each
+    # step carries such a difference forward without amplifying it (the ascent contracts towards
+    # the optimum; an Armijo accept/reject flip would show as a difference of many orders of
+    # magnitude more), so the iterates agree to a small multiple of one ulp: measured 1 ulp at
+    # 20 and 100 steps with numpy's AVX-512 paths, 0 without them.  A budget of 4 ulps; exact
+    # zeros (masked levels) must stay exact zeros.
     for steps in (1, 3, 20):
-        np.testing.assert_array_equal(nb.interior_point_ascent(theta, A, Bc, C, m, steps),
-                                      nb.interior_point_ascent_numpy(theta, A, Bc, C, m, steps))
+        compiled = nb.interior_point_ascent(theta, A, Bc, C, m, steps)
+        reference = nb.interior_point_ascent_numpy(theta, A, Bc, C, m, steps)
+        np.testing.assert_array_equal(compiled == 0.0, reference == 0.0)
+        np.testing.assert_array_max_ulp(compiled, reference, maxulp=4)
