@@ -73,6 +73,20 @@ def test_small_area_per_cell_sigma_takes_the_same_cell_of_two_areas(sigma, G, ti
         cost.epsilon, rel=1e-12)
 
 
+@pytest.mark.parametrize("G", [1, 2, 5])
+def test_small_area_every_noise_spelling_is_accounted_alike(G):
+    """One sigma, one per cell, or a G x C table: the same noise gives the same epsilon, never below
+    dp-accounting's optimistic value for the two least noisy cells."""
+    spellings = [1.5, [1.5, 1.5, 1.5], [[1.5, 1.5, 1.5] for _ in range(G)]]
+    eps = [dp.load_release({**small_area(sig, G, C=3), "report_delta": 1e-6}).privacy().epsilon for sig in spellings]
+    assert eps[0] == pytest.approx(eps[1], rel=1e-12) and eps[0] == pytest.approx(eps[2], rel=1e-12)
+    assert_tight(eps[0], [("dg", 1.5, 1), ("dg", 1.5, 1)], 1e-6)
+    mixed = [[3.0, 2.0, 9.0] for _ in range(G)]
+    mixed[-1][2] = 1.2
+    cost = dp.load_release({**small_area(mixed, G, C=3), "report_delta": 1e-6}).privacy()
+    assert_tight(cost.epsilon, [("dg", 1.2, 1), ("dg", 2.0, 1)], 1e-6)
+
+
 def test_small_area_understated_rho_is_refused():
     with pytest.raises(InputError, match=r"statistics\.counts\.rho.*0\.505.*disagrees"):
         dp.load_release(small_area([1.0, 10.0], 3, rho=0.505))
