@@ -259,6 +259,11 @@ def calibrate_cmd(
     n: Optional[int] = typer.Option(None, "--n", help="Records per simulated dataset (a --model has its own)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Privacy budget of each simulated release "
                                             "(a --model has its own mechanism)."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="Release the simulated data through this "
+                                            "mechanism (count families: laplace, discrete-laplace with --epsilon, "
+                                            "discrete-gaussian with --rho; default: the family's own)."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
+                                        "(instead of --epsilon)."),
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: calibrate a dpposterior.Model "
                                         "instead of a family."),
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
@@ -283,8 +288,9 @@ def calibrate_cmd(
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
     if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
-        if family is not None or n is not None or epsilon is not None:
-            raise InputError("--model", "replaces --family, --n and --epsilon (the model has its own)")
+        if family is not None or n is not None or epsilon is not None or mechanism is not None or rho is not None:
+            raise InputError("--model", "replaces --family, --n, --epsilon, --mechanism and --rho (the model has "
+                             "its own)")
         # a Model's callables cannot be sent to worker processes: its trials run serially, so the
         # options that steer workers or the family's prior would be silently ignored -- refuse them
         for name, value in (("--prior", prior), ("--workers", workers), ("--unit-size", unit_size),
@@ -303,7 +309,8 @@ def calibrate_cmd(
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
         draws=draws, out=out, plot=plot, scheduler=scheduler or "processes", quiet=quiet, resume=resume,
-        workers=workers, unit_size=unit_size, repair=repair, worker_timeout=worker_timeout)
+        workers=workers, unit_size=unit_size, repair=repair, worker_timeout=worker_timeout, mechanism=mechanism,
+        rho=rho)
 
 
 @app.command("report")
