@@ -116,6 +116,7 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
     """``--mechanism`` and its budget for ``family``'s simulator, checked in one line each: None for the
     family's own mechanism (no ``--mechanism``, or laplace where the simulator's own is laplace), else
     {"name": NAME, "epsilon": E} or {"name": "discrete-gaussian", "rho": R} (``epsilon`` is then None).
+    The simulator's own mechanism is the first of ``Family.simulate_mechanisms`` (laplace, at ``epsilon``).
 
     A mechanism the simulator does not take, ``--rho`` without discrete-gaussian, ``--epsilon`` with it, and a
     missing budget are refused."""
@@ -148,8 +149,8 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
             math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
     check_epsilon_range(float(epsilon), "epsilon")  # as a release file's: the simulated releases stay finite
-    if mechanism in (None, "laplace"):
-        return None  # the simulator's own Laplace release (unchanged studies, unchanged run ids)
+    if mechanism is None or mechanism == family.simulate_mechanisms[0]:
+        return None  # the simulator's own release (unchanged studies, unchanged run ids)
     return {"name": mechanism, "epsilon": float(epsilon)}
 
 
@@ -162,11 +163,12 @@ def _simulate_kwargs(mechanism: dict | None) -> dict:
 
 def mechanism_record(family, epsilon, mechanism: dict | None) -> dict | None:
     """What the result JSON says of the simulated releases' mechanism: the one asked for, else (for a family
-    whose simulator takes ``--mechanism``) its own Laplace at ``epsilon``; None for the other families."""
+    whose simulator takes ``--mechanism``) its own (the first it lists) at ``epsilon``; None for the other
+    families."""
     if mechanism is not None:
         return dict(mechanism)
     if family.simulate_mechanisms:
-        return {"name": "laplace", "epsilon": float(epsilon)}
+        return {"name": family.simulate_mechanisms[0], "epsilon": float(epsilon)}
     return None
 
 

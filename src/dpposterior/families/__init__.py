@@ -121,7 +121,8 @@ class Family:
     #: model refuses the others, and tests/test_mechanisms.py checks the two agree
     mechanisms: tuple[str, ...] = ("laplace",)
     #: the mechanisms ``simulate`` can release through when asked (``simulate(..., mechanism=NAME, rho=RHO)``;
-    #: ``dpposterior calibrate --mechanism``); empty: only the family's own simulated mechanism
+    #: ``dpposterior calibrate --mechanism``), the simulator's own first (released at ``epsilon``); empty: only
+    #: the family's own simulated mechanism
     simulate_mechanisms: tuple[str, ...] = ()
     #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
