@@ -34,6 +34,7 @@ LAYERS = [
     ("orchestrator", ["dpposterior.api"]),
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
+                  "dpposterior.curator_api",
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.console", "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
                   "dpposterior.worker_preload"]),

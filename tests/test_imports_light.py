@@ -37,7 +37,8 @@ def test_import_dpposterior_loads_no_heavy_library():
 
 
 def test_the_public_api_loads_no_heavy_library():
-    assert loaded_after("from dpposterior import infer, Model, Posterior, load_release, InferenceOptions") == set()
+    assert loaded_after("from dpposterior import infer, Model, Posterior, load_release, InferenceOptions, "
+                        "release_from_csv, release_from_measurements") == set()
 
 
 def test_cli_help_loads_no_heavy_library():

@@ -4,7 +4,8 @@ The data flow is the architecture::
 
     mechanisms -> release file -> family (model + prior) -> inference engine -> Posterior (ArviZ) -> report
 
-Entry point: :func:`infer` (``dpposterior.api``); the rooms and what each may import:
+Entry points: :func:`infer` (``dpposterior.api``), the analyst's; :func:`release_from_csv` and
+:func:`release_from_measurements` (``dpposterior.curator_api``), the curator's; the rooms and what each may import:
 docs/architecture.md.
 """
 
@@ -15,10 +16,10 @@ from .errors import InputError, PosteriorWarning, RefusedError  # noqa: E402
 #: load neither numpy nor pydantic, and a command imports only what it runs (docs/architecture.md,
 #: "Imports stay light").  ``from dpposterior import infer`` imports the orchestrator as before.
 _LAZY = {"infer": "api", "InferenceOptions": "options", "Model": "model", "Posterior": "posterior",
-         "load_release": "release"}
+         "load_release": "release", "release_from_csv": "curator_api", "release_from_measurements": "curator_api"}
 
-__all__ = ["infer", "Model", "load_release", "Posterior", "InferenceOptions", "InputError", "RefusedError",
-           "PosteriorWarning", "__version__"]
+__all__ = ["infer", "Model", "load_release", "release_from_csv", "release_from_measurements", "Posterior",
+           "InferenceOptions", "InputError", "RefusedError", "PosteriorWarning", "__version__"]
 
 
 def __getattr__(name):

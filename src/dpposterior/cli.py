@@ -56,7 +56,8 @@ def _impl(module: str, func: str):
 
 @app.command("release")
 def release_cmd(
-    data: Path = typer.Argument(..., help="CSV of confidential records (with a header row)."),
+    data: Optional[Path] = typer.Argument(None, help="CSV of confidential records (with a header row); omit with "
+                                          "--from-measurements."),
     family: str = typer.Option(..., "--family", help=f"Data model: {_FAMILY_LIST}."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon",
                                             help="Total privacy budget (per table for naive-bayes counts)."),
@@ -102,6 +103,9 @@ def release_cmd(
                                          "(or a CSV with a 'cell' column)."),
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Leave out rows with a missing value in a "
                                       "column read (default: refuse them)."),
+    from_measurements: Optional[Path] = typer.Option(None, "--from-measurements", help="small-area: a long-format "
+                                                     "CSV of noisy measurements (area, cell, noisy_value, "
+                                                     "noise_variance) written as a release, adding no noise."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
     import warnings
@@ -109,6 +113,19 @@ def release_cmd(
     from .curator import CurateOptions, build_release, read_exposure, read_public_list
     from .errors import CuratorWarning, check_output_path
 
+    if from_measurements is not None:
+        given = {"data CSV": data, "epsilon": epsilon, "rho": rho, "target-epsilon": target_epsilon,
+                 "target-rho": target_rho, "delta": delta, "seed": seed, "column": column, "columns": columns,
+                 "features": features, "response": response, "bounds": bounds, "x-norm": x_norm, "y-abs": y_abs,
+                 "epsilon-split": epsilon_split, "scale": scale, "parties": parties if parties != 1 else None,
+                 "intercept": intercept or None, "population": population, "times": times, "trials": trials,
+                 "design": design, "area-column": area_column, "cell-column": cell_column, "areas": areas,
+                 "cells": cells, "drop-missing": drop_missing or None}
+        return _release_from_measurements(from_measurements, family, out, mechanism, exposure, postprocessing,
+                                          given)
+    if data is None:
+        raise InputError("data", "give the CSV of confidential records (or --from-measurements FILE.csv for a "
+                         "small-area table that is already noisy)")
     check_output_path(out, "--out")
     # None: not given (the family's curator refuses a given option it does not take; --parties 1 and no
     # --intercept are what every curator does anyway)
@@ -142,6 +159,32 @@ def release_cmd(
         else:
             typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
                        "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)
+
+
+def _release_from_measurements(path, family, out, mechanism, exposure, postprocessing, given: dict) -> None:
+    """``release --from-measurements``: the measurements are already noisy, so no budget, seed or data CSV
+    applies; each is refused in one line."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "data CSV":
+            raise InputError("from-measurements", "takes no data CSV: the measurements are already noisy "
+                             "(give one or the other)")
+        if name in ("epsilon", "rho", "target-epsilon", "target-rho", "delta", "seed"):
+            raise InputError(name, "not an option of --from-measurements (the measurements are already noisy: no "
+                             "noise is added, and the noise they state gives the privacy statement)")
+        raise InputError(name, "not an option of --from-measurements (it takes --exposure, --postprocessing and "
+                         "--mechanism discrete-gaussian)")
+    from .curator_api import release_from_measurements
+    from .errors import check_output_path
+
+    check_output_path(out, "--out")
+    release = release_from_measurements(path, family, out, mechanism=mechanism, exposure=exposure,
+                                        postprocessing=postprocessing)
+    cost = release.privacy()
+    typer.echo(f"wrote {out} (family {release.family}, total {cost.describe()}, neighbouring {release.neighbouring})")
+    typer.echo(f"note: no noise was added: the measurements in {path} are already noisy; the privacy statement "
+               "rests on the noise variances they state", err=True)
 
 
 @app.command("infer")
@@ -259,6 +302,11 @@ def calibrate_cmd(
     n: Optional[int] = typer.Option(None, "--n", help="Records per simulated dataset (a --model has its own)."),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="Privacy budget of each simulated release "
                                             "(a --model has its own mechanism)."),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="Release the simulated data through this "
+                                            "mechanism (count families: laplace, discrete-laplace with --epsilon, "
+                                            "discrete-gaussian with --rho; default: the family's own)."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
+                                        "(instead of --epsilon)."),
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: calibrate a dpposterior.Model "
                                         "instead of a family."),
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
@@ -283,8 +331,9 @@ def calibrate_cmd(
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
     if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
-        if family is not None or n is not None or epsilon is not None:
-            raise InputError("--model", "replaces --family, --n and --epsilon (the model has its own)")
+        if family is not None or n is not None or epsilon is not None or mechanism is not None or rho is not None:
+            raise InputError("--model", "replaces --family, --n, --epsilon, --mechanism and --rho (the model has "
+                             "its own)")
         # a Model's callables cannot be sent to worker processes: its trials run serially, so the
         # options that steer workers or the family's prior would be silently ignored -- refuse them
         for name, value in (("--prior", prior), ("--workers", workers), ("--unit-size", unit_size),
@@ -303,7 +352,8 @@ def calibrate_cmd(
     _impl("diagnostics.calibration", "calibrate_command")(
         family=family, n=n, epsilon=epsilon, trials=trials, methods=_split(methods), prior=prior, seed=seed,
         draws=draws, out=out, plot=plot, scheduler=scheduler or "processes", quiet=quiet, resume=resume,
-        workers=workers, unit_size=unit_size, repair=repair, worker_timeout=worker_timeout)
+        workers=workers, unit_size=unit_size, repair=repair, worker_timeout=worker_timeout, mechanism=mechanism,
+        rho=rho)
 
 
 @app.command("report")

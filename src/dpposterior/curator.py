@@ -18,10 +18,14 @@ from .families._curate import CurateOptions, CuratorOptions  # noqa: F401  (re-e
 
 
 def read_csv(path):
+    """The confidential records: a CSV file (with a header row), or a pandas DataFrame already in memory
+    (``dpposterior.release_from_csv``; read as a CSV's columns would be: names stripped, each once)."""
     import pandas as pd
 
     from .errors import check_input_file
 
+    if isinstance(path, pd.DataFrame):
+        return _records_frame(path)
     path = Path(path)
     check_input_file(path, "data")
     refuse_duplicate_columns(path)
@@ -34,6 +38,20 @@ def read_csv(path):
     # ' age' in a header is the column 'age' (spaces after the commas of a hand-written header)
     frame.columns = [c.strip() if isinstance(c, str) else c for c in frame.columns]
     return frame
+
+
+def _records_frame(frame):
+    """A copy of a caller's DataFrame, as :func:`read_csv` would give its CSV: string column names stripped
+    of spaces, a name given twice refused, a fresh row index."""
+    out = frame.reset_index(drop=True)  # a copy: the curator never changes the caller's frame
+    out.columns = [c.strip() if isinstance(c, str) else c for c in out.columns]
+    seen: dict = {}
+    for position, name in enumerate(out.columns, start=1):
+        if name in seen:
+            raise InputError("data", f"column {name!r} appears twice in the data frame (columns {seen[name]} and "
+                             f"{position}); give every column its own name")
+        seen[name] = position
+    return out
 
 
 def read_exposure(path) -> dict:

@@ -818,7 +818,8 @@ def _calibration_sections(path: Path):
     result = load_calibration(path)
     methods = result["methods"]
     sections: list[Any] = []
-    meta = [(k, str(result[k])) for k in ("family", "n", "epsilon", "trials", "seed", "prior") if k in result]
+    meta = [(k, str(result[k])) for k in ("family", "n", "epsilon", "mechanism", "trials", "seed", "prior")
+            if result.get(k) is not None]  # epsilon is null under a discrete-gaussian mechanism (its rho)
     sections.append(("table", "Run", ["", ""], meta))
     header = ["method", "KS", "KS p-value", "coverage 50%", "coverage 90%", "coverage 95%", "MMD"]
     rows = []

@@ -112,7 +112,67 @@ def _check_int(value, field: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk):
+def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
+    """``--mechanism`` and its budget for ``family``'s simulator, checked in one line each: None for the
+    family's own mechanism (no ``--mechanism``, or laplace where the simulator's own is laplace), else
+    {"name": NAME, "epsilon": E} or {"name": "discrete-gaussian", "rho": R} (``epsilon`` is then None).
+    The simulator's own mechanism is the first of ``Family.simulate_mechanisms`` (laplace, at ``epsilon``).
+
+    A mechanism the simulator does not take, ``--rho`` without discrete-gaussian, ``--epsilon`` with it, and a
+    missing budget are refused."""
+    from ..release import check_epsilon_range
+
+    if mechanism is not None:
+        if not isinstance(mechanism, str):
+            raise InputError("mechanism", f"must be a mechanism name (got {mechanism!r})")
+        mechanism = mechanism.strip().lower()
+        offered = tuple(family.simulate_mechanisms)
+        if mechanism not in offered:
+            if not offered:
+                raise InputError("mechanism", f"the {family.name} simulator releases through its own mechanism "
+                                 "only; --mechanism is for binomial, multinomial and poisson")
+            raise InputError("mechanism", f"{mechanism!r} is not a mechanism of the {family.name} simulator "
+                             f"(one of: {', '.join(offered)})")
+    if mechanism == "discrete-gaussian":
+        if epsilon is not None:
+            raise InputError("epsilon", "not a budget of --mechanism discrete-gaussian (give its zCDP budget --rho)")
+        if rho is None:
+            raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
+        if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 1e-12 <= rho <= 1e6:
+            raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {rho!r})")
+        return {"name": mechanism, "rho": float(rho)}
+    if rho is not None:
+        raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
+    if epsilon is None:
+        raise InputError("epsilon", "is required (the privacy budget of each simulated release)")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (
+            math.isfinite(epsilon) and epsilon > 0):
+        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
+    check_epsilon_range(float(epsilon), "epsilon")  # as a release file's: the simulated releases stay finite
+    if mechanism is None or mechanism == family.simulate_mechanisms[0]:
+        return None  # the simulator's own release (unchanged studies, unchanged run ids)
+    return {"name": mechanism, "epsilon": float(epsilon)}
+
+
+def _simulate_kwargs(mechanism: dict | None) -> dict:
+    """The keywords of ``Family.simulate`` that select ``mechanism`` (none for the family's own)."""
+    if mechanism is None:
+        return {}
+    return {"mechanism": mechanism["name"], "rho": mechanism.get("rho")}
+
+
+def mechanism_record(family, epsilon, mechanism: dict | None) -> dict | None:
+    """What the result JSON says of the simulated releases' mechanism: the one asked for, else (for a family
+    whose simulator takes ``--mechanism``) its own (the first it lists) at ``epsilon``; None for the other
+    families."""
+    if mechanism is not None:
+        return dict(mechanism)
+    if family.simulate_mechanisms:
+        return {"name": family.simulate_mechanisms[0], "epsilon": float(epsilon)}
+    return None
+
+
+def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk, mechanism=None, rho=None):
     from ..families import get_family
 
     family = get_family(family_name, field="family")
@@ -124,23 +184,26 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
     chunk = _check_int(chunk, "chunk")
     if draws is not None:
         draws = _check_int(draws, "draws", 2)
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (
-            math.isfinite(epsilon) and epsilon > 0):
-        raise InputError("epsilon", f"must be a finite number > 0 (got {epsilon!r})")
-    from ..release import check_epsilon_range
-
-    check_epsilon_range(float(epsilon), "epsilon")  # as a release file's: the simulated releases stay finite
+    mech = resolve_mechanism(family, mechanism, epsilon, rho)
+    epsilon = None if epsilon is None else float(epsilon)
     if methods is None:
         methods = ["auto", "naive"]
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
     if not methods:
         raise InputError("methods", "name at least one method")
+    prior_spec = parse_prior_option(prior)
+    prior_obj = family.parse_prior(prior_spec, None)
+    probe = None
+    if mech is not None:
+        # one release simulated through the mechanism (thrown away): what ``auto`` picks for such releases, as
+        # ``infer`` would (Family.auto_rule), and a method that cannot run on them is refused before any trial
+        probe = family.simulate(prior_obj, n, epsilon, np.random.default_rng(0), **_simulate_kwargs(mech))
     resolved = []
     for m in methods:
         if not isinstance(m, str):
             raise InputError("methods", f"method names are strings (got {m!r})")
-        name = family.resolve_method(m)
+        name = family.resolve_method(m, None if probe is None else probe.release)
         if name not in family.methods:
             known = ", ".join(sorted([*family.methods, "auto"]))
             raise InputError("methods", f"method {m!r} is not available for family {family.name!r} (one of: {known})")
@@ -153,10 +216,30 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
         # lists the methods it did not apply to)
         opts = ", ".join(family.engine_options(resolved[0]).names())
         raise InputError("draws", f"not an option of {family.name}/{resolved[0]} (options: {opts}); drop --draws")
-    prior_spec = parse_prior_option(prior)
-    prior_obj = family.parse_prior(prior_spec, None)
+    if probe is not None:
+        for name in resolved:
+            _refuse_method_for(family, name, probe, prior_obj, mech)
     prior_dict = prior_obj.to_dict() if hasattr(prior_obj, "to_dict") else prior_spec
-    return family, n, float(epsilon), trials, resolved, prior_obj, prior_dict, seed, draws, chunk
+    return family, n, epsilon, trials, resolved, prior_obj, prior_dict, seed, draws, chunk, mech
+
+
+def _refuse_method_for(family, method, sim, prior, mechanism: dict) -> None:
+    """Refuse, in one line, a method whose batched path fails on a release simulated through ``mechanism``
+    (Gibbs-SS assumes continuous Laplace noise); the probe runs a handful of draws.  Methods with no
+    batched path are not probed (a trial that fails is recorded in the result's ``failures``)."""
+    from ..errors import RefusedError, posterior_warnings_ignored
+
+    batch = family.batch_path(method)
+    if batch is None:
+        return
+    options = InferenceOptions(method=method, draws=2, warmup=1, chains=1, seed=0)
+    try:
+        with posterior_warnings_ignored():
+            batch([sim], prior, options)
+    except Exception as exc:  # noqa: BLE001 - every failure is this method's, said in one line
+        reason = exc.reason if isinstance(exc, RefusedError) else one_line(exc)
+        raise InputError("methods", f"{method!r} cannot analyse releases of --mechanism {mechanism['name']} "
+                         f"({reason})") from None
 
 
 # --------------------------------------------------------------------------- the unit of work
@@ -217,7 +300,8 @@ def calibration_unit(unit: dict) -> dict:
     """One unit of trials (module level and picklable for process / Dask backends).
 
     ``unit``: family, n, epsilon, prior, methods, draws, ``seed`` (the study's root seed,
-    an int), ``start`` (index of the unit's first trial) and ``trials``.  Trial ``t`` draws
+    an int), ``start`` (index of the unit's first trial), ``trials`` and optionally ``mechanism``
+    (:func:`resolve_mechanism`; absent or None: the family's own).  Trial ``t`` draws
     everything from ``execution.trial_seed(seed, t, ...)``: its data and release from path
     (t, 0), method m's rank tie-breaks from (t, 1, crc32(m)) and its posterior from (t, 2, crc32(m)).  So
     a trial's numbers do not depend on the unit it is in: any unit size, any backend, same
@@ -236,9 +320,11 @@ def calibration_unit(unit: dict) -> dict:
     results: dict = {"ranks": {m: [] for m in methods},
                      "mmd": {m: ([] if ref_name is not None and m != ref_name else None) for m in methods},
                      "coordinates": None, "failures": []}
+    simulate_kwargs = _simulate_kwargs(unit.get("mechanism"))
     for t in range(unit["start"], unit["start"] + unit["trials"]):
         try:
-            sim = family.simulate(prior, unit["n"], unit["epsilon"], np.random.default_rng(trial_seed(seed, t, 0)))
+            sim = family.simulate(prior, unit["n"], unit["epsilon"], np.random.default_rng(trial_seed(seed, t, 0)),
+                                  **simulate_kwargs)
             truth = _flatten_theta(sim.theta)[None, :]
         except Exception as exc:  # noqa: BLE001 - a rare dataset must not end the study
             results["failures"].append({"trial": t, "method": "simulate", "error": one_line(exc)})
@@ -327,10 +413,11 @@ def _stored_chunk(checkpoint) -> int | None:
     return chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk >= 1 else None
 
 
-def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, prior=None, seed: int = 0,
+def calibrate(family: str, n: int, epsilon: float | None, trials: int, methods=None, prior=None, seed: int = 0,
               draws: int | None = None, *, scheduler: str = "serial", quiet: bool = True, resume: bool = False,
               checkpoint=None, chunk: int | None = None, workers: int | None = None,
-              return_ranks: bool = False, repair: bool = False, worker_timeout: float | None = None) -> dict:
+              return_ranks: bool = False, repair: bool = False, worker_timeout: float | None = None,
+              mechanism: str | None = None, rho: float | None = None) -> dict:
     """Run the calibration study; returns the result dict (the JSON of ``dpposterior calibrate``).
 
     Headline ``ks``/``ks_pvalue``/``coverage`` are for the first coordinate of theta
@@ -351,6 +438,11 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
     On ``resume`` every checkpointed unit is verified (``checkpoint.read_checkpoint``: content hash
     and :func:`check_unit_result`); ``repair`` recomputes a unit that fails instead of refusing.
     The result carries the study's ``run_id`` (:func:`study_id` of the checkpoint's fingerprint).
+
+    ``mechanism`` (with ``epsilon``, or ``rho`` for discrete-gaussian): release every simulated dataset
+    through this mechanism instead of the family's own (the count families: discrete-laplace,
+    discrete-gaussian; exact integer noise from the mechanism's sampler); ``auto`` then picks what ``infer``
+    picks for such a release.  The result's ``mechanism`` names it and its budget.
     """
     from ..model import Model
 
@@ -365,16 +457,19 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
     workers = check_workers(workers)
     if chunk is None and resume and checkpoint is not None:
         chunk = _stored_chunk(checkpoint)
-    fam, n, epsilon, trials, methods, prior_obj, prior_dict, seed, draws, chunk = _resolve(
+    fam, n, epsilon, trials, methods, prior_obj, prior_dict, seed, draws, chunk, mech = _resolve(
         family, n, epsilon, trials, methods, prior, seed, draws,
-        chunk if chunk is not None else unit_size(trials, worker_count(scheduler, workers)))
+        chunk if chunk is not None else unit_size(trials, worker_count(scheduler, workers)), mechanism, rho)
     n_units = math.ceil(trials / chunk)
+    # the mechanism enters units and fingerprint only when it is not the family's own: a study without
+    # --mechanism keeps its units, checkpoint and run id
+    own = {} if mech is None else {"mechanism": mech}
     units = [{"family": fam.name, "n": n, "epsilon": epsilon, "prior": prior_dict, "methods": methods,
-              "draws": draws, "seed": seed, "start": i * chunk, "trials": min(chunk, trials - i * chunk)}
+              "draws": draws, "seed": seed, "start": i * chunk, "trials": min(chunk, trials - i * chunk), **own}
              for i in range(n_units)]
     fingerprint = {"command": "calibrate", "family": fam.name, "n": n, "epsilon": epsilon, "trials": trials,
                    "methods": methods, "prior": prior_dict, "seed": seed, "draws": draws, "chunk": chunk,
-                   "seeding": "per-trial"}
+                   "seeding": "per-trial", **own}
     if not quiet:
         print(f"calibrate: {trials} trials in {n_units} units of <= {chunk}", file=sys.stderr)
     results = run_units(calibration_unit, units, scheduler=scheduler, checkpoint=checkpoint, resume=resume,
@@ -384,6 +479,9 @@ def calibrate(family: str, n: int, epsilon: float, trials: int, methods=None, pr
                         label=lambda i: f"unit {i} ({unit_label(units[i])})")
     out = summarise_study(results, fam, n, epsilon, trials, methods, prior_dict, seed, draws,
                           return_ranks=return_ranks)
+    record = mechanism_record(fam, epsilon, mech)
+    if record is not None:
+        out["mechanism"] = record
     out["run_id"] = study_id(fingerprint)
     return out
 
@@ -489,7 +587,7 @@ def plot_rank_ecdf(ranks: dict, path, title: str = "", ax=None) -> None:
 # --------------------------------------------------------------------------- CLI
 def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed=0, draws=None, out=None,
                       plot=None, scheduler="processes", quiet=False, resume=False, workers=None,
-                      unit_size=None, repair=False, worker_timeout=None) -> dict:
+                      unit_size=None, repair=False, worker_timeout=None, mechanism=None, rho=None) -> dict:
     """``dpposterior calibrate``: run, print a table, write ``--out`` JSON and ``--plot`` PNG.
 
     The run holds a lock on ``--out`` (``files.exclusive_run``): a second run to the same ``--out``
@@ -522,7 +620,8 @@ def calibrate_command(family, n, epsilon, trials, methods=None, prior=None, seed
     with exclusive_run(out, "out") if out is not None else nullcontext():
         result = calibrate(family, n, epsilon, trials, methods, prior, seed, draws, scheduler=scheduler,
                            quiet=quiet, resume=resume, checkpoint=checkpoint, chunk=unit_size, workers=workers,
-                           return_ranks=plot is not None, repair=repair, worker_timeout=worker_timeout)
+                           return_ranks=plot is not None, repair=repair, worker_timeout=worker_timeout,
+                           mechanism=mechanism, rho=rho)
         emit_study(result, result.pop("_ranks", None), out, plot, quiet)
     return result
 
@@ -541,7 +640,7 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
         write_json(out, result, field="out", hint=hint)
     if plot is not None:
         plot_rank_ecdf({m: u[:, 0] for m, u in ranks.items()}, plot,
-                       title=f"{result['family']}, n={result['n']}, eps={result['epsilon']:g}, "
+                       title=f"{result['family']}, n={result['n']}, {budget_label(result, short=True)}, "
                              f"{result['coordinates'][0]}")
     if not quiet or (out is None and plot is None):
         # --quiet silences progress; with nowhere else to go, the result is still printed
@@ -551,9 +650,19 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
             print(f"wrote {path}")
 
 
+def budget_label(result: dict, short: bool = False) -> str:
+    """``epsilon=1``, or with an integer mechanism ``discrete-gaussian rho=0.5`` (``short``: eps, rho)."""
+    mech = result.get("mechanism") or {}
+    eps = "eps" if short else "epsilon"
+    if mech.get("name") in (None, "laplace"):
+        return f"{eps}={result['epsilon']:g}"
+    budget = f"rho={mech['rho']:g}" if "rho" in mech else f"{eps}={mech['epsilon']:g}"
+    return f"{mech['name']} {budget}"
+
+
 def _print_table(result: dict) -> None:
     coordinates = result.get("coordinates") or ["no coordinate: every trial failed"]
-    print(f"calibration of {result['family']} (n={result['n']}, epsilon={result['epsilon']:g}, "
+    print(f"calibration of {result['family']} (n={result['n']}, {budget_label(result)}, "
           f"{result['trials']} trials, {coordinates[0]})")
     print(f"{'method':<14}{'KS':>8}{'p-value':>10}{'cov50':>8}{'cov90':>8}{'cov95':>8}{'MMD':>10}")
     for method, r in result["methods"].items():

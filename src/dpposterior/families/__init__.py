@@ -13,7 +13,9 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
   options class (``@curator(XCuratorOptions)``, ``families/_curate.py``; :attr:`Family.curator_options`),
 * ``simulate``      -- for ``dpposterior calibrate``: ``simulate(prior, n, epsilon, rng)``
   draws theta from the prior, data from the model, and a release through the
-  mechanism; returns a :class:`SimulatedRelease`,
+  mechanism; returns a :class:`SimulatedRelease`; a family listing ``simulate_mechanisms``
+  also takes ``simulate(prior, n, epsilon, rng, mechanism=NAME, rho=RHO)`` (``epsilon`` None
+  for the discrete Gaussian, whose budget is ``rho``),
 * ``mechanisms``    -- the registered mechanisms (``mechanisms.registry``) its releases may use,
 * ``hooks``         -- named optional extras (e.g. the simulator model of the SBI families).
 
@@ -118,6 +120,10 @@ class Family:
     #: the mechanisms (names in ``mechanisms.registry.MECHANISMS``) its releases may use; its release
     #: model refuses the others, and tests/test_mechanisms.py checks the two agree
     mechanisms: tuple[str, ...] = ("laplace",)
+    #: the mechanisms ``simulate`` can release through when asked (``simulate(..., mechanism=NAME, rho=RHO)``;
+    #: ``dpposterior calibrate --mechanism``), the simulator's own first (released at ``epsilon``); empty: only
+    #: the family's own simulated mechanism
+    simulate_mechanisms: tuple[str, ...] = ()
     #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
     auto_rule: Callable[[Any], str] | None = None

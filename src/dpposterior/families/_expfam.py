@@ -12,7 +12,7 @@ This module holds what the four family modules share:
 * conjugate priors (beta, dirichlet, gamma) parsed from the analysis ``[prior]`` table,
 * curators (CSV column -> release dict), and
 * ``simulate`` hooks for ``dpposterior calibrate`` (theta ~ prior, data ~ model,
-  release through the Laplace mechanism).
+  release through the Laplace mechanism, or for the count families an integer mechanism).
 """
 
 from __future__ import annotations
@@ -495,24 +495,68 @@ def curate_poisson(frame, options) -> dict:
 
 
 # --------------------------------------------------------------------------- simulation
-def _check_sim_args(n, epsilon):
+def _check_sim_args(n, epsilon, mechanism=None, rho=None):
+    """``n`` and the budget of a simulated release: ``epsilon`` (Laplace, the default, and discrete-laplace)
+    or ``rho`` (discrete-gaussian, zCDP), exactly one."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError("n", f"must be an integer >= 1 (got {shown(n)})")
+    if mechanism not in (None, *COUNT_MECHANISMS):
+        raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} (got {shown(mechanism)})")
+    if mechanism == "discrete-gaussian":
+        if epsilon is not None:
+            raise InputError("epsilon", "not a budget of mechanism discrete-gaussian (give its zCDP budget rho)")
+        if isinstance(rho, bool) or not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
+            raise InputError("rho", f"must be a finite number > 0 with mechanism discrete-gaussian (got {shown(rho)})")
+        return
+    if rho is not None:
+        raise InputError("rho", "is the budget of mechanism discrete-gaussian only (give epsilon)")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
 
 
-def simulate_binomial(prior: BetaPrior, n: int, epsilon: float, rng):
+def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | float, rng, scalar: bool) -> dict:
+    """The statistic record of integer ``values`` released through the integer mechanism ``mechanism``
+    (discrete-laplace at ``epsilon``, discrete-gaussian at ``rho``), with exact integer noise from the
+    mechanism's own sampler on ``rng`` -- the noise the curator draws with a seed (``noisy_record``)."""
+    from ..mechanisms.registry import get_mechanism
+
+    kind = get_mechanism(mechanism)
+    sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
+    if mechanism == "discrete-gaussian":
+        scale = sens / math.sqrt(2.0 * rho)
+        budget = {"sigma": scale, "rho": float(rho)}
+    else:
+        scale = sens / epsilon
+        budget = {"epsilon": float(epsilon)}
+    values = np.asarray(values, float)
+    noisy = values + kind.numpy_noise(scale, values.shape, rng)
+    vals = [int(v) for v in np.round(noisy)]
+    return {"value": vals[0] if scalar else vals, "mechanism": mechanism, **budget, "sensitivity": sens,
+            "sampler": "simulation"}
+
+
+def _integer_mechanism(mechanism) -> bool:
+    """Whether a simulation asks for integer noise (None and laplace: the paper's continuous Laplace)."""
+    return mechanism not in (None, "laplace")
+
+
+def simulate_binomial(prior: BetaPrior, n: int, epsilon: float | None, rng, mechanism: str | None = None,
+                      rho: float | None = None):
+    """theta ~ prior, records ~ model, the count released through ``mechanism`` (default: Laplace at
+    ``epsilon``; discrete-laplace at ``epsilon``, discrete-gaussian at ``rho``)."""
     from . import SimulatedRelease
 
-    _check_sim_args(n, epsilon)
+    _check_sim_args(n, epsilon, mechanism, rho)
     p = float(rng.beta(prior.alpha, prior.beta))
     s = int(rng.binomial(n, p))
-    y = s + rng.laplace(0.0, 1.0 / epsilon)
+    if _integer_mechanism(mechanism):
+        record = _simulated_record(mechanism, epsilon, rho, [s], 1.0, rng, scalar=True)
+    else:
+        y = s + rng.laplace(0.0, 1.0 / epsilon)
+        record = {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon), "sensitivity": 1.0,
+                  "sampler": "simulation"}
     release = BinomialRelease.model_validate(
-        {"format": FORMAT, "family": "binomial", "n": int(n),
-         "statistics": {"successes": {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon),
-                                      "sensitivity": 1.0, "sampler": "simulation"}}})
+        {"format": FORMAT, "family": "binomial", "n": int(n), "statistics": {"successes": record}})
     return SimulatedRelease(theta={"p": p}, release=release, confidential={"successes": s})
 
 
@@ -520,18 +564,24 @@ def simulate_binomial(prior: BetaPrior, n: int, epsilon: float, rng):
 DEFAULT_SIM_CATEGORIES = 4
 
 
-def simulate_multinomial(prior: DirichletPrior, n: int, epsilon: float, rng):
+def simulate_multinomial(prior: DirichletPrior, n: int, epsilon: float | None, rng, mechanism: str | None = None,
+                         rho: float | None = None):
+    """As :func:`simulate_binomial`, for the counts of every category (L1 sensitivity 2, L2 sqrt(2))."""
     from . import SimulatedRelease
 
-    _check_sim_args(n, epsilon)
+    _check_sim_args(n, epsilon, mechanism, rho)
     alpha = prior.vector(DEFAULT_SIM_CATEGORIES if prior.symmetric else len(prior.alpha))
     p = rng.dirichlet(alpha)
     counts = rng.multinomial(n, p)
-    y = counts + rng.laplace(0.0, 2.0 / epsilon, size=len(counts))
+    if _integer_mechanism(mechanism):
+        record = _simulated_record(mechanism, epsilon, rho, counts, {"L1": 2.0, "L2": math.sqrt(2.0)}, rng,
+                                   scalar=False)
+    else:
+        y = counts + rng.laplace(0.0, 2.0 / epsilon, size=len(counts))
+        record = {"value": [float(v) for v in y], "mechanism": "laplace", "epsilon": float(epsilon),
+                  "sensitivity": 2.0, "sampler": "simulation"}
     release = MultinomialRelease.model_validate(
-        {"format": FORMAT, "family": "multinomial", "n": int(n),
-         "statistics": {"counts": {"value": [float(v) for v in y], "mechanism": "laplace",
-                                   "epsilon": float(epsilon), "sensitivity": 2.0, "sampler": "simulation"}}})
+        {"format": FORMAT, "family": "multinomial", "n": int(n), "statistics": {"counts": record}})
     return SimulatedRelease(theta={"p": p}, release=release, confidential={"counts": counts.tolist()})
 
 
@@ -556,27 +606,42 @@ def simulation_bounds(family: str, prior: GammaPrior) -> tuple[float, float]:
     return lo, hi
 
 
-def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float, rng):
+def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float | None, rng,
+                       mechanism: str | None = None, rho: float | None = None):
+    """theta ~ prior, records ~ model, the truncated sum released through ``mechanism`` (default Laplace at
+    ``epsilon``; poisson also discrete-laplace at ``epsilon`` or discrete-gaussian at ``rho``: the bounds
+    of the prior predictive are whole numbers, so the truncated sum is an integer)."""
     from . import SimulatedRelease
 
-    _check_sim_args(n, epsilon)
+    if _integer_mechanism(mechanism) and family != "poisson":
+        raise InputError("mechanism", f"the {family} family's records are real numbers: laplace only "
+                         f"(got {shown(mechanism)})")
+    _check_sim_args(n, epsilon, mechanism, rho)
     lo, hi = simulation_bounds(family, prior)
     rate = float(rng.gamma(prior.shape, 1.0 / prior.rate))
     x = rng.exponential(1.0 / rate, size=n) if family == "exponential" else rng.poisson(rate, size=n).astype(float)
     inside = (x >= lo) & (x <= hi)
     sens = truncated_sensitivity(lo, hi)
-    scale = sens / epsilon
     truncated_sum = float(x[inside].sum())
     full_sum = float(x.sum())
-    y = truncated_sum + rng.laplace(0.0, scale)
+    if _integer_mechanism(mechanism):
+        record = _simulated_record(mechanism, epsilon, rho, [truncated_sum], sens, rng, scalar=True)
+        # the "cheating" naive baseline sees the untruncated sum with the same noise (same mechanism, scale)
+        noisy_full = float(_simulated_record(mechanism, epsilon, rho, [full_sum], sens, rng, scalar=True)["value"])
+    else:
+        scale = sens / epsilon
+        y = truncated_sum + rng.laplace(0.0, scale)
+        record = {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon), "sensitivity": sens,
+                  "sampler": "simulation"}
+        noisy_full = None
     release_cls = ExponentialRelease if family == "exponential" else PoissonRelease
     release = release_cls.model_validate(
         {"format": FORMAT, "family": family, "n": int(n), "bounds": [lo, hi],
-         "statistics": {"truncated_sum": {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon),
-                                          "sensitivity": sens, "sampler": "simulation"}}})
-    # the "cheating" naive baseline of the paper sees the untruncated sum with the same noise magnitude
-    confidential = {"sum": full_sum, "truncated_sum": truncated_sum,
-                    "noisy_full_sum": full_sum + float(rng.laplace(0.0, scale))}
+         "statistics": {"truncated_sum": record}})
+    if noisy_full is None:
+        # the "cheating" naive baseline of the paper sees the untruncated sum with the same noise magnitude
+        noisy_full = full_sum + float(rng.laplace(0.0, scale))
+    confidential = {"sum": full_sum, "truncated_sum": truncated_sum, "noisy_full_sum": noisy_full}
     return SimulatedRelease(theta={"rate": rate}, release=release, confidential=confidential)
 
 

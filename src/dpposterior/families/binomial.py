@@ -41,6 +41,7 @@ FAMILY = Family(
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
+    simulate_mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_beta_prior,
     curate=curate_binomial,
     naive_method="naive",

@@ -47,6 +47,7 @@ FAMILY = Family(
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
+    simulate_mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_dirichlet_prior,
     curate=curate_multinomial,
     naive_method="naive",

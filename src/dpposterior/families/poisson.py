@@ -21,6 +21,7 @@ FAMILY = Family(
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
+    simulate_mechanisms=COUNT_MECHANISMS,
     parse_prior=parse_gamma_prior,
     curate=curate_poisson,
     naive_method="naive",
