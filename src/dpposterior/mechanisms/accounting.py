@@ -112,6 +112,13 @@ def check_delta(delta, field: str = "delta", n: int | None = None) -> float:
     return d
 
 
+def unit_shifts(sensitivity: float, norm: str) -> tuple[float, ...]:
+    """The worst neighbouring pair of an integer count vector whose replace-one change has the given norm:
+    that many coordinates moved by one (a record moved between cells: (+1, -1) has L1 2 and L2 sqrt 2)."""
+    k = sensitivity ** 2 if norm == "L2" else sensitivity
+    return (1.0,) * max(1, int(round(k)))
+
+
 # --------------------------------------------------------------------------- zCDP -> (epsilon, delta)
 def _log_delta(rho: float, epsilon: float, alpha: float) -> float:
     """log of CKS Corollary 13's delta at order alpha."""

@@ -73,7 +73,7 @@ class Mechanism(ABC):
             if dim == 1:
                 shifts = (float(sens),)
             elif self.integer_valued:
-                from .discrete_gaussian import unit_shifts
+                from .accounting import unit_shifts
 
                 shifts = unit_shifts(float(sens), self.sensitivity_norm)
         losses = (self.privacy_losses(shifts) if shifts else None) or ()

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from ..errors import check_number, require
-from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, zcdp_epsilon
+from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, unit_shifts, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import IntegerNoise, two_sided_geometric
 
@@ -79,13 +79,6 @@ def exact_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     while exact_delta(sigma, sensitivity, hi) > delta:
         hi *= 2.0
     return float(brentq(lambda e: exact_delta(sigma, sensitivity, e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-12))
-
-
-def unit_shifts(sensitivity: float, norm: str) -> tuple[float, ...]:
-    """The worst neighbouring pair of an integer count vector whose replace-one change has the given norm:
-    that many coordinates moved by one (a record moved between cells: (+1, -1) has L1 2 and L2 sqrt 2)."""
-    k = sensitivity ** 2 if norm == "L2" else sensitivity
-    return (1.0,) * max(1, int(round(k)))
 
 
 class DiscreteGaussian(IntegerNoise):
