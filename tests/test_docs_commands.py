@@ -5,7 +5,7 @@ Each Markdown file's fenced shell blocks are read in order as one script: ``cat 
 FILE, ``python - <<'TAG'`` runs its code, and each ``dpposterior ...`` line runs in-process
 (``cli.main``) in a scratch folder that links the repository's ``examples/``.  Synopsis lines
 (``[--option]``, placeholders such as ``RELEASE.json``) are documentation of the grammar, not commands.
-A command that cannot run here at all (a Dask cluster at ``tcp://10.0.0.5``, 20,000-trial studies, every
+A command that cannot run here at all (a Dask cluster at ``tcp://127.0.0.1:8786``, 20,000-trial studies, every
 gallery entry) is listed in :data:`NOT_RUN` with the reason; a new command in the docs that is neither
 run nor listed fails :func:`test_every_documented_command_is_run_or_listed`.
 
@@ -36,11 +36,11 @@ COMMANDS = ("release", "infer", "audit", "demo", "calibrate", "report", "reprodu
 #: commands that run nowhere but on their own infrastructure or for hours: (file, start of the command)
 NOT_RUN = {
     ("docs/scaling.md", "dpposterior calibrate --family binomial --n 100 --epsilon 0.1 --trials 100000"):
-        "needs a Dask scheduler at tcp://10.0.0.5:8786",
+        "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/scaling.md", "dpposterior reproduce kazan-coverage --full --scheduler tcp://"):
-        "needs a Dask scheduler at tcp://10.0.0.5:8786",
+        "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/scaling.md", "dpposterior calibrate ... --scheduler tcp://"): "an elided example of a cluster run",
-    ("docs/small-area.md", "dpposterior infer table.json --scheduler tcp://"): "needs a Dask scheduler at tcp://10.0.0.5:8786",
+    ("docs/small-area.md", "dpposterior infer table.json --scheduler tcp://"): "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/gallery.md", "for e in kazan-example1"): "every gallery entry (hours); each runs in tests/test_gallery.py",
 }
 #: commands whose reduced form still takes over 15 s on the 2-core machine (SPLE's slice sampler; SIR's
