@@ -177,7 +177,7 @@ def infer_cmd(
              "cheap; off for simulation-based families, where it trains a flow)."),
 ):
     """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
-    if model is not None or observed is not None:  # a user model (issue 13): model_commands.py
+    if model is not None or observed is not None:  # a user model: model_commands.py
         return _impl("model_commands", "infer_model_command")(
             model, observed, release, out, analysis=analysis, method=method, draws=draws, warmup=warmup,
             chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points,
@@ -282,7 +282,7 @@ def calibrate_cmd(
                                                    "connected before giving up (default 120)."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
-    if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
+    if model is not None:  # a user model: its own n and mechanism, trials run serially
         if family is not None or n is not None or epsilon is not None:
             raise InputError("--model", "replaces --family, --n and --epsilon (the model has its own)")
         # a Model's callables cannot be sent to worker processes: its trials run serially, so the
@@ -315,7 +315,7 @@ def report_cmd(
                                         "dpposterior.Model the posterior came from."),
 ):
     """Write PNG figures and a self-contained report.html."""
-    if model is not None:  # a user model (issue 13): its prior beside the posterior
+    if model is not None:  # a user model: its prior beside the posterior
         html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
     else:
         html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
