@@ -7,19 +7,22 @@ continuous Laplace of the same scale (Gibbs-SS, Bernstein & Sheldon Algorithm 1/
 released value is the one the data most often give (s = round(n * theta) with theta the prior mean,
 plus 0 noise), so the table is deterministic apart from Monte Carlo error (20,000 draws each).
 
-    python benchmarks/clt_vs_exact.py      # prints the table, writes benchmarks/results/clt_vs_exact.json
+    python benchmarks/clt_vs_exact.py [--out FILE] [--update-results]   # prints the table, writes clt_vs_exact.json
+
+(to a scratch folder, or with --update-results to the committed benchmarks/results/: benchmarks/_out.py)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-from pathlib import Path
 
 import numpy as np
 
 import warnings
 
 import dpposterior as dp
+from _out import add_update_flag, out_path
 
 warnings.simplefilter("ignore", dp.PosteriorWarning)
 
@@ -40,6 +43,11 @@ def release(family, n, eps, mechanism):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
+    args = ap.parse_args()
+    out = out_path(args.out, "clt_vs_exact.json", args.update_results)
     rows = []
     for family, n, eps in CASES:
         rel, prior, var = release(family, n, eps, "discrete-laplace")
@@ -53,7 +61,6 @@ def main():
         print(f"| {family} | {n} | {eps:g} | {row['exact_mean']:.4f} ± {row['exact_sd']:.4f} | "
               f"{row['old_mean']:.4f} ± {row['old_sd']:.4f} | {row['dmean_sd']:+.3f} | {row['sd_ratio']:.3f} |",
               flush=True)
-    out = Path(__file__).parent / "results" / "clt_vs_exact.json"
     out.write_text(json.dumps(rows, indent=1) + "\n")
 
 

@@ -128,6 +128,8 @@ def sppe_run(eps: str, seed: int, simulations: int, rounds: int) -> dict:
 
 
 def main():
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--draws", type=int, default=5000)
     ap.add_argument("--chains", type=int, default=4)
@@ -137,8 +139,10 @@ def main():
     ap.add_argument("--sppe-simulations", type=int, default=1000)
     ap.add_argument("--sppe-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default=str(RESULTS / "da_mcmc.json"))
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
     args = ap.parse_args()
+    args.out = str(out_path(args.out, "da_mcmc.json", args.update_results))
 
     out = {"machine": f"{os.cpu_count()} cores (shared)", "sweep": sweep_speed(), "linreg_ju": {}}
     s = out["sweep"]

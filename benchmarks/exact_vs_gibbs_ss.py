@@ -6,15 +6,19 @@ enumeration in tests/test_exact_counts.py).  Accuracy: |mean - mean_ref| / sd_re
 Speed: bulk ESS (min over variables; iid draws of `exact` have ESS ~ draws) over the wall time of the
 `infer` call, first call in the process (numba cache populated).
 
-    python benchmarks/exact_vs_gibbs_ss.py            # writes benchmarks/results/exact_vs_gibbs_ss.json
+    python benchmarks/exact_vs_gibbs_ss.py [--out FILE] [--update-results]   # writes exact_vs_gibbs_ss.json
+
+(to a scratch folder, or with --update-results to the committed benchmarks/results/: benchmarks/_out.py)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from _out import add_update_flag, out_path
 
 CASES = {
     "binomial n=30 eps=0.5": ({"format": "dpposterior-release/1", "family": "binomial", "n": 30,
@@ -40,7 +44,7 @@ release, prior, var, method, seed, draws = json.loads(sys.argv[1])
 import dpposterior
 try:
     from dpposterior.convergence import ess_bulk
-except ImportError:  # before issue 29's own R-hat/ESS
+except ImportError:  # an older dpposterior without its own R-hat/ESS
     import arviz
     def ess_bulk(x):
         return float(arviz.ess(np.asarray(x), method="bulk"))
@@ -59,6 +63,11 @@ def run(args):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
+    args = ap.parse_args()
+    path = out_path(args.out, "exact_vs_gibbs_ss.json", args.update_results)
     rows = []
     for name, (release, prior, var) in CASES.items():
         ref = run([release, prior, var, "exact", 12345, 100000])
@@ -72,7 +81,6 @@ def main():
                 print(f"{name:30s} {method:9s} seed {seed}  |dmean|/sd {r['dmean']:.3f}  sd err {r['dsd']:+.3f}  "
                       f"ESS {r['ess']:8.0f}  wall {r['wall']:.3f} s  ESS/s {r['ess_per_s']:9.0f}  load {r['load']}",
                       flush=True)
-    path = Path(__file__).parent / "results" / "exact_vs_gibbs_ss.json"
     path.write_text(json.dumps(rows, indent=1) + "\n")
     print("wrote", path)
 

@@ -99,6 +99,8 @@ def exact_check(ns=(10, 30, 100, 300, 1000, 10000), epsilons=(0.1, 1.0), seed=0)
 
 
 def main(argv=None) -> int:
+    from _out import add_update_flag, img_dir, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--families", default=",".join(PAPER_FAMILIES))
@@ -106,12 +108,15 @@ def main(argv=None) -> int:
     ap.add_argument("--epsilons", default=",".join(map(str, EPSILONS)))
     ap.add_argument("--scheduler", default="serial")
     ap.add_argument("--seed", type=int, default=2018)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "expfam_calibration.json"))
-    ap.add_argument("--img", default=str(ROOT / "docs" / "img"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--img", default=None)
+    add_update_flag(ap)
     ap.add_argument("--timing-only", action="store_true")
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--exact-only", action="store_true", help="only the exact binomial check")
     args = ap.parse_args(argv)
+    args.out = str(out_path(args.out, "expfam_calibration.json", args.update_results))
+    args.img = args.img or str(img_dir(args.update_results))
     if args.exact_only:
         exact_check()
         return 0

@@ -14,7 +14,7 @@ Prints
    unconstrained: coverage of mu by the Gibbs posterior and by the naive posterior
    (must lie within 0.95 +- 0.015 and outside it, respectively).
 
-    python benchmarks/gaussian_gibbs.py [--quick] [--out benchmarks/results]
+    python benchmarks/gaussian_gibbs.py [--quick] [--out DIR] [--update-results]
 
 ``--quick`` shrinks every part (for a loaded machine); the full run takes a few minutes.
 """
@@ -107,11 +107,16 @@ def main():
     from dpposterior.inference import gaussian_gibbs as gg
     from dpposterior.diagnostics.gaussian_study import coverage_study
 
+    from _out import add_update_flag, img_dir, results_dir
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller everything (loaded machine)")
-    parser.add_argument("--out", default="benchmarks/results")
-    parser.add_argument("--figure", default="docs/img/gaussian_figure2.png", help="Figure 2 PNG")
+    parser.add_argument("--out", default=None, help="folder for gaussian_gibbs.json")
+    parser.add_argument("--figure", default=None, help="Figure 2 PNG")
+    add_update_flag(parser)
     args = parser.parse_args()
+    args.out = str(args.out or results_dir(args.update_results))
+    args.figure = str(args.figure or img_dir(args.update_results) / "gaussian_figure2.png")
     warnings.filterwarnings("ignore", message="More chains")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

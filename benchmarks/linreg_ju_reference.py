@@ -65,6 +65,7 @@ def rows(theta, w):
 
 
 def main():
+    from _out import add_update_flag, results_dir
     from sbi_convergence import PAPER  # the paper's Tables 2-4 rows
 
     ap = argparse.ArgumentParser()
@@ -74,8 +75,11 @@ def main():
     ap.add_argument("--pilot", type=int, default=5000)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    add_update_flag(ap)
     args = ap.parse_args()
-    summary_path = RESULTS / "linreg_ju_reference.json"
+    folder = results_dir(args.update_results)
+    print(f"(results go to {folder})", flush=True)
+    summary_path = folder / "linreg_ju_reference.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     for problem in args.problems.split(","):
         rel = load_release(ROOT / "examples" / "releases" / f"{problem}.json")
@@ -117,7 +121,7 @@ def main():
             print(f"  paper {method:8s}                 " + "  ".join(f"{m:6.2f} ({lo:6.2f}, {hi:5.2f})"
                                                                  for m, lo, hi in paper)
                   + f"   max |paper - reference| = {dev:.2f}")
-        np.savez(RESULTS / f"isref_{problem}.npz", theta=beta, log_weight=log_weight, seconds=seconds)
+        np.savez(folder / f"isref_{problem}.npz", theta=beta, log_weight=log_weight, seconds=seconds)
         summary[problem] = {"rows": ref, "se": se.tolist(), "ess": ess, "likelihood_cv": lik_cv,
                             "seconds": seconds, "paper_deviation": devs, "proposals": args.proposals,
                             "pilot": args.pilot, "inner": args.inner}

@@ -45,6 +45,8 @@ def timed(fn, iters, warm=2, repeats=3):
 
 
 def main(argv=None):
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, nargs="+", default=[2, 5, 10, 20, 50])
     ap.add_argument("--J", type=int, default=1)
@@ -53,8 +55,10 @@ def main(argv=None):
     ap.add_argument("--bs-iters-large", type=int, default=3)
     ap.add_argument("--bs-max-d", type=int, default=50, help="skip B&S above this d")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/linreg_scaling.json"))
+    ap.add_argument("--out", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args(argv)
+    args.out = out_path(args.out, "linreg_scaling.json", args.update_results)
     rng = np.random.default_rng(args.seed)
     rows = []
     for d in args.d:

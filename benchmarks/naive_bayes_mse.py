@@ -22,7 +22,8 @@ Dirichlet(2) priors): VB, naive and exact posterior means side by side.
     python benchmarks/naive_bayes_mse.py               # paper scale (10 datasets x 5 noise draws)
     python benchmarks/naive_bayes_mse.py --datasets 4 --noise 2 --n 50 100   # reduced
 
-Writes docs/img/naive_bayes_mse.png and benchmarks/results/naive_bayes_mse.json.
+Writes naive_bayes_mse.png and naive_bayes_mse.json to a scratch folder, or with --update-results to the
+committed docs/img/ and benchmarks/results/ (benchmarks/_out.py).
 """
 
 from __future__ import annotations
@@ -171,14 +172,19 @@ def plot(results: list[dict], path: Path) -> None:
 
 
 def main(argv=None):
+    from _out import add_update_flag, img_dir, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[50, 100, 200, 500])
     ap.add_argument("--datasets", type=int, default=10)
     ap.add_argument("--noise", type=int, default=5)
     ap.add_argument("--seed", type=int, default=2016)
-    ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "naive_bayes_mse.png")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "naive_bayes_mse.json")
+    ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args(argv)
+    args.json = out_path(args.json, "naive_bayes_mse.json", args.update_results)
+    args.plot = args.plot or img_dir(args.update_results) / "naive_bayes_mse.png"
     results = []
     header = (f"{'N':>4} {'eps':>7} | {'naive':>8} {'VB':>8} {'bayes':>8} | {'VB<naive':>8} | "
               f"{'exact':>8} {'VB-ex':>8} {'nv-ex':>8} | {'iters':>9}")

@@ -415,6 +415,8 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None):
+    from _out import add_update_flag, results_dir
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--worker", nargs=3, metavar=("CASE", "ENGINE", "REP"))
     ap.add_argument("--cases", nargs="+", default=list(ENGINES))
@@ -423,7 +425,8 @@ def main(argv=None):
     ap.add_argument("--skip", nargs="*", default=[], metavar="CASE:ENGINE", help="leave these pairs out")
     ap.add_argument("--cold-cache", action="store_true", help="dpposterior with an empty numba cache, per process")
     ap.add_argument("--iters-per-second", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--out", default=None, help="folder for the result files")
+    add_update_flag(ap)
     ap.add_argument("--out-name", default=None)
     ap.add_argument("--numpyro-from", nargs="+", default=None,
                     help="take NumPyro's records from these earlier result files (or their .partial)")
@@ -438,7 +441,7 @@ def main(argv=None):
         print(json.dumps(worker(case, engine, int(rep))))
         return
     sys.path.insert(0, str(ROOT / "src"))
-    out_dir = Path(args.out)
+    out_dir = Path(args.out or results_dir(args.update_results))
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.iters_per_second:
         res = iters_per_second()

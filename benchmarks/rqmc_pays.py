@@ -38,6 +38,8 @@ ARMS = {"rqmc-m8": (8, True), "mc-m8": (8, False), "once-m1": (1, True)}
 
 
 def main():
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--problem", default="linreg-ju-eps1")
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -46,6 +48,8 @@ def main():
     ap.add_argument("--simulations", type=int, default=1000)
     ap.add_argument("--max-epochs", type=int, default=60)
     ap.add_argument("--reference-sims", type=int, default=1_000_000)
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
     args = ap.parse_args()
 
     rel = load_release(ROOT / "examples" / "releases" / f"{args.problem}.json")
@@ -97,7 +101,7 @@ def main():
             cells = "  ".join(f"{d[:, r].mean():+.3f} ({d[:, r].std(ddof=1) / np.sqrt(args.seeds):.3f}, "
                               f"{int((d[:, r] > 0).sum())}/{args.seeds} seeds worse)" for r in range(args.rounds))
             print(f"{metric} {arm} - {base}: {cells}")
-    out = ROOT / "benchmarks" / "results" / f"rqmc_pays_{args.problem}.json"
+    out = out_path(args.out, f"rqmc_pays_{args.problem}.json", args.update_results)
     out.write_text(json.dumps({"args": vars(args), "results": {a: {k: np.asarray(v).tolist() for k, v in r.items()}
                                                                for a, r in results.items()}}, indent=1))
     print(f"wrote {out}")

@@ -55,13 +55,17 @@ def to_json(results):
 
 
 def main(argv=None):
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default=",".join(PROBLEMS), help=f"comma-separated from {PROBLEMS}")
     ap.add_argument("--datasets", type=int, default=None, help="L (default: 4000 toy, 1000 linreg-ju, 1000 ABC)")
     ap.add_argument("--draws", type=int, default=300, help="posterior draws per dataset")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sbi_calibration.json")
+    ap.add_argument("--out", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args(argv)
+    args.out = out_path(args.out, "sbi_calibration.json", args.update_results)
     problems = [p.strip() for p in args.problems.split(",") if p.strip()]
     record = {}
     for problem in problems:

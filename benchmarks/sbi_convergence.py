@@ -51,8 +51,14 @@ def summary_rows(theta):
     return [(float(np.mean(c)), float(np.quantile(c, 0.025)), float(np.quantile(c, 0.975))) for c in theta.T]
 
 
+#: where a newly computed SMC-ABC reference is cached (a scratch folder unless --update-results)
+SAVE_DIR = ROOT / "benchmarks" / "results"
+
+
 def reference(problem, model, sims, particles, seed):
     path = ROOT / "benchmarks" / "results" / f"ref_{problem}_{sims}.npz"
+    if not path.exists():
+        path = SAVE_DIR / path.name
     if path.exists():
         z = np.load(path)
         return z["theta"], float(z["seconds"])
@@ -86,6 +92,8 @@ def exact_rows(problem):
 
 
 def main():
+    from _out import add_update_flag, out_path, results_dir
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--problem", default="linreg-ju-eps10")
     ap.add_argument("--methods", default="sppe,sple")
@@ -98,7 +106,11 @@ def main():
     ap.add_argument("--metric-draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference", choices=["auto", "smc-abc"], default="auto")
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
     args = ap.parse_args()
+    global SAVE_DIR
+    SAVE_DIR = results_dir(args.update_results)
 
     rel = load_release(ROOT / "examples" / "releases" / f"{args.problem}.json")
     fam = get_family(rel.family)
@@ -116,7 +128,8 @@ def main():
         out["methods"]["smc-abc"] = {"final_rows": summary_rows(abc), "rounds": [],
                                      "final_c2st": c2st(abc, ref, max_samples=1000, epochs=200)}
     lmd_n = 200 if rel.family == "sir" else 1000
-    path = ROOT / "benchmarks" / "results" / f"sbi_{args.problem}_{args.methods.replace(',', '_')}_r{args.rounds}.json"
+    path = out_path(args.out, f"sbi_{args.problem}_{args.methods.replace(',', '_')}_r{args.rounds}.json",
+                    args.update_results)
 
     for method in args.methods.split(","):
         rows = []

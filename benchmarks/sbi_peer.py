@@ -210,6 +210,9 @@ def fmt(row):
 
 
 def main():
+    from _out import add_update_flag
+    from _out import out_path as resolve_out
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--problem", default="linreg-ju-eps1")
     ap.add_argument("--methods", default="sppe,sbi,sbi-nsf,sple,smc-abc")
@@ -220,6 +223,7 @@ def main():
     ap.add_argument("--rqmc-points", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
+    add_update_flag(ap)
     ap.add_argument("--summarise", default=None, help="comma list of result JSONs: print their pooled table only")
     ap.add_argument("--score", default=None, help="comma list of posterior netCDF files (dpposterior infer --out) "
                     "of --problem: print each one's scores (first 2,000 draws) against the exact reference")
@@ -241,7 +245,7 @@ def main():
     report = sorted({int(v) for v in (args.report_rounds or str(args.rounds)).split(",")})
     model = load_model(args.problem)
     ref = exact_reference(args.problem)
-    out_path = Path(args.out) if args.out else RESULTS / f"sbi_peer_{args.problem}_r{args.rounds}.json"
+    out_path = resolve_out(args.out, f"sbi_peer_{args.problem}_r{args.rounds}.json", args.update_results)
     out = json.loads(out_path.read_text()) if out_path.exists() else {"problem": args.problem, "runs": []}
     out["args"] = vars(args)
     for seed in [int(s) for s in args.seeds.split(",")]:

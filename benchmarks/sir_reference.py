@@ -75,6 +75,8 @@ def ess_summary(w, ess):
 
 
 def main():
+    from _out import add_update_flag, results_dir
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--trajectories", type=int, default=400, help="per log R0 row and run")
     ap.add_argument("--chunk", type=int, default=100)
@@ -87,8 +89,12 @@ def main():
     ap.add_argument("--max-disagreement", type=float, default=0.1,
                     help="fail (exit 1) when the two runs' means differ by more than this many posterior sds "
                          "or their sds by more than this fraction")
-    ap.add_argument("--checkpoint", default=str(RESULTS / "sir_reference_checkpoint.json"))
+    ap.add_argument("--checkpoint", default=None, help="default: sir_reference_checkpoint.json beside the results")
+    add_update_flag(ap)
     args = ap.parse_args()
+    folder = results_dir(args.update_results)
+    print(f"(results go to {folder})", flush=True)
+    args.checkpoint = args.checkpoint or str(folder / "sir_reference_checkpoint.json")
 
     import sys
 
@@ -155,9 +161,9 @@ def main():
         raise SystemExit(f"the two runs disagree by more than {args.max_disagreement} (means in sd, sds as a "
                          "fraction): not converged -- raise --trajectories")
     draws = pooled.sample(REFERENCE_DRAWS, np.random.default_rng(1))
-    np.savez_compressed(RESULTS / f"isref_{PROBLEM}.npz", theta=draws, log_weight=np.zeros(len(draws)),
+    np.savez_compressed(folder / f"isref_{PROBLEM}.npz", theta=draws, log_weight=np.zeros(len(draws)),
                         grid_log_r0=log_r0, grid_log_gamma=log_gamma, grid_log_weight=pooled.log_weight)
-    (RESULTS / f"isref_{PROBLEM}.json").write_text(json.dumps(summary, indent=1))
+    (folder / f"isref_{PROBLEM}.json").write_text(json.dumps(summary, indent=1))
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,9 @@
 """How the small-area sampler mixes with ``likelihood = "binomial"`` against the Poisson default, and what that
-does to a rank (SBC) test (session 8; docs/small-area.md, "Validation").
+does to a rank (SBC) test (docs/small-area.md, "Validation").
+
+The ``sbc`` part reuses the SBC helpers of tests/test_small_area.py, which import pytest: install the test
+extra first (``pip install -e ".[test]"``).  The ``ess`` part needs only the package.  Prints only; writes
+no file.
 
 * ``ess`` -- bulk ESS per draw of alpha_1 and tau, one chain of 500 + 2,000 iterations on 20 simulated tables
   each (G = 15, C = 2, sigma = 6): Poisson with exposures 1-8 and alpha ~ N(1, 1); binomial with 5-30 at risk
@@ -48,7 +52,13 @@ def ess() -> None:
 
 
 def sbc(seed: int, trials: int, draws_list) -> None:
-    import test_small_area as t
+    try:
+        import test_small_area as t
+    except ModuleNotFoundError as err:
+        if err.name != "pytest":
+            raise
+        raise SystemExit("the sbc part reuses tests/test_small_area.py, which needs pytest: "
+                         "pip install -e '.[test]'") from None
 
     for draws in draws_list:
         start = time.time()

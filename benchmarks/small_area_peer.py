@@ -289,6 +289,8 @@ def table(rows) -> str:
 
 def main() -> None:
     global DRAWS, WARMUP
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--G", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -302,6 +304,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=DRAWS, help="draws per chain, both engines (same work)")
     ap.add_argument("--warmup", type=int, default=WARMUP, help="warm-up iterations per chain, both engines")
     ap.add_argument("--out-name", default="small_area_peer.json")
+    add_update_flag(ap)
     ap.add_argument("--table", action="store_true", help="only print the table of an existing --out-name file")
     ap.add_argument("--worker", default=None)
     ap.add_argument("--worker-G", type=int)
@@ -325,7 +328,7 @@ def main() -> None:
         subprocess.run([sys.executable, __file__, "--worker", "exact-da", "--worker-G", "10", "--worker-seed", "0"],
                        env=child_env(cores), capture_output=True, text=True, timeout=args.timeout)
     rows = []
-    out = ROOT / "benchmarks" / "results" / args.out_name
+    out = out_path(None, args.out_name, args.update_results)
     meta = {"cores": cores, "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "chain_method_numpyro": args.chain_method, "draws": DRAWS, "warmup": WARMUP, "chains": CHAINS,
             "C": C, "sigma": SIGMA, "prior": PRIOR, "exposure": "uniform(5, 50)",

@@ -38,6 +38,8 @@ def _worker_peak_gb(client) -> float:
 
 
 def main() -> None:
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--G", type=int, required=True)
     ap.add_argument("--C", type=int, default=10)
@@ -47,8 +49,10 @@ def main() -> None:
     ap.add_argument("--scheduler", default="serial")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=None)
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=None)
+    add_update_flag(ap)
     args = ap.parse_args()
+    args.out = out_path(args.out, RESULTS.name, args.update_results)
 
     import dpposterior as dp
     from dpposterior.execution import use_workers

@@ -128,6 +128,9 @@ def table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_out.py, also when loaded by a test
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="30 trials")
@@ -139,12 +142,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=2028)
     ap.add_argument("--thin", type=int, default=10, help="draws per chain = 99 x THIN (SBC keeps 99)")
     ap.add_argument("--warmup", type=int, default=300)
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=None, help="result file (--table: the one to read; default the committed one)")
+    add_update_flag(ap)
     ap.add_argument("--table", action="store_true", help="print the table of the saved results and stop")
     args = ap.parse_args(argv)
     if args.table:
-        print(table(json.loads(args.out.read_text())))
+        print(table(json.loads((args.out or RESULTS).read_text())))
         return 0
+    args.out = out_path(args.out, RESULTS.name, args.update_results)
     if args.quick:
         args.trials = 30
     from dpposterior.families.small_area import SmallAreaPrior

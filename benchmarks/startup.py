@@ -23,7 +23,7 @@ Every timed process reads our modules' bytecode, written first into ``src``'s an
 runs before session 8 compiled our modules from source in every process (this sandbox sets
 PYTHONDONTWRITEBYTECODE=1 and the package is installed editable); ``--no-bytecode`` reproduces that.
 
-    python benchmarks/startup.py                       # everything, 5 reps -> benchmarks/results/startup.json
+    python benchmarks/startup.py                       # everything, 5 reps -> startup.json (scratch; --update-results)
     python benchmarks/startup.py --reps 1 --parts commands pools   # quick look
     python benchmarks/startup.py --table benchmarks/results/startup.json
 """
@@ -314,17 +314,20 @@ def table(result: dict) -> str:
 
 
 def main(argv=None) -> None:
+    from _out import add_update_flag, out_path
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--parts", nargs="+", default=["commands", "pools", "peer"],
                     choices=["commands", "pools", "peer"])
     ap.add_argument("--cases", nargs="+", default=list(PEER_CASES), choices=list(PEER_CASES))
     ap.add_argument("--numpyro-variant", default="noncentred", help="centred, noncentred (or the case's others)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "startup.json"))
+    ap.add_argument("--out", default=None)
+    add_update_flag(ap)
     ap.add_argument("--table", metavar="RESULT_JSON", help="print a result file's tables")
     ap.add_argument("--no-bytecode", action="store_true",
-                    help="time our modules compiled from source in every process (the sessions before 8 did, "
-                         "unknowingly: PYTHONDONTWRITEBYTECODE=1 in the sandbox); default: compiled, as installed")
+                    help="time our modules compiled from source in every process (as with PYTHONDONTWRITEBYTECODE=1); "
+                         "default: compiled, as installed")
     ap.add_argument("--peer-worker", nargs=4, metavar=("CASE", "ENGINE", "SEED", "NPZ"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.table:
@@ -334,6 +337,7 @@ def main(argv=None) -> None:
         case, engine, seed, npz = args.peer_worker
         peer_worker(case, engine, int(seed), npz)
         return
+    args.out = str(out_path(args.out, "startup.json", args.update_results))
     sys.path.insert(0, str(ROOT / "src"))
     global BYTECODE
     BYTECODE = not args.no_bytecode

@@ -1,13 +1,18 @@
-"""Every command in README.md and docs/ runs (issue 32): reduced sizes in the fast suite, as written
-under ``-m slow``.
+"""Every command in README.md and docs/ runs: reduced sizes in the fast suite, as written under
+``-m slow``, so that a reader of the docs alone can run each one from a clone.
 
 Each Markdown file's fenced shell blocks are read in order as one script: ``cat > FILE <<'TAG'`` writes
 FILE, ``python - <<'TAG'`` runs its code, and each ``dpposterior ...`` line runs in-process
 (``cli.main``) in a scratch folder that links the repository's ``examples/``.  Synopsis lines
 (``[--option]``, placeholders such as ``RELEASE.json``) are documentation of the grammar, not commands.
-A command that cannot run here at all (a Dask cluster at ``tcp://10.0.0.5``, 20,000-trial studies, every
+A command that cannot run here at all (a Dask cluster at ``tcp://127.0.0.1:8786``, 20,000-trial studies, every
 gallery entry) is listed in :data:`NOT_RUN` with the reason; a new command in the docs that is neither
 run nor listed fails :func:`test_every_documented_command_is_run_or_listed`.
+
+A fenced block whose info string is ``text output`` right after a command (or a ``python - <<'PY'``
+block) is what that command prints: it is compared with the printed output (:func:`output_mismatch`:
+``…`` elides, numbers match within a tolerance) wherever the command runs as written, so in the fast
+suite for commands the reduction leaves alone (``demo``, python blocks) and under ``-m slow`` for all.
 """
 
 from __future__ import annotations
@@ -31,11 +36,11 @@ COMMANDS = ("release", "infer", "audit", "demo", "calibrate", "report", "reprodu
 #: commands that run nowhere but on their own infrastructure or for hours: (file, start of the command)
 NOT_RUN = {
     ("docs/scaling.md", "dpposterior calibrate --family binomial --n 100 --epsilon 0.1 --trials 100000"):
-        "needs a Dask scheduler at tcp://10.0.0.5:8786",
+        "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/scaling.md", "dpposterior reproduce kazan-coverage --full --scheduler tcp://"):
-        "needs a Dask scheduler at tcp://10.0.0.5:8786",
+        "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/scaling.md", "dpposterior calibrate ... --scheduler tcp://"): "an elided example of a cluster run",
-    ("docs/small-area.md", "dpposterior infer table.json --scheduler tcp://"): "needs a Dask scheduler at tcp://10.0.0.5:8786",
+    ("docs/small-area.md", "dpposterior infer table.json --scheduler tcp://"): "needs a Dask scheduler and workers at tcp://127.0.0.1:8786 (dask scheduler, dask worker)",
     ("docs/gallery.md", "for e in kazan-example1"): "every gallery entry (hours); each runs in tests/test_gallery.py",
 }
 #: commands whose reduced form still takes over 15 s on the 2-core machine (SPLE's slice sampler; SIR's
@@ -51,6 +56,8 @@ FLAG_EXPLAINED = {
         "docs/models.md after the command: ESS ~400 at eps = 10",
     "dpposterior infer reg.json --out reg.nc --method mcmc-normalx --draws 2000 --warmup 1000 --seed 1":
         "docs/linear-regression.md after the command: sigma2 is its prior, sigma_x mixes slowly",
+    "dpposterior infer measured.json --draws 500 --warmup 300 --out measured.nc":
+        "docs/small-area.md after the command: two areas, tau mixes slowly; --draws 1500 runs unflagged",
     "dpposterior infer examples/releases/sir-ebola-liberia-eps10.json --method sppe --simulations 200 --rounds 2 "
     "--out lib.nc": "docs/sbi.md after the command: a quick look, the correction's weights too uneven",
 }
@@ -77,7 +84,16 @@ def steps(path: Path) -> list[tuple[str, str]]:
     i, fence = 0, None
     while i < len(lines):
         line = lines[i]
-        m = re.match(r"^\s*```(\w*)", line)
+        m = re.match(r"^\s*```(\w*)(.*)$", line)
+        if m and fence is None and m.group(1) == "text" and m.group(2).split()[:1] == ["output"]:
+            # a printed output shown right after a command: ("output", "OPTIONS\nTEXT"), compared by _run_doc
+            body, i = [], i + 1
+            while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
+                body.append(lines[i])
+                i += 1
+            out.append(("output", " ".join(m.group(2).split()[1:]) + "\n" + "\n".join(body) + "\n"))
+            i += 1
+            continue
         if m:
             fence = None if fence is not None else m.group(1)
             i += 1
@@ -180,6 +196,52 @@ def _takes_warmup(argv: list[str], method: str) -> bool:
     return "warmup" in family.engine_options(family.resolve_method(method, release)).names()
 
 
+# ----------------------------------------------------------------------------------- printed outputs
+
+_NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def output_mismatch(expected: str, actual: str, options: str = "") -> str | None:
+    """None when ``actual`` (what a command printed) shows ``expected`` (a doc's ```` ```text output ````
+    block), else why not.
+
+    The block's lines must appear in order; ``…`` stands for any text (within a line or across lines);
+    runs of spaces match any whitespace; each number matches a printed number within ``rel`` (default 2%,
+    ``rel=0.05`` in the info string) or one unit of its last shown digit, whichever is larger."""
+    rel = float(dict(o.split("=", 1) for o in options.split() if "=" in o).get("rel", 0.02))
+    pattern, numbers = [], []
+    for token in re.findall(rf"…|\s+|{_NUMBER}|[^\s…\d+-]+|.", expected.strip()):
+        if token == "…":
+            pattern.append(r"[\s\S]*?")
+        elif token.isspace():
+            pattern.append(r"\s+")
+        elif re.fullmatch(_NUMBER, token) and any(c.isdigit() for c in token):
+            pattern.append(f"({_NUMBER})")
+            numbers.append(token)
+        else:
+            pattern.append(re.escape(token))
+    match = re.search("".join(pattern), actual)
+    if match is None:
+        return f"the printed output does not show:\n{expected}\nit printed:\n{actual}"
+    for want, got in zip(numbers, match.groups()):
+        w, g = float(want.replace(",", "")), float(got.replace(",", ""))
+        mantissa = re.split(r"[eE]", want)[0]
+        unit = 10.0 ** -(len(mantissa.split(".")[1]) if "." in mantissa else 0)
+        if "e" in want.lower():
+            unit *= 10.0 ** int(re.split(r"[eE]", want)[1])
+        if abs(w - g) > max(rel * abs(w), unit):
+            return f"printed {got} where the doc shows {want} (rel {rel}):\n{actual}"
+    return None
+
+
+def test_output_matching():
+    assert output_mismatch("epsilon 2.828 at delta 3.31e-09", "x epsilon 2.82802 at delta 3.31e-09\n") is None
+    assert output_mismatch("p  0.029  …\nwrote …", "p  0.0288  0.001 18883\nwrote a.nc (2 s)") is None
+    assert output_mismatch("epsilon 1.7 at delta 1e-06", "epsilon 2.82802 at delta 3.31e-09") is not None
+    assert output_mismatch("mean 22.62", "mean 23.9") is not None
+    assert output_mismatch("mean 22.62", "mean 23.9", "rel=0.1") is None
+
+
 # ----------------------------------------------------------------------------------- running
 
 def _run_doc(doc: Path, folder: Path, full: bool) -> list[tuple[str, int, str, str]]:
@@ -190,27 +252,41 @@ def _run_doc(doc: Path, folder: Path, full: bool) -> list[tuple[str, int, str, s
     if not (folder / "examples").exists():
         (folder / "examples").symlink_to(ROOT / "examples")
     results = []
+    last = None  # (command, what it printed, whether it ran as written) for a following output block
     cwd = os.getcwd()
     os.chdir(folder)
     try:
         for kind, text in steps(doc):
+            if kind != "output":
+                last = None
             if kind == "file":
                 name, content = text.split("\n", 1)
                 if not re.search(r"^\s*\.\.\.\s*$", content, flags=re.M):  # "..." elides data: keep the fixture
                     Path(name).write_text(content)
             elif kind == "python":
-                subprocess.run([sys.executable, "-"], input=text, text=True, check=True, cwd=folder)
+                run = subprocess.run([sys.executable, "-"], input=text, text=True, capture_output=True, cwd=folder)
+                assert run.returncode == 0, f"{doc.name}: python block failed:\n{run.stderr}"
+                last = ("python block", run.stdout, True)
+            elif kind == "output":
+                options, expected = text.split("\n", 1)
+                if last is not None and last[2]:  # compared where the command ran as the doc writes it
+                    why = output_mismatch(expected, last[1], options)
+                    assert why is None, f"{doc.name}: {last[0]}: {why}"
+                last = None
             elif kind == "dpposterior" and _listed(str(doc.relative_to(ROOT)), text) is None:
                 argv = shlex.split(text)[1:]
                 if not full and (text in SLOW_EVEN_REDUCED or argv[0] == "reproduce" and "--list" not in argv):
                     continue  # minutes even at the reduced scale: -m slow (and tests/test_gallery.py)
-                argv = argv if full else reduced(argv)
+                as_written = argv if full else reduced(argv)
+                same = as_written[:len(argv)] == argv and as_written[len(argv):] in ([], ["--quiet"])
+                argv = as_written
                 if argv[0] == "demo" and "--out" not in argv:
                     argv += ["--out", "demo-out"]
                 out, err = io.StringIO(), io.StringIO()
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                     code = main(argv)
                 results.append((text, code, out.getvalue(), err.getvalue()))
+                last = (text, out.getvalue(), same)
     finally:
         os.chdir(cwd)
     return results

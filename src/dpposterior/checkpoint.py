@@ -1,4 +1,4 @@
-"""Checkpointed, resumable runs of independent units of work, with integrity checks (issue 31).
+"""Checkpointed, resumable runs of independent units of work, with integrity checks.
 
 :func:`run_units` maps ``fn`` over ``units`` through an executor (``execution.py``), writing
 every completed unit's (JSON-serialisable) result to ``checkpoint`` atomically
@@ -28,7 +28,7 @@ from .errors import InputError
 from .execution import ClusterError, check_scheduler, executor
 from .files import json_text, write_json
 
-#: the checkpoint format written by this version (1: no unit hashes, before issue 31)
+#: the checkpoint format written by this version (1: no unit hashes, an older version)
 FORMAT = 2
 
 

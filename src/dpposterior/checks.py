@@ -1,4 +1,4 @@
-"""Checks after computing: a posterior is either trustworthy, flagged, or refused (issue 17).
+"""Checks after computing: a posterior is either trustworthy, flagged, or refused.
 
 ``dpposterior.infer`` calls :func:`check_posterior` on every engine's result before it is
 returned (and so before the CLI writes anything):
@@ -99,7 +99,7 @@ def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains).
 
     Computed by :mod:`dpposterior.convergence` (ArviZ's numbers, to rounding) so that no ``infer`` pays
-    ArviZ's import (issue 29)."""
+    ArviZ's import (imports stay light)."""
     if post.iid:  # independent draws (set by the engine): nothing to converge
         return []
     chains, draws = post.nchains, post.ndraws

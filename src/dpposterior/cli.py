@@ -220,7 +220,7 @@ def infer_cmd(
              "cheap; off for simulation-based families, where it trains a flow)."),
 ):
     """Analyst: the noise-aware posterior of a release, written as ArviZ netCDF."""
-    if model is not None or observed is not None:  # a user model (issue 13): model_commands.py
+    if model is not None or observed is not None:  # a user model: model_commands.py
         return _impl("model_commands", "infer_model_command")(
             model, observed, release, out, analysis=analysis, method=method, draws=draws, warmup=warmup,
             chains=chains, seed=seed, quiet=quiet, simulations=simulations, rounds=rounds, rqmc_points=rqmc_points,
@@ -330,7 +330,7 @@ def calibrate_cmd(
                                                    "connected before giving up (default 120)."),
 ):
     """Simulation-based calibration of inference methods (posterior quantile ranks)."""
-    if model is not None:  # a user model (issue 13): its own n and mechanism, trials run serially
+    if model is not None:  # a user model: its own n and mechanism, trials run serially
         if family is not None or n is not None or epsilon is not None or mechanism is not None or rho is not None:
             raise InputError("--model", "replaces --family, --n, --epsilon, --mechanism and --rho (the model has "
                              "its own)")
@@ -365,7 +365,7 @@ def report_cmd(
                                         "dpposterior.Model the posterior came from."),
 ):
     """Write PNG figures and a self-contained report.html."""
-    if model is not None:  # a user model (issue 13): its prior beside the posterior
+    if model is not None:  # a user model: its prior beside the posterior
         html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
     else:
         html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))

@@ -39,7 +39,7 @@ FIRST_ROWS_SHOWN = 8
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     """The columns of ``post.summary()`` (ArviZ's, rounded as it rounds) that a terminal needs, computed by
-    :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ (issue 29)."""
+    :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ (imports stay light)."""
     import numpy as np
 
     from .convergence import DECIMALS, summary_rows

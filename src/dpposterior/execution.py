@@ -431,7 +431,7 @@ def process_context():
     A spawned worker re-imports numpy, scipy.special, numba and the package (~1.9 s each here, the start-up
     C of docs/scaling.md); a forkserver imports :data:`WORKER_PRELOAD` once -- it stays up for later pools
     of this process -- and forks each worker from itself, a single-threaded process, so workers start warm
-    (issue 29).  Elsewhere (Windows) workers are spawned.  Results do not depend on it: every task carries
+    (workers start warm).  Elsewhere (Windows) workers are spawned.  Results do not depend on it: every task carries
     its own seed.
     """
     import multiprocessing as mp

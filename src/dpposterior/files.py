@@ -1,4 +1,4 @@
-"""Atomic, fault-tolerant writers for every file dpposterior produces (issue 31).
+"""Atomic, fault-tolerant writers for every file dpposterior produces: a crash never leaves a half-written file.
 
 A reader, a concurrent writer or a run killed at any instant sees either the old file or the
 complete new one, never a part.  Each write goes to a temporary file with a unique name in the

@@ -1,4 +1,4 @@
-"""Keep numba's process-lifetime objects out of the cyclic garbage collector's way (issue 29).
+"""Keep numba's process-lifetime objects out of the cyclic garbage collector's way, so that workers start fast.
 
 Source: CPython's ``gc.freeze`` (Python 3.7+; the ``gc`` module documentation, and its recipe for
 processes that fork: ``gc.disable()`` early in the parent, ``gc.freeze()`` before forking).

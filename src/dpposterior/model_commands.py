@@ -1,4 +1,4 @@
-"""The command line on a user :class:`~dpposterior.Model` (issue 13): ``--model FILE.py:NAME``.
+"""The command line on a user :class:`~dpposterior.Model`: ``--model FILE.py:NAME``.
 
 * ``dpposterior infer --model FILE.py:NAME --observed V1,V2,... --out POST.nc [--method ...]``
 * ``dpposterior calibrate --model FILE.py:NAME --trials T [--methods da-mcmc,smc-abc] [--out R.json]``

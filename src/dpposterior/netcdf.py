@@ -9,7 +9,7 @@ ours.  ``arviz.from_netcdf`` reads it back identical to the file ArviZ wrote
 (``tests/test_netcdf.py``); the format contract is docs/cli.md ("infer --out").
 
 Why not ArviZ: importing it (2.4 s here) and xarray with it cost more than a default ``dpposterior infer``
-computes (issue 29; docs/architecture.md, "Imports stay light").
+computes (so that importing stays light; docs/architecture.md, "Imports stay light").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ engine options in ``extra``, the scheduler); it sits below the engines and the o
 (``dpposterior.api``), so an engine can name its options' type without importing the code that
 calls it (docs/architecture.md).
 
-:class:`EngineOptions` is the base of every engine's own options class (issue 30): a frozen
+:class:`EngineOptions` is the base of every engine's own options class: a frozen
 dataclass whose fields are all the options the engine takes, with types, ranges and defaults
 (declared with :func:`option`), documented in the engine's module and named by the family's
 ``EngineSpec(options=...)``.  ``XOptions.from_inference(options, "family/method")`` builds it and

@@ -87,9 +87,9 @@ class Posterior:
 
         The file is built in memory first and then written as bytes (``files.write_bytes``: unique
         temporary name, fsync, rename).  HDF5 writing straight to a full disk ended in a
-        segmentation fault when h5py freed its half-written objects (issue 31, 3 of 3 runs); from
+        segmentation fault when h5py freed its half-written objects (3 of 3 runs); from
         memory a full disk is one ``OSError`` on a plain write: one line, nothing left behind.
-        ArviZ's InferenceData layout is written with h5netcdf alone: no ArviZ/xarray import (issue 29).
+        ArviZ's InferenceData layout is written with h5netcdf alone: no ArviZ/xarray import (imports stay light).
         """
         import io
 

@@ -190,7 +190,7 @@ def _specs() -> dict[str, list[AuditSpec]]:
                   {"mechanism": mech, "extra": sa_extra}, sa_v, lambda rng: sa_v[int(rng.integers(len(sa_v)))],
                   description=f"2 areas x 2 cells counts; {mech} noise")
         for mech in ("discrete-gaussian", "discrete-laplace", "laplace")]
-    # the count families again, released with integer noise (issue 27)
+    # the count families again, released with integer noise
     for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
         for mech in ("discrete-laplace", "discrete-gaussian"):

@@ -73,7 +73,7 @@ def require_noise_at_least(field: str, stated: float, required: float, what: str
 #: the range of a statistic's epsilon in which its noise scale (sensitivity/epsilon, from a million
 #: sensitivities down to a billionth of one) keeps released values and the engines' arithmetic finite and
 #: resolved in double precision.  Outside it the curator once wrote values ~3e300 (epsilon = 1e-300) and
-#: the gaussian sampler returned NaN (epsilon = 1e308): refused, not analysed (issue 17)
+#: the gaussian sampler returned NaN (epsilon = 1e308): refused, not analysed
 EPSILON_MIN = 1e-6
 EPSILON_MAX = 1e9
 

@@ -149,7 +149,7 @@ def load_posterior(path: Path, field_name: str = "posterior"):
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
     sealed = idata.attrs.get("draws_sha256") if hasattr(idata, "attrs") else None
-    if sealed is not None:  # written by dpposterior since issue 31
+    if sealed is not None:  # written by current versions (older files have no seal)
         from .posterior import draws_sha256
 
         if str(sealed) != draws_sha256({k: v.values for k, v in idata.posterior.data_vars.items()}):
@@ -210,7 +210,7 @@ def _release_of(attrs: dict) -> dict | None:
     if not isinstance(text, str):
         return None
     stated = attrs.get("release_json_sha256")
-    if stated is not None:  # written by infer since issue 32; older files cannot be checked
+    if stated is not None:  # written by current versions of infer; older files cannot be checked
         import hashlib
 
         if hashlib.sha256(text.encode()).hexdigest() != str(stated):
@@ -708,7 +708,7 @@ def load_calibration(path: Path) -> dict:
     result = parse_json(raw, "posterior", limit=64)
     if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
         raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
-    if "sha256" in result:  # written by calibrate since issue 31: refuse a result edited afterwards
+    if "sha256" in result:  # written by current versions of calibrate: refuse a result edited afterwards
         from .checkpoint import content_hash
 
         if result["sha256"] != content_hash(result):

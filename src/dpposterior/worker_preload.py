@@ -1,5 +1,5 @@
 """What a ``processes`` worker finds already imported: the forkserver imports this module once per pool
-owner and forks every worker from itself (``execution.process_context``; issue 29).
+owner and forks every worker from itself (``execution.process_context``).
 
 Source: Python's ``multiprocessing`` forkserver start method and ``set_forkserver_preload``.  A spawned
 worker starts a fresh interpreter and pays numpy, pydantic, scipy.special, numba and numba's CPU target

@@ -446,7 +446,7 @@ def calibrate(family: str, n: int, epsilon: float | None, trials: int, methods=N
     """
     from ..model import Model
 
-    if isinstance(family, Model):  # a user model (issue 13): its own n and mechanism; serial trials
+    if isinstance(family, Model):  # a user model: its own n and mechanism; serial trials
         from .model_calibration import calibrate_model
 
         return calibrate_model(family, trials, methods, seed=seed, draws=draws, return_ranks=return_ranks)

@@ -3,7 +3,7 @@
 ``mmd`` -- maximum mean discrepancy with a Gaussian kernel, bandwidth by the
 median heuristic on the pooled sample (Gretton et al. 2012, unbiased U-statistic).  Its distances come
 from a compiled kernel equal to scipy.spatial.distance's ``cdist``/``pdist`` bit for bit
-(``diagnostics/distance_kernels.py``): importing scipy.spatial cost every calibration worker ~0.08 s (issue 29).
+(``diagnostics/distance_kernels.py``): importing scipy.spatial cost every calibration worker ~0.08 s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Simulation-based calibration of the engines on a user :class:`~dpposterior.Model` (issue 13).
+"""Simulation-based calibration of the engines on a user :class:`~dpposterior.Model`.
 
 Cook, Gelman & Rubin (2006), as in :mod:`dpposterior.diagnostics.calibration`: per trial draw
 theta ~ pi (the model's ``params``), n records ~ f(. | theta), s = sum_i t(x_i) and a release

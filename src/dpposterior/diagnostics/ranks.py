@@ -24,7 +24,7 @@ def randomized_ranks(truth: np.ndarray, draws: np.ndarray, rng) -> np.ndarray:
 
 def summarise_ranks(u: np.ndarray) -> dict:
     """KS against Uniform(0,1) (+ p-value) and central-interval coverage of ranks u (T,)."""
-    from scipy import stats  # here: a calibration worker ranks but never summarises (issue 29)
+    from scipy import stats  # here: a calibration worker ranks but never summarises
 
     ks = stats.kstest(u, "uniform")
     coverage = {str(level): float(np.mean(np.abs(u - 0.5) <= level / 2)) for level in COVERAGE_LEVELS}

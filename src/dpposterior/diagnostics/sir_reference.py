@@ -1,4 +1,4 @@
-"""A reference posterior for the ``sir`` family by a time-change grid (issue 19, item 4).
+"""A reference posterior for the ``sir`` family by a time-change grid.
 
 Xiong, Ju & Zhang Sec. 4.1 and App. E.1: SIR jump process with infection rate beta S I / K and
 recovery rate gamma I, released as s_i = Binomial(N, (I(t_i) + m) / (K + 2m)) / N.

@@ -1,5 +1,5 @@
 """Small-area scores shared by ``dpposterior reproduce small-area`` and ``benchmarks/small_area_study.py``
-(issue 28): the direct estimator, interval scores against a known truth, and SBC ranks.
+the direct estimator, interval scores against a known truth, and SBC ranks.
 
 **Direct estimator** -- what a least-squares or design-based product gives at one level, each area on its
 own (e.g. the Census's noisy measurements divided by a population): for every cell,

@@ -1,7 +1,7 @@
 """What every family's curator shares: the options of ``dpposterior release``, checked per family.
 
 The curator's options flow as the engines' do (docs/architecture.md, "How an option flows"; the
-pattern of :mod:`dpposterior.options`, issue 30):
+pattern of :mod:`dpposterior.options`):
 
 * :class:`CurateOptions` is what the caller gave -- the family and every option by name (the CLI's
   flags, Python keywords, and ``extra`` for options with no flag, e.g. multinomial ``categories``);

@@ -36,7 +36,7 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 # --------------------------------------------------------------------------- releases
 #: the mechanisms of the count families (binomial, multinomial, poisson): their statistics are integer
-#: counts, so integer noise applies (issue 27); exponential data are real, so Laplace only
+#: counts, so integer noise applies; exponential data are real, so Laplace only
 COUNT_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 

@@ -37,7 +37,7 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
         naive_by_default=False,  # the naive NPE trains a flow: opt-in with --naive
         description=description,
         simulate=simulate,
-        # prior_moments: the prior-equals-posterior check (issue 32), by Monte Carlo in the output variables
+        # prior_moments: the prior-equals-posterior check, by Monte Carlo in the output variables
         hooks=hooks,
         mechanisms=tuple(mechanisms),
     )

@@ -50,5 +50,5 @@ FAMILY = Family(
     simulate=simulate_binomial,
 )
 
-# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check
 FAMILY.hooks["prior_moments"] = prior_moments.beta_p

@@ -45,7 +45,7 @@ SENSITIVITY_RTOL = 1e-9
 MAX_WIDTH = 1e150
 #: the smallest noise scale of the released mean, as a fraction of the bounds' width (n * epsilon <= 1e9):
 #: measured, the Gibbs sampler's truncated-normal pieces overflow beyond it (at n = 43: n * epsilon = 1.3e9
-#: gave the right posterior, 4.3e9 an sd twice too large with overflow warnings; issue 17)
+#: gave the right posterior, 4.3e9 an sd twice too large with overflow warnings)
 MIN_RELATIVE_NOISE = 1e-9
 
 
@@ -464,5 +464,5 @@ FAMILY = Family(
     hooks={"da_model": da_model},
 )
 
-# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check
 FAMILY.hooks["prior_moments"] = prior_moments.gaussian

@@ -333,7 +333,7 @@ def da_model(release, prior):
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
                     curate=curate, da_model=da_model,
-                    # auto picks by measurement (issue 32; docs/benchmarks.md, "auto's choice per family"): this
+                    # auto picks by measurement (docs/benchmarks.md, "auto's choice per family"): this
                     # family has an exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact
                     # posterior at eps = 10, 1 and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off
                     # after minutes

@@ -56,5 +56,5 @@ FAMILY = Family(
     simulate=simulate_multinomial,
 )
 
-# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check
 FAMILY.hooks["prior_moments"] = prior_moments.dirichlet_p

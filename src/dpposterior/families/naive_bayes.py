@@ -39,7 +39,7 @@ from ._curate import class_feature_tables, curator, curator_options
 
 
 SCALES = ("counts", "proportions")
-#: the tables' mechanisms: Laplace (Karwa et al.), and integer noise on the counts (issue 27)
+#: the tables' mechanisms: Laplace (Karwa et al.), and integer noise on the counts
 NB_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 
@@ -616,5 +616,5 @@ FAMILY = Family(
     simulate=simulate,
 )
 
-# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check
 FAMILY.hooks["prior_moments"] = prior_moments.naive_bayes

@@ -29,5 +29,5 @@ FAMILY = Family(
     simulate=partial(simulate_truncated, "poisson"),
 )
 
-# the prior's moments in the posterior's variables, for the prior-equals-posterior check (issue 32)
+# the prior's moments in the posterior's variables, for the prior-equals-posterior check
 FAMILY.hooks["prior_moments"] = prior_moments.gamma_rate

@@ -1,4 +1,4 @@
-"""Prior means and sds in the posterior's variables, for the prior-equals-posterior check (issue 32).
+"""Prior means and sds in the posterior's variables, for the prior-equals-posterior check.
 
 ``dpposterior.checks.prior_warnings`` flags a posterior component whose mean is within 0.1 prior
 sd of the prior mean and whose sd is within 10% of the prior sd: the release did not inform it.

@@ -1,4 +1,4 @@
-"""Family ``small-area``: a table of counts over many areas, released with (integer) noise (issue 28).
+"""Family ``small-area``: a table of counts over many areas, released with (integer) noise.
 
 The releases people analyse: for every area g (county, tract, ...) and every cell c of a query
 (age group, sex, ...), a noisy count y*_gc = y_gc + e_gc -- the 2020 US Census noisy measurements
@@ -649,6 +649,6 @@ FAMILY = Family(
     naive_method="naive",
     simulate=simulate_release,
     hooks={"prior_moments": prior_moments.small_area},
-    description="area x cell count tables with (discrete) noise: hierarchical Poisson model (issue 28)",
+    description="area x cell count tables with (discrete) noise: hierarchical Poisson model",
     mechanisms=SMALL_AREA_MECHANISMS,
 )

@@ -18,7 +18,7 @@ scale.  Loops over cells and repeats go through ``checkpoint.run_units`` with th
 Papers: Kazan & Reiter (003, Example 1 and Fig. 2), Bernstein & Sheldon 2018 (001,
 Fig. 1a), Karwa, Kifer & Slavkovic (002, Fig. 1), Alparslan, Yildirim & Birbil
 (004, Fig. 2 and Table 1), Xiong, Ju & Zhang (000, Tables 2-4 and Fig. 1); and one real-data
-example of this package's own (``small-area``: North Carolina SIDS counts released privately, issue 28).
+example of this package's own (``small-area``: North Carolina SIDS counts released privately).
 
 One module per paper (``kazan_reiter``, ``bernstein_sheldon``, ``karwa``, ``alparslan``, ``xiong``);
 this package holds the registry of entries and the command, and re-exports every name.

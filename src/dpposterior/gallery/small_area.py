@@ -1,4 +1,4 @@
-"""``reproduce small-area`` (issue 28, item 6): a real county table released privately, then analysed.
+"""``reproduce small-area`` a real county table released privately, then analysed.
 
 Data: North Carolina SIDS deaths and live births in 100 counties, 1974-78 and 1979-84 (Symons, Grimson &
 Yuan 1983; Cressie & Read 1985; shipped in ``data/nc_sids.csv`` with the county outlines, from libpysal's

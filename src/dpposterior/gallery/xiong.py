@@ -1,7 +1,7 @@
 """Xiong, Ju & Zhang (000): Tables 2-4 (linreg-ju), Fig. 1 (SIR) and Fig. 2 (five real outbreaks).
 
 SPPE runs as the paper's Algorithm 1 (``PAPER_SPPE``: the App. E training, draws from the last flow), not
-with the engine's defaults (the importance correction, issue 19), so these entries reproduce the paper.
+with the engine's defaults (the importance correction), so these entries reproduce the paper.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def run_xiong_sir(ctx: Context) -> Result:
     fig.tight_layout()
     notes = ["Paper (Sec. 4.1, Fig. 1 and App. Table 1): " + "; ".join(PAPER["xiong-sir"]["claims"]),
              f"Ours: SPPE, {rounds} rounds x {sims} simulations, {seconds:.0f} s wall clock. The per-round MMD "
-             "against a long SMC-ABC reference (Fig. 1-B) is in benchmarks/sbi_convergence.py (issue 6)."]
+             "against a long SMC-ABC reference (Fig. 1-B) is in benchmarks/sbi_convergence.py."]
     return Result(fig, ["parameter", "ours: mean (95% interval)", "true value", "truth inside"], rows, notes, data)
 
 

@@ -1,6 +1,6 @@
 """Engine ``exact``: the exact posterior of a count release under any additive noise, by enumeration.
 
-Issue 27.  The released statistic of the count families is an integer s (a count, a table of counts,
+The released statistic of the count families is an integer s (a count, a table of counts,
 a truncated sum of counts), so the likelihood of a release y* is the finite-window sum
 p(y* | theta) = sum_s p(s | theta) eta(y* - s), with eta the mechanism's log-mass (discrete Laplace,
 discrete Gaussian) or density (Laplace, Gaussian).  No CLT, no scale mixture:
@@ -231,7 +231,7 @@ def _posterior(release, theta, attrs, latent=None) -> Posterior:
 
 
 def _attrs(release, prior, opts, bound, extra=None) -> dict:
-    out = {"algorithm": "exact enumeration over the latent integer statistic (issue 27)",
+    out = {"algorithm": "exact enumeration over the latent integer statistic",
            "prior": str(prior.to_dict()), "mechanism": release.mechanism.name, "tail_mass": opts.tail_mass,
            "omitted_mass_bound": float(bound)}
     out.update(extra or {})
@@ -525,6 +525,6 @@ def naive_bayes_exact(release, prior, opts: ExactOptions, rng):
     from .naive_bayes_vb import posterior_from_draws
 
     return posterior_from_draws(release, "exact", class_prob, feature_prob.reshape(C, D, K, I, jmax),
-                                attrs={"algorithm": "exact enumeration over the latent tables (issue 27)",
+                                attrs={"algorithm": "exact enumeration over the latent tables",
                                        "mechanism": rec.mechanism, "tail_mass": opts.tail_mass,
                                        "omitted_mass_bound": bound, "log_evidence": log_z})

@@ -358,12 +358,11 @@ def _adapt(proposal: Proposal, window_mu, window_eta, accept_rate, groups, scale
 
 
 # ---------------------------------------------------------------------------------------
-# compiled kernel (issue 18): the same sweep and joint move, one chain at a time
+# compiled kernel (for speed): the same sweep and joint move, one chain at a time
 # ---------------------------------------------------------------------------------------
 # The App. D sweep and the joint move (module docstring), scalar code compiled with numba and
 # cached on disk.  Each chain draws from its own numpy Generator (spawned from the caller's), so a
-# chain's draws do not depend on the other chains or on how chains are spread over threads.  (A
-# numpy transcription vectorised over chains, never tested against this one, was removed in issue 30.)
+# chain's draws do not depend on the other chains or on how chains are spread over threads.
 #
 # The kernels pass named state: each chain's parameters, state, proposal and flags are numpy
 # structured records (numba ``Record`` types), read and written by field name.

@@ -70,7 +70,7 @@ PAPER_WARMUP, PAPER_DRAWS = 2000, 5000
 # ctypes pointers: a ctypes pointer is baked into the machine code as a constant address, so
 # numba refuses to cache such kernels and every new process (each worker of a study) spent
 # ~6 s recompiling the truncated kernels.  A named symbol is resolved when the cached code is
-# loaded, so every kernel here is cached (issue 16: workers start warm).
+# loaded, so every kernel here is cached: workers start warm.
 for _name in ("gammainc", "gammaincc"):
     _llvm.add_symbol(f"dpposterior_scipy_{_name}",
                      get_cython_function_address("scipy.special.cython_special", _name))
@@ -200,7 +200,7 @@ def _sigma2(y, s, b):
     the two roots of MSH's quadratic are w1 = 1/D and w2 = D/a^2, D = a + c + sqrt(c (c + 2a));
     w1 is taken with probability mu/(mu + w1) = D/(D + a).  numpy's ``wald(mu, lam)``
     computes w1 as mu + (mu^2 Y/(2 lam)) - ..., which cancels to exactly 0 once mu/lam
-    exceeds ~1e15 (|y - s| < ~1e-15 b): 1/0 was the ZeroDivisionError of issue 16, and the
+    exceeds ~1e15 (|y - s| < ~1e-15 b): 1/0 would raise ZeroDivisionError, and the
     draws were already biased before it.  Here z = 0 is the exact Levy limit sigma^2 = 2c.
     """
     a = b * abs(y - s)

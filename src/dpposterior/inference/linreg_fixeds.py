@@ -8,7 +8,7 @@ sigma_y^2 S_j + sigma_z^2 I)), then updates sigma_y^2 by a random-walk MH move
 (App. A.4) whose step is adapted towards acceptance 0.3 during warm-up only.
 Cost per iteration O(J d^3), independent of n.  Needs no model for x.
 
-Compiled kernel (issue 18).  Because S_j is fixed, each S_j = U_j diag(l_j) U_j' is
+Compiled kernel (for speed).  Because S_j is fixed, each S_j = U_j diag(l_j) U_j' is
 diagonalised once, and K_j = sigma_y^2 S_j + sigma_z^2 I = U_j diag(sigma_y^2 l_j + sigma_z^2) U_j'
 shares its eigenvectors: eq. (12)'s precision is sum_j U_j diag(l^2/(sigma_y^2 l + sigma_z^2)) U_j'
 + C^{-1}, its shift sum_j U_j diag(l/(sigma_y^2 l + sigma_z^2)) U_j' zhat_j + C^{-1} m, and the

@@ -9,7 +9,7 @@ chains as independent streams spawned from one ``numpy.random.Generator`` (NumPy
 
 Used by ``gaussian_gibbs`` (threads, windows), ``linreg_fixeds`` (threads, Robbins-Monro in its
 compiled kernel), ``linreg_normalx`` (:class:`RobbinsMonroAdapter`) and ``da_mcmc``
-(Robbins-Monro on its random-walk scales).  Behaviour-preserving (issue 30): the two forms of the
+(Robbins-Monro on its random-walk scales).  The two forms of the
 Robbins-Monro update below are kept because the engines' stored draws depend on the last bit of
 each (tests/test_bit_identical.py).
 """

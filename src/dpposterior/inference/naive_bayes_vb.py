@@ -228,7 +228,7 @@ def _simplex_objective_1(t, A, Bc, C, mask):
 
 @numba.njit(cache=True, nogil=True)
 def _interior_point_blocks(theta, A, Bc, C, mask, steps):
-    """:func:`interior_point_ascent_numpy` one block (row) at a time, compiled (issue 18).
+    """:func:`interior_point_ascent_numpy` one block (row) at a time, compiled for speed.
 
     The same steps: eq. (11) direction with theta normalised, first trial step the Newton step
     of the line function capped by eq. (13), Armijo backtracking (eq. 12).  A block stops when

@@ -1,4 +1,4 @@
-"""Engine ``exact-da`` for family ``small-area``: exact data augmentation over the latent counts (issue 28).
+"""Engine ``exact-da`` for family ``small-area``: exact data augmentation over the latent counts.
 
 Model (families/small_area.py, docs/small-area.md): y_gc ~ Poisson(E_g lambda_gc), log lambda_gc = alpha_c
 + u_g (+ v_parent(g)), u ~ N(0, tau^2), v ~ N(0, tau_parent^2), released y*_gc = y_gc + e_gc (optionally
@@ -279,7 +279,7 @@ def exact_da(release, prior, options) -> Posterior:
     _check_memory(release, opts, opts.tail_mass, "exact-da")
     totals = release.area_totals()
     return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
-                   {"algorithm": "exact data augmentation over the latent counts + slice/interweaving (issue 28)",
+                   {"algorithm": "exact data augmentation over the latent counts + slice/interweaving",
                     "tail_mass": opts.tail_mass, "mechanism": release.statistics.counts.mechanism,
                     "postprocessing": release.postprocessing, "invariants": int(totals is not None)},
                    options.scheduler)

@@ -1,4 +1,4 @@
-"""Scale-out of the small-area engine ``exact-da`` on Dask (issue 28, Build 4).
+"""Scale-out of the small-area engine ``exact-da`` on Dask.
 
 The areas are split into partitions -- runs of whole *units* (a parent's areas, or a block of
 ``small_area.BLOCK`` areas), see inference/small_area.py.  Each partition lives in one Dask actor

@@ -1,4 +1,4 @@
-"""Compiled kernels of the small-area engine ``exact-da`` (issue 28): the four phases of an iteration.
+"""Compiled kernels of the small-area engine ``exact-da``: the four phases of an iteration.
 
 The model, the sampler and its references are in inference/small_area.py (the engine); this module
 holds what runs in the hot loop -- the exact draws of the latent counts (enumeration over a window),

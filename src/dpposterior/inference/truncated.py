@@ -176,7 +176,7 @@ def truncgamma_rvs(shape, rate, lo, hi, rng: np.random.Generator, try_plain: boo
 
 
 # ---------------------------------------------------------------------------------------
-# compiled scalar versions (numba), for the per-iteration kernels (issue 18)
+# compiled scalar versions (numba), for the per-iteration kernels
 # ---------------------------------------------------------------------------------------
 # The same algorithms as above, one scalar at a time, drawing from a numpy ``Generator``
 # passed into the kernel (one per chain, so draws do not depend on how chains are spread

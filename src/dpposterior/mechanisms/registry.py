@@ -1,4 +1,4 @@
-"""The mechanisms a release file may name, in one place (issue 15; docs/architecture.md).
+"""The mechanisms a release file may name, in one place (docs/architecture.md).
 
 A statistic record's ``mechanism`` string is looked up here -- by the release schema
 (``release.StatisticRecord``), by :func:`from_record` and by the curator's noise draw

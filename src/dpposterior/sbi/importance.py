@@ -1,4 +1,4 @@
-"""Importance-sampling correction of SPPE's simulations with the public mechanism's density (issue 19).
+"""Importance-sampling correction of SPPE's simulations with the public mechanism's density.
 
 Xiong, Ju & Zhang (Sec. 2-3) write the likelihood of a release as an integral over the confidential
 data, p(s_dp^o | theta) = E_{x ~ f(. | theta)}[eta(s_dp^o | s(x))], where the privacy mechanism eta is
@@ -46,7 +46,7 @@ def min_ess(dim: int) -> float:
     free parameter of a d-dimensional mean and scale; a heuristic floor, not a published rule.  Above
     it but with PSIS k-hat over its threshold the weighted sample is still used (with a warning): on
     every such run measured (linreg-ju eps = 10 and SIR eps = 10, 2 rounds; docs/benchmarks.md,
-    session 5) it was closer to the exact posterior than the last round's flow."""
+    "A converged SIR reference, and SIR against sbi") it was closer to the exact posterior than the last round's flow."""
     return 2.0 * (int(dim) + 1)
 
 

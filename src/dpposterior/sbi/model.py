@@ -48,7 +48,7 @@ class GaussianPrior:
             self._chol = np.linalg.cholesky(self.cov)
         except np.linalg.LinAlgError:
             raise InputError("prior.cov", "must be symmetric positive definite") from None
-        from scipy import stats  # here: scipy.stats costs ~1 s and only a Gaussian prior needs it (issue 29)
+        from scipy import stats  # here: scipy.stats costs ~1 s and only a Gaussian prior needs it
 
         self._dist = stats.multivariate_normal(self.mean, self.cov)
 
@@ -212,7 +212,7 @@ class SimulatorModel:
     def statistics(self, theta, rng) -> np.ndarray:
         """Confidential statistics s(x), x ~ f(. | theta), shape (n, r).
 
-        Inside ``dpposterior.infer`` (``--scheduler``, issue 7) the simulations run in
+        Inside ``dpposterior.infer`` (``--scheduler``) the simulations run in
         batches of ``SIM_BATCH`` on the current executor, each batch with its own
         ``SeedSequence`` child of one draw from ``rng``: identical on every backend.
         """

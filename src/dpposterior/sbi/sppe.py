@@ -13,7 +13,7 @@ q~(theta_i | s_ij) = [q(theta_i|s_ij)/pi(theta_i)] / sum_{k in atoms_i} q(theta_
 the atoms being theta_i and ``num_atoms - 1`` other parameters of the mini-batch.
 Options ``rqmc=False`` (i.i.d. uniforms) and ``rqmc_points=1`` give the MC and
 "noise drawn once inside the simulator" variants of the Figure 7 ablation.
-``proposal="truncated"`` (issue 19; TSNPE, Deistler et al. 2022; not the default, see
+``proposal="truncated"`` (TSNPE, Deistler et al. 2022; not the default, see
 docs/benchmarks.md): theta from the prior truncated to the 1 - 1e-4 highest-probability region of
 q(theta | s_dp^o), and l_PPE on all rounds' simulations (valid because every proposal is the prior
 restricted to a region holding the posterior; no atoms, about 10x cheaper per step).
@@ -25,7 +25,7 @@ over rounds; the prior-sample term is meant to pin them (in one run on linreg-ju
 eps = 1 it did not help: docs/benchmarks.md, "combined_loss").
 
 Posterior.  ``correction="none"`` (the paper; run_sppe's default): draws from the last round's flow.
-``"importance"`` / ``"auto"`` (issue 19; the engine's default is "auto"): the importance sample of all
+``"importance"`` / ``"auto"`` (the engine's default is "auto"): the importance sample of all
 rounds' simulations, weighted with the mechanism's density eta(s_dp^o | s_i) over the mixture of the
 rounds' proposal densities (:mod:`dpposterior.sbi.importance`); the flows only propose, so the last
 round is not trained.  "auto" falls back to the flow when the effective sample size is below
@@ -240,7 +240,7 @@ def importance_correction(model, data: dict, proposal_log_densities: list, draws
 
 #: SPPE's training presets (option ``training``).  "paper": App. E of Xiong, Ju & Zhang as
 #: :class:`FlowConfig` holds it (8 transforms, batch 100, one RQMC replicate per simulation per step,
-#: 5% validation, patience 20, <= 200 epochs).  "fast" (issue 19, docs/benchmarks.md "SPPE/SPLE vs sbi
+#: 5% validation, patience 20, <= 200 epochs).  "fast" (docs/benchmarks.md "SPPE/SPLE vs sbi
 #: NPE-C"): 5 transforms; round 1 uses all M replicates of a simulation in each step (batch 100);
 #: the atomic rounds batch 200 with <= 40 epochs and 5 atoms; 10% validation, patience 10.
 TRAINING = {

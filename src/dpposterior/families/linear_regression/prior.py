@@ -85,7 +85,7 @@ def prior_moments(prior: LinRegPrior, release=None) -> dict[str, tuple[float, fl
     """Prior mean and sd of the scalar sigma2 ~ IG(a, b), for the prior-dominance check (dpposterior.checks).
 
     A release without y'y informs sigma2 only through the noisy x'y (barely): its posterior is then its
-    prior, which the check flags instead of presenting the prior's interval as an estimate (issue 17).
+    prior, which the check flags instead of presenting the prior's interval as an estimate.
     """
     a, b = float(prior.a), float(prior.b)
     if not a > 2:
