@@ -66,11 +66,14 @@ def _create(group, name: str, dims: tuple, values: np.ndarray) -> None:
     var.attrs.update(attrs)
 
 
-def write_posterior(post, path, attrs: dict) -> None:
-    """Write ``post`` to ``path`` (netCDF4/HDF5) with file attributes ``attrs`` (``Posterior.netcdf_attrs``)."""
+def write_posterior(post, path, attrs: dict, stored: dict | None = None) -> None:
+    """Write ``post`` to ``path`` (netCDF4/HDF5) with file attributes ``attrs`` (``Posterior.netcdf_attrs``);
+    ``stored``: its posterior variables as written (``Posterior.stored()``: float32 where it says so)."""
     import h5netcdf
 
     groups = {name: getattr(post, name) for name in GROUPS if getattr(post, name)}
+    if stored is not None:
+        groups["posterior"] = stored
     # a path, or a binary file object (an in-memory buffer: Posterior.to_netcdf writes the bytes itself)
     with h5netcdf.File(path if hasattr(path, "write") else os.fspath(path), "w") as f:
         f.attrs.update(attrs)
