@@ -169,6 +169,13 @@ class _Phase:
             else:
                 print(line, file=self.stream, flush=True)
 
+    def _announce(self) -> None:
+        with self.lock:
+            if self.announced:
+                return
+            self.announced = True
+        self._print(f"{self.name}..." + (f" ({self.text})" if self.text else ""))
+
     def _elapsed(self) -> float:
         import time
 
@@ -190,8 +197,7 @@ class _Phase:
                 with self.lock:
                     self.live.update(escape(self._describe()))
             return
-        self.announced = True
-        self._print(f"{self.name}..." + (f" ({self.text})" if self.text else ""))
+        self._announce()
         while not self.stop.wait(self.interval):
             self._print(self._describe())
 
@@ -220,6 +226,8 @@ class _Phase:
         self.text = text
 
     def note(self, line: str) -> None:
+        if not self.tty:
+            self._announce()  # (in a log, the phase's line first)
         self._print(line)
 
 
