@@ -250,6 +250,9 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if "constrained" in attrs:
         kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
     seed = attrs.get("seed")
+    too_big = _small_area_rerun_too_big(release, attrs)
+    if too_big:
+        return None, too_big
     _say_if_expensive(release)
     try:
         post, why = naive_companion(release, prior, main_method=attrs.get("method"),
@@ -263,6 +266,30 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if post is None:
         return None, why
     return post.to_arviz(), ""
+
+
+#: the most cell-iterations (areas x cells x chains x (warm-up + draws)) for which report recomputes a
+#: small-area naive posterior itself: about 10 s of sampling on one core; beyond, pass one with --compare
+NAIVE_RERUN_MAX_CELL_ITERATIONS = 100_000_000
+
+
+def _small_area_rerun_too_big(release: dict, attrs: dict) -> str:
+    """Why report does not rerun the small-area sampler for the naive overlay ("" when it does): at tens of
+    thousands of areas that is as long as ``infer`` was."""
+    if release.get("family") != "small-area":
+        return ""
+    try:
+        cells = len(release["areas"]) * len(release["cells"])
+        chains = int(attrs.get("options_chains", 4))
+        iterations = int(attrs.get("options_draws", 0)) + int(attrs.get("options_warmup", 0))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    work = cells * chains * iterations
+    if work <= NAIVE_RERUN_MAX_CELL_ITERATIONS:
+        return ""
+    return (f"recomputing it would rerun the sampler over {cells:,} cells x {chains} chains x {iterations:,} "
+            "iterations (about as long as infer took); compute it once with dpposterior infer --method naive "
+            "and pass it with --compare")
 
 
 def _say_if_expensive(release: dict) -> None:
