@@ -414,7 +414,10 @@ def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
 def _median_by_blocks(draws: np.ndarray, block: int = 4096) -> np.ndarray:
     """Each column's median of (samples, areas) draws, a block of areas at a time (np.median copies its input:
     at 50,000 areas x 4,000 draws a whole copy would be 0.8 GB)."""
-    return np.concatenate([np.median(draws[:, k:k + block], axis=0) for k in range(0, draws.shape[1], block)])
+    # (each block transposed to rows first: a median along contiguous rows is several times faster than
+    # down strided columns)
+    return np.concatenate([np.median(np.ascontiguousarray(draws[:, k:k + block].T), axis=1)
+                           for k in range(0, draws.shape[1], block)])
 
 
 def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
