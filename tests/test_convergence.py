@@ -237,3 +237,14 @@ def test_terminal_table_computes_only_the_rows_it_shows(monkeypatch):
     assert list(table.columns[0]._cells) == ["alpha", *[f"u\\[a{i}]" for i in range(FIRST_ROWS_SHOWN)],
                                              f"... {5000 - FIRST_ROWS_SHOWN} more u"]
     assert max(int(np.prod(s[2:])) for s in seen) == FIRST_ROWS_SHOWN
+
+
+def test_comparison_posteriors_skip_the_convergence_checks():
+    """api.naive_companion's posterior is shown beside the main one, its warnings never: no diagnostics."""
+    from dpposterior.checks import mcmc_warnings, without_mcmc_checks
+
+    rng = np.random.default_rng(3)
+    post = Posterior(family="t", method="m", posterior={"a": rng.normal(size=(4, 60)) + np.arange(4)[:, None]})
+    with without_mcmc_checks():
+        assert mcmc_warnings(post) == []
+    assert mcmc_warnings(post)[0].startswith("R-hat")

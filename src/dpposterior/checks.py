@@ -27,6 +27,8 @@ netCDF file carries them in the ``warnings`` attribute (``"none"`` when there ar
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
@@ -81,13 +83,27 @@ def check_finite(post) -> None:
                                f"{post.method} engine failed on this release; nothing was written")
 
 
+#: False while a comparison posterior is computed (api.naive_companion): its convergence warnings are never
+#: shown, so they are not computed (at 50,000 areas, seconds); non-finite draws are still refused
+_MCMC_CHECKS = contextvars.ContextVar("dpposterior_mcmc_checks", default=True)
+
+
+@contextlib.contextmanager
+def without_mcmc_checks():
+    token = _MCMC_CHECKS.set(False)
+    try:
+        yield
+    finally:
+        _MCMC_CHECKS.reset(token)
+
+
 def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains).
 
     Every scalar component is diagnosed (vectorised: :func:`dpposterior.convergence.diagnose`, ArviZ's
     numbers to rounding, without ArviZ's import); the warning names the worst one.  A component that is
     constant, or not finite (padding of a ragged variable), has no R-hat or ESS and is skipped."""
-    if post.iid:  # independent draws (set by the engine): nothing to converge
+    if post.iid or not _MCMC_CHECKS.get():  # independent draws (set by the engine): nothing to converge
         return []
     chains, draws = post.nchains, post.ndraws
     if draws < 4:
