@@ -56,10 +56,10 @@ def split_chains(x: np.ndarray) -> np.ndarray:
     return np.concatenate((x[..., :half], x[..., x.shape[-1] - half:]), axis=-2)
 
 
-def _rank_keys(flat: np.ndarray) -> np.ndarray:
+def _rank_keys(flat: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     """Per row of (K, N) values: 2 (average rank) - 2, an integer in 0..2N-2 (ties share their average
-    rank, as ``scipy.stats.rankdata``).  The order within a tie does not matter (its members share one
-    rank), so the fastest sort serves."""
+    rank, as ``scipy.stats.rankdata``) -- or, given ``table`` (indexed by that integer), ``table[key]``.
+    The order within a tie does not matter (its members share one rank), so the fastest sort serves."""
     K, N = flat.shape
     order = np.argsort(flat, axis=1)
     ordered = np.take_along_axis(flat, order, axis=1)
@@ -68,8 +68,8 @@ def _rank_keys(flat: np.ndarray) -> np.ndarray:
     np.not_equal(ordered[:, 1:], ordered[:, :-1], out=new[:, 1:])
     del ordered
     idx = np.arange(N, dtype=np.int64)
-    key = np.empty((K, N), dtype=np.int64)
-    key[:] = 2 * idx  # no ties: the rank is the position
+    values = np.empty((K, N), dtype=np.int64 if table is None else table.dtype)
+    values[:] = 2 * idx if table is None else table[0::2][:N]  # no ties: the rank is the position
     tied = np.flatnonzero(~new.all(axis=1))
     if tied.size:  # rows with ties (repeated draws: MCMC rejections, discrete values)
         new = new[tied]
@@ -78,9 +78,9 @@ def _rank_keys(flat: np.ndarray) -> np.ndarray:
         last[:, -1] = True
         last[:, :-1] = new[:, 1:]
         end = np.minimum.accumulate(np.where(last, idx, N)[:, ::-1], axis=1)[:, ::-1]
-        key[tied] = start + end
-    out = np.empty((K, N), dtype=np.int64)
-    np.put_along_axis(out, order, key, axis=1)
+        values[tied] = start + end if table is None else table[start + end]
+    out = np.empty_like(values)
+    np.put_along_axis(out, order, values, axis=1)
     return out
 
 
@@ -102,7 +102,7 @@ def _z_rows(x: np.ndarray) -> np.ndarray:
     """Rank-normalise each component of (K, chain, draw) over all its chains and draws together."""
     K = x.shape[0]
     n = x[0].size
-    return _z_table(n)[_rank_keys(x.reshape(K, n))].reshape(x.shape)
+    return _rank_keys(x.reshape(K, n), _z_table(n)).reshape(x.shape)
 
 
 def z_scale(x: np.ndarray) -> np.ndarray:
