@@ -56,17 +56,14 @@ def split_chains(x: np.ndarray) -> np.ndarray:
     return np.concatenate((x[..., :half], x[..., x.shape[-1] - half:]), axis=-2)
 
 
-def _rank_keys(flat: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
-    """Per row of (K, N) values: 2 (average rank) - 2, an integer in 0..2N-2 (ties share their average
-    rank, as ``scipy.stats.rankdata``) -- or, given ``table`` (indexed by that integer), ``table[key]``.
-    The order within a tie does not matter (its members share one rank), so the fastest sort serves."""
-    K, N = flat.shape
-    order = np.argsort(flat, axis=1)
-    ordered = np.take_along_axis(flat, order, axis=1)
+def _sorted_keys(ordered: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
+    """For rows of sorted values (K, N): 2 (average rank) - 2 of each position, an integer in 0..2N-2 (ties
+    share their average rank, as ``scipy.stats.rankdata``) -- or, given ``table`` (indexed by that integer),
+    ``table[key]``."""
+    K, N = ordered.shape
     new = np.empty((K, N), dtype=bool)  # a value differing from the one before it starts a tie group
     new[:, 0] = True
     np.not_equal(ordered[:, 1:], ordered[:, :-1], out=new[:, 1:])
-    del ordered
     idx = np.arange(N, dtype=np.int64)
     values = np.empty((K, N), dtype=np.int64 if table is None else table.dtype)
     values[:] = 2 * idx if table is None else table[0::2][:N]  # no ties: the rank is the position
@@ -79,9 +76,41 @@ def _rank_keys(flat: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
         last[:, :-1] = new[:, 1:]
         end = np.minimum.accumulate(np.where(last, idx, N)[:, ::-1], axis=1)[:, ::-1]
         values[tied] = start + end if table is None else table[start + end]
+    return values
+
+
+def _scatter(order: np.ndarray, values: np.ndarray) -> np.ndarray:
     out = np.empty_like(values)
     np.put_along_axis(out, order, values, axis=1)
     return out
+
+
+def _rank_keys(flat: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
+    """:func:`_sorted_keys` of each row of (K, N) values, in the values' own order.  The order within a tie
+    does not matter (its members share one rank), so the fastest sort serves."""
+    order = np.argsort(flat, axis=1)
+    return _scatter(order, _sorted_keys(np.take_along_axis(flat, order, axis=1), table))
+
+
+def _z_and_folded_z(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-normalised values of each component of (K, chain, draw) and of its distances from its median
+    (the folded values), with one full sort: in sorted order the distances fall then rise, two sorted
+    runs that a stable sort merges in linear time."""
+    K = x.shape[0]
+    n = x[0].size
+    flat = x.reshape(K, n)
+    table = _z_table(n)
+    order = np.argsort(flat, axis=1)
+    ordered = np.take_along_axis(flat, order, axis=1)
+    z = _scatter(order, _sorted_keys(ordered, table))
+    half = n // 2
+    median = ordered[:, half] if n % 2 else np.mean(ordered[:, half - 1:half + 1], axis=1)  # (as np.median)
+    distance = np.abs(ordered - median[:, None])
+    del ordered
+    order2 = np.argsort(distance, axis=1, kind="stable")
+    folded = _scatter(np.take_along_axis(order, order2, axis=1),
+                      _sorted_keys(np.take_along_axis(distance, order2, axis=1), table))
+    return z.reshape(x.shape), folded.reshape(x.shape)
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
@@ -231,8 +260,10 @@ def _block_diagnostics(x: np.ndarray, which, fold_split: bool) -> dict[str, np.n
     nan_rows = np.isnan(x).any(axis=(1, 2))
     short = draws < 4
     split = split_chains(x)
-    z_split = None
-    if "rhat" in which or "ess_bulk" in which:
+    z_split = z_folded = None
+    if "rhat" in which and fold_split and chains >= 2 and not short:
+        z_split, z_folded = _z_and_folded_z(split)  # (one sort for both)
+    elif "rhat" in which or "ess_bulk" in which:
         z_split = _z_rows(split)
     if "ess_bulk" in which:
         ess = _ess_rows(z_split)
@@ -243,9 +274,9 @@ def _block_diagnostics(x: np.ndarray, which, fold_split: bool) -> dict[str, np.n
             out["rhat"] = np.full(K, np.nan)
         else:
             bulk = _rhat_rows(z_split)
-            folded = (np.abs(split - _rows_median(split)) if fold_split
-                      else split_chains(np.abs(x - _rows_median(x))))
-            tail = _rhat_rows(_z_rows(folded))
+            if z_folded is None:  # folded about the median of all draws (arviz.summary)
+                z_folded = _z_rows(split_chains(np.abs(x - _rows_median(x))))
+            tail = _rhat_rows(z_folded)
             rhat = np.where(tail > bulk, tail, bulk)
             rhat[nan_rows] = np.nan
             out["rhat"] = rhat
