@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from dpposterior import console
+from dpposterior import progress as console
 
 RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bounds": [0.0, 100.0],
            "statistics": {"mean": {"value": 34.30, "mechanism": "laplace", "epsilon": 0.25},

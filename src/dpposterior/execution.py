@@ -374,9 +374,9 @@ def executor(scheduler: str = "processes", workers: int | None = None, worker_ti
     else:
         from dask.distributed import Client, LocalCluster
 
-        from . import console
+        from . import progress
 
-        console.status(f"Dask: starting {workers or 'a'} local worker(s)" if scheduler == "local"
+        progress.status(f"Dask: starting {workers or 'a'} local worker(s)" if scheduler == "local"
                        else f"Dask: connecting to {scheduler}")
         cluster = None
         if scheduler == "local":

@@ -320,9 +320,9 @@ def _iid(attrs: dict) -> bool:
 def _posterior_sections(path: Path, compare: list[Path]):
     import arviz as az
 
-    from . import console
+    from . import progress
 
-    console.status("reading the posterior")
+    progress.status("reading the posterior")
     main_idata = load_posterior(path)
     main_attrs = _attrs(main_idata)
     family = str(main_attrs.get("family", "?"))
@@ -337,7 +337,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
         _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata, skip=skip), attrs))
     if not any(o.method in ("naive", "non-private") for o in others):
-        console.status("recomputing the naive posterior from the release")
+        progress.status("recomputing the naive posterior from the release")
         naive_idata, why = naive_from_release(main_attrs)
         if naive_idata is not None:
             attrs = _attrs(naive_idata)
@@ -363,7 +363,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     if flagged not in ("none", ""):
         sections.extend(("note", f"Warning: {w}") for w in flagged.split(" | "))
     sections.extend(("note", n) for n in notes)
-    console.status("figures")
+    progress.status("figures")
     if skip:
         sections.append(_caterpillar_figure(main, others))
         sections.append(("note", "The table, densities and trace plots below show the shared parameters; the "

@@ -264,14 +264,14 @@ def _check_scheduler(opts: SmallAreaOptions, scheduler: str) -> None:
 def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict,
             scheduler: str = "serial") -> Posterior:
     """The plan, then the compiled chains in this process (:func:`_run_chains`) or on Dask partitions."""
-    from .. import console
+    from .. import progress
 
     plan = _plan(release, prior, opts, noise, totals)
     if scheduler == "serial":
         from . import small_area_kernels
 
-        console.compile_notice("the small-area samplers", 20, small_area_kernels._run_chains)
-        console.status(f"{method}: {opts.chains} chains x {opts.warmup + opts.draws} iterations, {release.G} areas")
+        progress.compile_notice("the small-area samplers", 20, small_area_kernels._run_chains)
+        progress.status(f"{method}: {opts.chains} chains x {opts.warmup + opts.draws} iterations, {release.G} areas")
         out = run_serial(plan)
     else:
         from .small_area_dask import run_dask
