@@ -1,4 +1,4 @@
-"""Progress of long phases (dpposterior.console.phase): plain lines every interval when stderr is not a
+"""Progress of long phases (dpposterior.progress.phase): plain lines every interval when stderr is not a
 terminal (a log), nothing for a short phase or with --quiet; the CLI's infer and report show them."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import subprocess
 import sys
 import time
 
-import pytest
 
-from dpposterior import progress as console
+from dpposterior import progress
 
 RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bounds": [0.0, 100.0],
            "statistics": {"mean": {"value": 34.30, "mechanism": "laplace", "epsilon": 0.25},
@@ -20,11 +19,11 @@ RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bo
 
 
 def test_a_long_phase_prints_plain_lines_in_a_log(monkeypatch):
-    monkeypatch.setenv(console.PROGRESS_INTERVAL_ENV, "0.1")
+    monkeypatch.setenv(progress.PROGRESS_INTERVAL_ENV, "0.1")
     log = io.StringIO()  # not a terminal
-    with console.phase("sampling", stream=log):
-        console.status("iteration 3 of 9")
-        console.note("compiling the kernels...")
+    with progress.phase("sampling", stream=log):
+        progress.status("iteration 3 of 9")
+        progress.note("compiling the kernels...")
         time.sleep(0.55)
     lines = log.getvalue().splitlines()
     assert lines[0] == "sampling... (iteration 3 of 9)"  # a note shows at once, after the phase's name
@@ -34,37 +33,37 @@ def test_a_long_phase_prints_plain_lines_in_a_log(monkeypatch):
 
 
 def test_short_and_quiet_phases_print_nothing(monkeypatch):
-    monkeypatch.setenv(console.PROGRESS_INTERVAL_ENV, "5")
+    monkeypatch.setenv(progress.PROGRESS_INTERVAL_ENV, "5")
     log = io.StringIO()
-    with console.phase("quick", stream=log):
-        console.status("nothing to see")
-    with console.phase("silenced", quiet=True):
-        console.note("not shown")
+    with progress.phase("quick", stream=log):
+        progress.status("nothing to see")
+    with progress.phase("silenced", quiet=True):
+        progress.note("not shown")
         time.sleep(0.01)
-    console.note("outside any phase: not shown")
+    progress.note("outside any phase: not shown")
     assert log.getvalue() == ""
 
 
 def test_compile_notice_when_the_cache_is_cold(monkeypatch, tmp_path):
-    class Fake:  # a numba dispatcher's attributes, as console.compile_notice reads them
+    class Fake:  # a numba dispatcher's attributes, as progress.compile_notice reads them
         signatures = []
 
         class _cache:
             class _cache_file:
                 _index_path = str(tmp_path / "kernel.nbi")
 
-    monkeypatch.setenv(console.PROGRESS_INTERVAL_ENV, "5")
+    monkeypatch.setenv(progress.PROGRESS_INTERVAL_ENV, "5")
     log = io.StringIO()
-    with console.phase("infer", stream=log):
-        console.compile_notice("the samplers", 20, Fake)
+    with progress.phase("infer", stream=log):
+        progress.compile_notice("the samplers", 20, Fake)
         (tmp_path / "kernel.nbi").write_bytes(b"")
-        console.compile_notice("the samplers", 20, Fake)  # warm now: silent
+        progress.compile_notice("the samplers", 20, Fake)  # warm now: silent
     assert log.getvalue().splitlines() == ["infer...", "compiling the samplers (first run after install, ~20 s)...",
                                            "infer: done in 0 s"]
 
 
 def _cli(args, tmp_path):
-    env = {**os.environ, console.PROGRESS_INTERVAL_ENV: "0.05"}
+    env = {**os.environ, progress.PROGRESS_INTERVAL_ENV: "0.05"}
     with open(tmp_path / "stderr.log", "w") as err:  # stderr redirected to a file: not a terminal
         proc = subprocess.run([sys.executable, "-m", "dpposterior", *args], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=err, text=True, timeout=600)

@@ -29,7 +29,6 @@ infer``'s sampler, and it computes one component at a time in Python; these chec
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
