@@ -20,7 +20,8 @@ PACKAGE = pathlib.Path(dpposterior.__file__).parent
 #: the rooms, lowest first; a module may import its own layer and those below.  Listed prefixes
 #: match a module and its submodules; the longest matching prefix decides.
 LAYERS = [
-    ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory"]),
+    ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory",
+                    "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.convergence", "dpposterior.netcdf",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",

@@ -127,7 +127,8 @@ def test_summary_rows_equal_arviz_summary(chains, draws, padded):
             kind = "all" if chains > 1 and draws > 3 else "stats"
             ref = az.summary(post.to_arviz(), hdi_prob=prob, round_to="none", kind=kind)
         assert columns == [c for c in ref.columns if c not in ("mcse_mean", "mcse_sd")]
-        assert [label for label, _ in rows] == list(ref.index)
+        # (the same rows; ArviZ 0.23.4's from_dict orders the variables by name, the Posterior by insertion)
+        assert sorted(label for label, _ in rows) == sorted(ref.index)
         for label, values in rows:
             for column, value in zip(columns, values):
                 assert close(value, ref.loc[label, column]), (label, column, value, ref.loc[label, column])
@@ -147,8 +148,10 @@ def test_printed_table_is_arviz_summary_rounded(chains, draws, padded):
         df = post.summary(hdi_prob=0.95)
     cols = [c for c in df.columns if c in ("mean", "sd", "hdi_2.5%", "hdi_97.5%", "ess_bulk", "r_hat")]
     assert [c.header for c in table.columns] == ["variable", *cols]
-    expected = [[escape(label) for label in df.index]] + [[f"{row[c]:.4g}" for _, row in df.iterrows()] for c in cols]
-    assert [list(c._cells) for c in table.columns] == expected
+    expected = {escape(label): [f"{row[c]:.4g}" for c in cols] for label, row in df.iterrows()}
+    printed = [list(c._cells) for c in table.columns]
+    # (row by row; ArviZ 0.23.4's from_dict orders the variables by name, the table by insertion)
+    assert {label: [col[i] for col in printed[1:]] for i, label in enumerate(printed[0])} == expected
 
 
 def test_checks_warn_with_arviz_numbers():
@@ -166,3 +169,82 @@ def test_checks_warn_with_arviz_numbers():
     worst_rhat, worst_ess = max(rhat, key=rhat.get), min(ess, key=ess.get)
     assert warned[0].startswith(f"R-hat {rhat[worst_rhat]:.3f} > 1.01 for {worst_rhat}:")
     assert warned[1].startswith(f"bulk ESS {ess[worst_ess]:.0f} < 400 for {worst_ess}:")
+
+
+@pytest.mark.parametrize("chains,draws", [(4, 101), (2, 50), (1, 40), (3, 8)])
+def test_diagnose_all_components_at_once_equals_arviz(chains, draws, monkeypatch):
+    """One vectorised call over many components of every kind (ties, constant, NaN, stuck chains, heavy
+    tails), in blocks smaller than the array (the block boundary falls inside the kinds), equals ArviZ
+    one component at a time to 1e-10 relative."""
+    monkeypatch.setattr(convergence, "BLOCK_VALUES", 7 * chains * draws)
+    rng = np.random.default_rng([chains, draws])
+    columns = [make(rng, chains, draws) for make in KINDS.values() for _ in range(3)]
+    columns += [ar1(rng, chains, draws, rho) for rho in rng.uniform(-0.9, 0.999, size=20)]
+    arr = np.stack(columns, axis=-1).reshape(chains, draws, -1, 2)  # a 2-d event shape, C order
+    got = convergence.diagnose(arr)
+    split = convergence.diagnose(arr, ("rhat",), fold_split=False)
+    assert got["rhat"].shape == arr.shape[2:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for index in np.ndindex(*arr.shape[2:]):
+            x = arr[(slice(None), slice(None), *index)]
+            if not (chains > 1 and np.all(np.ptp(x, axis=1) == 0) and np.ptp(x) > 0):  # constant-per-chain
+                assert close(got["rhat"][index], az.rhat(x, method="rank")), index
+                ref = az.summary(x[None].transpose(1, 2, 0).reshape(chains, draws), kind="diagnostics",
+                                 round_to="none")["r_hat"].iloc[0] if chains > 1 else np.nan
+                assert close(split["rhat"][index], ref), index
+            assert close(got["ess_bulk"][index], az.ess(x, method="bulk")), index
+            assert close(got["ess_tail"][index], az.ess(x, method="tail")), index
+
+
+def test_hdi_rows_equal_hdi():
+    rng = np.random.default_rng(5)
+    x = rng.gamma(2.0, size=(30, 401))
+    lo, hi = convergence.hdi_rows(x, 0.9)
+    for k in range(30):
+        assert (lo[k], hi[k]) == tuple(float(v) for v in az.hdi(x[k], hdi_prob=0.9))
+
+
+def test_checks_diagnose_every_component():
+    """A component that has not converged is found however far into a large variable it is (the checks
+    once looked at the first 64 components only)."""
+    from dpposterior.checks import mcmc_warnings
+
+    rng = np.random.default_rng(11)
+    u = rng.normal(size=(4, 500, 3000))
+    u[:, :, 2718] += np.arange(4)[:, None]  # chains that disagree, in one area of 3000
+    post = Posterior(family="t", method="m", posterior={"alpha": rng.normal(size=(4, 500)), "u": u})
+    warned = mcmc_warnings(post)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = float(az.rhat(u[:, :, 2718], method="rank"))
+    assert warned[0].startswith(f"R-hat {expected:.3f} > 1.01 for u[2718]:")
+
+
+def test_terminal_table_computes_only_the_rows_it_shows(monkeypatch):
+    """A variable with thousands of components: the table prints its first rows and a count, and the
+    intervals and diagnostics are computed for those rows only."""
+    from dpposterior.console import FIRST_ROWS_SHOWN, summary_table
+
+    rng = np.random.default_rng(2)
+    post = Posterior(family="t", method="m", posterior={"alpha": rng.normal(size=(2, 50)),
+                                                        "u": rng.normal(size=(2, 50, 5000))},
+                     dims={"u": ["area"]}, coords={"area": [f"a{i}" for i in range(5000)]})
+    seen = []
+    original = convergence.diagnose
+    monkeypatch.setattr(convergence, "diagnose", lambda arr, *a, **k: seen.append(np.shape(arr)) or original(arr, *a, **k))
+    table = summary_table(post, "t")
+    assert list(table.columns[0]._cells) == ["alpha", *[f"u\\[a{i}]" for i in range(FIRST_ROWS_SHOWN)],
+                                             f"... {5000 - FIRST_ROWS_SHOWN} more u"]
+    assert max(int(np.prod(s[2:])) for s in seen) == FIRST_ROWS_SHOWN
+
+
+def test_comparison_posteriors_skip_the_convergence_checks():
+    """api.naive_companion's posterior is shown beside the main one, its warnings never: no diagnostics."""
+    from dpposterior.checks import mcmc_warnings, without_mcmc_checks
+
+    rng = np.random.default_rng(3)
+    post = Posterior(family="t", method="m", posterior={"a": rng.normal(size=(4, 60)) + np.arange(4)[:, None]})
+    with without_mcmc_checks():
+        assert mcmc_warnings(post) == []
+    assert mcmc_warnings(post)[0].startswith("R-hat")

@@ -66,3 +66,22 @@ def test_writing_needs_neither_arviz_nor_xarray(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.nc")], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_float32_variables_are_stored_as_float32_and_sealed(tmp_path):
+    """A large per-area variable named in ``float32_variables`` is written (and given to ArviZ) as float32,
+    the file says so, the in-memory draws stay float64, and report's seal check accepts the file."""
+    from dpposterior.report import load_posterior
+
+    rng = np.random.default_rng(4)
+    u = rng.normal(size=(2, 30, 50))
+    post = Posterior("small-area", "exact-da", {"alpha": rng.normal(size=(2, 30, 3)), "u": u},
+                     dims={"u": ["area"], "alpha": ["cell"]}, float32_variables=("u", "rate"))
+    post.to_netcdf(tmp_path / "p.nc")
+    idata = load_posterior(tmp_path / "p.nc")  # raises if draws_sha256 does not match the stored values
+    assert idata.posterior["u"].dtype == np.float32 and idata.posterior["alpha"].dtype == np.float64
+    np.testing.assert_array_equal(idata.posterior["u"].values, u.astype(np.float32))
+    assert idata.attrs["float32_variables"] == "u"
+    assert post.posterior["u"].dtype == np.float64 and post.posterior["u"] is u
+    assert post.to_arviz().posterior["u"].dtype == np.float32
+    assert Posterior("t", "m", {"a": u}).netcdf_attrs()["float32_variables"] == "none"

@@ -224,3 +224,16 @@ def test_calibration_ranks_read_from_the_checkpoint(tmp_path):
     (tmp_path / "cal.json").write_text(json.dumps(result))
     html = write_report(tmp_path / "cal.json", tmp_path / "out3").read_text()
     assert not (tmp_path / "out3" / "rank_ecdf.png").exists() and "no run id" in html
+
+def test_report_does_not_rerun_a_large_small_area_sampler():
+    """The naive overlay of a small-area posterior over tens of thousands of areas would rerun the sampler
+    (as long as infer took): report names --compare instead; a small table is recomputed."""
+    from dpposterior.report import NAIVE_RERUN_MAX_CELL_ITERATIONS, _small_area_rerun_too_big
+
+    attrs = {"options_chains": 4, "options_draws": 1000, "options_warmup": 1000}
+    small = {"family": "small-area", "areas": [f"a{i}" for i in range(100)], "cells": ["x", "y"]}
+    large = {**small, "areas": [f"a{i}" for i in range(50_000)], "cells": [str(c) for c in range(8)]}
+    assert 100 * 2 * 4 * 2000 <= NAIVE_RERUN_MAX_CELL_ITERATIONS
+    assert _small_area_rerun_too_big(small, attrs) == ""
+    assert "--compare" in _small_area_rerun_too_big(large, attrs)
+    assert _small_area_rerun_too_big({"family": "gaussian"}, attrs) == ""

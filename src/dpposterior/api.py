@@ -198,7 +198,10 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
               if value is not None}
     if "constrained" not in family.engine_options(naive).names():  # e.g. linear regression's naive
         kwargs.pop("constrained", None)
+    from .checks import without_mcmc_checks
     from .errors import posterior_warnings_ignored
 
-    with posterior_warnings_ignored():  # a comparison beside the posterior, not a result of its own
+    # a comparison beside the posterior, not a result of its own: its warnings are not shown, so its
+    # convergence diagnostics are not computed (non-finite draws are still refused)
+    with posterior_warnings_ignored(), without_mcmc_checks():
         return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""

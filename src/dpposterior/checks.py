@@ -7,7 +7,8 @@ returned (and so before the CLI writes anything):
   failed on this release; the command fails with the variable and the count, and writes
   nothing (exit 2);
 * **MCMC diagnostics become warnings** -- split R-hat above :data:`RHAT_MAX` (1.01) or bulk ESS
-  below :data:`ESS_MIN` (400, or 100 per chain with fewer chains) for any scalar component,
+  below :data:`ESS_MIN` (400, or 100 per chain with fewer chains) for any scalar component (every
+  component of every variable, computed for all at once by :func:`dpposterior.convergence.diagnose`),
   following Vehtari, Gelman, Simpson, Carpenter & Bürkner (2021, Bayesian Analysis 16(2),
   Sec. 4: "R-hat < 1.01 and ESS > 400");
 * **a flow that did not train** (SPPE, SPLE) -- a round with no finite validation loss, or one
@@ -26,19 +27,19 @@ netCDF file carries them in the ``warnings`` attribute (``"none"`` when there ar
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
 
-from .convergence import ess_bulk, rhat as rank_rhat
+from .convergence import diagnose
 from .errors import RefusedError
 
 #: split R-hat threshold (Vehtari et al. 2021)
 RHAT_MAX = 1.01
 #: bulk ESS threshold for the whole posterior (Vehtari et al. 2021: 400, i.e. 100 per chain for 4 chains)
 ESS_MIN = 400
-#: at most this many scalar components are diagnosed (large posteriors: the first ones of each variable)
-MAX_COMPONENTS = 64
 #: a flow round that stopped before this many epochs did not train (early stopping waits 20 epochs)
 MIN_EPOCHS = 2
 #: prior-dominance thresholds: |posterior mean - prior mean| < 0.1 prior sd and sd ratio within 10%
@@ -82,41 +83,56 @@ def check_finite(post) -> None:
                                f"{post.method} engine failed on this release; nothing was written")
 
 
-def _scalar_components(post):
-    count = 0
-    for name, arr in post.posterior.items():
-        arr = np.asarray(arr, float)
-        flat = arr.reshape(arr.shape[0], arr.shape[1], -1)
-        for k in range(flat.shape[2]):
-            if count >= MAX_COMPONENTS:
-                return
-            label = name if flat.shape[2] == 1 else f"{name}[{k}]"
-            count += 1
-            yield label, flat[:, :, k]
+#: False while a comparison posterior is computed (api.naive_companion): its convergence warnings are never
+#: shown, so they are not computed (at 50,000 areas, seconds); non-finite draws are still refused
+_MCMC_CHECKS = contextvars.ContextVar("dpposterior_mcmc_checks", default=True)
+
+
+@contextlib.contextmanager
+def without_mcmc_checks():
+    token = _MCMC_CHECKS.set(False)
+    try:
+        yield
+    finally:
+        _MCMC_CHECKS.reset(token)
 
 
 def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains).
 
-    Computed by :mod:`dpposterior.convergence` (ArviZ's numbers, to rounding) so that no ``infer`` pays
-    ArviZ's import (imports stay light)."""
-    if post.iid:  # independent draws (set by the engine): nothing to converge
+    Every scalar component is diagnosed (vectorised: :func:`dpposterior.convergence.diagnose`, ArviZ's
+    numbers to rounding, without ArviZ's import); the warning names the worst one.  A component that is
+    constant, or not finite (padding of a ragged variable), has no R-hat or ESS and is skipped."""
+    if post.iid or not _MCMC_CHECKS.get():  # independent draws (set by the engine): nothing to converge
         return []
     chains, draws = post.nchains, post.ndraws
     if draws < 4:
         return [f"only {draws} draws per chain: convergence cannot be checked"]
     need = min(ESS_MIN, 100 * chains)
     worst_rhat, worst_ess = (None, 0.0), (None, math.inf)
-    for label, x in _scalar_components(post):
-        if not np.all(np.isfinite(x)) or np.ptp(x) == 0:
-            continue  # padding of a ragged variable, or a constant component: no R-hat or ESS
-        ess = ess_bulk(x)
-        if ess < worst_ess[1]:
-            worst_ess = (label, ess)
-        if chains > 1:
-            rhat = rank_rhat(x)
-            if rhat > worst_rhat[1]:
-                worst_rhat = (label, rhat)
+    which = ("ess_bulk", "rhat") if chains > 1 else ("ess_bulk",)
+    for name, arr in post.posterior.items():
+        arr = np.asarray(arr)
+        if arr.dtype.kind not in "fiub":
+            continue
+        flat = arr.reshape(chains, draws, -1)
+        with np.errstate(invalid="ignore"):
+            skip = ~np.isfinite(flat).all(axis=(0, 1)) | (flat.max(axis=(0, 1)) == flat.min(axis=(0, 1)))
+        if skip.all():
+            continue
+        diag = diagnose(flat if not skip.any() else flat[:, :, ~skip], which)
+        index = np.flatnonzero(~skip)
+        label = (lambda k: name) if flat.shape[2] == 1 else (lambda k: f"{name}[{k}]")
+        ess = diag["ess_bulk"]
+        if not np.isnan(ess).all():
+            j = int(np.nanargmin(ess))
+            if ess[j] < worst_ess[1]:
+                worst_ess = (label(int(index[j])), float(ess[j]))
+        rhat = diag.get("rhat")
+        if rhat is not None and not np.isnan(rhat).all():
+            j = int(np.nanargmax(rhat))
+            if rhat[j] > worst_rhat[1]:
+                worst_rhat = (label(int(index[j])), float(rhat[j]))
     out = []
     if worst_rhat[0] is not None and worst_rhat[1] > RHAT_MAX:
         out.append(f"R-hat {worst_rhat[1]:.3f} > {RHAT_MAX} for {worst_rhat[0]}: the chains disagree; run more "

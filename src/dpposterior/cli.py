@@ -251,7 +251,10 @@ def infer_cmd(
     from .console import posterior_warnings_only
     from .execution import use_workers
 
-    with use_workers(workers), posterior_warnings_only():
+    from .console import phase
+
+    with phase(f"infer: {rel.family}" + (f", method {kwargs['method']}" if kwargs.get('method') else ""), quiet), \
+            use_workers(workers), posterior_warnings_only():
         post = infer(rel, quiet=quiet, scheduler=scheduler, **kwargs)
     if naive is None:
         naive = family.naive_by_default
@@ -260,10 +263,13 @@ def infer_cmd(
         if not quiet:
             typer.echo(f"computing the naive (noise-ignoring) posterior for comparison, method "
                        f"{family.naive_method} (--no-naive skips it)", err=True)
-        naive_post, _ = naive_companion(rel, kwargs.get("prior"), main_method=post.method, seed=kwargs.get("seed"),
-                                        draws=kwargs.get("draws"), chains=kwargs.get("chains"),
-                                        constrained=kwargs.get("constrained"), quiet=quiet)
-    post.to_netcdf(out)
+        with phase(f"infer: naive posterior, method {family.naive_method}", quiet):
+            naive_post, _ = naive_companion(rel, kwargs.get("prior"), main_method=post.method,
+                                            seed=kwargs.get("seed"), draws=kwargs.get("draws"),
+                                            chains=kwargs.get("chains"), constrained=kwargs.get("constrained"),
+                                            quiet=quiet)
+    with phase(f"infer: writing {out}", quiet):
+        post.to_netcdf(out)
     print_result(post, out, naive=naive_post)
 
 
@@ -363,12 +369,16 @@ def report_cmd(
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Other posteriors to overlay."),
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: overlay the prior of the "
                                         "dpposterior.Model the posterior came from."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ):
     """Write PNG figures and a self-contained report.html."""
-    if model is not None:  # a user model: its prior beside the posterior
-        html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
-    else:
-        html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+    from .console import phase
+
+    with phase(f"report: {posterior.name}", quiet):
+        if model is not None:  # a user model: its prior beside the posterior
+            html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
+        else:
+            html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
     typer.echo(f"wrote {html}")
 
 
@@ -385,7 +395,10 @@ def reproduce_cmd(
     """Rerun one headline result of a paper; writes its figure and a side-by-side table."""
     from .execution import use_workers
 
-    with use_workers(workers):
+    from .console import phase
+
+    with phase(f"reproduce {name}" + (" --full" if full else ""), quiet or list_ or name is None), \
+            use_workers(workers):
         _impl("gallery", "reproduce_command")(name=name, full=full, list_=list_, out=out, scheduler=scheduler,
                                               quiet=quiet)
 

@@ -39,34 +39,27 @@ FIRST_ROWS_SHOWN = 8
 
 def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     """The columns of ``post.summary()`` (ArviZ's, rounded as it rounds) that a terminal needs, computed by
-    :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ (imports stay light)."""
+    :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ.  A variable with more
+    than :data:`MAX_ROWS_PER_VARIABLE` components (hundreds of areas) shows its first
+    :data:`FIRST_ROWS_SHOWN` and a count of the rest; only the rows shown are computed (the file and
+    ``report`` hold them all, and :mod:`dpposterior.checks` has diagnosed every component)."""
     import numpy as np
 
     from .convergence import DECIMALS, summary_rows
 
-    columns, rows = summary_rows(post, hdi_prob=hdi_prob)
+    columns, rows = summary_rows(post, hdi_prob=hdi_prob, limit=(MAX_ROWS_PER_VARIABLE, FIRST_ROWS_SHOWN))
     table = Table(title=title, title_justify="left")
     table.add_column("variable")
     shown = [i for i, c in enumerate(columns) if c != "ess_tail"]
     for i in shown:
         table.add_column(columns[i], justify="right")
     mean_col = columns.index("mean") if "mean" in columns else None
-    shown_of: dict[str, int] = {}
-    size_of: dict[str, int] = {}
-    for name, _ in rows:
-        base = str(name).split("[")[0]
-        size_of[base] = size_of.get(base, 0) + 1
     for name, values in rows:
+        if values is None:  # "... N more u": the rest of a variable with hundreds of components
+            table.add_row(escape(str(name)), *[""] * len(shown))
+            continue
         if mean_col is not None and not np.isfinite(values[mean_col]):
             continue  # NaN padding of a ragged variable (naive-bayes levels): no parameter (as post.summary())
-        base = str(name).split("[")[0]
-        if size_of[base] > MAX_ROWS_PER_VARIABLE and len(rows) > MAX_ROWS_PER_VARIABLE:
-            # hundreds of areas: a terminal shows the first few; the file and report hold them all
-            shown_of[base] = shown_of.get(base, 0) + 1
-            if shown_of[base] > FIRST_ROWS_SHOWN:
-                if shown_of[base] == FIRST_ROWS_SHOWN + 1:
-                    table.add_row(f"... {size_of[base] - FIRST_ROWS_SHOWN} more {base}", *[""] * len(shown))
-                continue
         # escape: labels such as "class_prob[a]" would otherwise be eaten as rich markup tags
         table.add_row(escape(str(name)),
                       *[f"{np.round(values[i], DECIMALS.get(columns[i], 3)):.4g}" for i in shown])
@@ -120,3 +113,8 @@ def print_result(post, out, naive=None) -> None:
         print(f"warning: {message}", file=sys.stderr)
     print(f"wrote {out}" + (" (flagged: see the warnings above and its 'warnings' attribute)"
                             if post.warnings else ""))
+
+
+# progress of long phases: dpposterior.progress (a lower layer, so that engines and execution can report)
+from .progress import (PHASE_GRACE, PROGRESS_INTERVAL, PROGRESS_INTERVAL_ENV, compile_notice,  # noqa: E402,F401
+                       note, phase, progress_interval, status)

@@ -374,6 +374,10 @@ def executor(scheduler: str = "processes", workers: int | None = None, worker_ti
     else:
         from dask.distributed import Client, LocalCluster
 
+        from . import progress
+
+        progress.status(f"Dask: starting {workers or 'a'} local worker(s)" if scheduler == "local"
+                       else f"Dask: connecting to {scheduler}")
         cluster = None
         if scheduler == "local":
             # one thread per worker: our tasks are numpy-bound, and one process per core

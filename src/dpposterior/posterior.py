@@ -34,6 +34,10 @@ class Posterior:
     #: whether the draws are independent (exact, variational or flow samplers; not MCMC): set by the
     #: engine, written to the netCDF attribute ``iid_draws`` (1/0); R-hat, ESS and trace plots skip them
     iid: bool = False
+    #: variables stored as float32 in files and ``to_arviz()`` (large per-area variables whose Monte Carlo
+    #: error is far above float32's 6e-8 relative rounding); the draws in memory stay float64.  Named in the
+    #: netCDF attribute ``float32_variables`` ("none" when empty)
+    float32_variables: tuple = ()
 
     def __post_init__(self):
         for name, arr in self.posterior.items():
@@ -55,8 +59,14 @@ class Posterior:
         arr = self.posterior[name]
         return arr.reshape(-1, *arr.shape[2:])
 
-    def netcdf_attrs(self) -> dict:
-        """The attributes of the file and of each of its groups (netCDF types: str, numbers, 1-d arrays)."""
+    def stored(self) -> dict[str, np.ndarray]:
+        """The posterior variables as files hold them: those in ``float32_variables`` rounded to float32."""
+        return {name: arr.astype(np.float32) if name in self.float32_variables and arr.dtype == np.float64 else arr
+                for name, arr in self.posterior.items()}
+
+    def netcdf_attrs(self, stored: dict | None = None) -> dict:
+        """The attributes of the file and of each of its groups (netCDF types: str, numbers, 1-d arrays);
+        ``stored``: the variables as written (:meth:`stored`), which ``draws_sha256`` seals."""
         from ._version import __version__
 
         attrs = {"family": self.family, "method": self.method, "dpposterior_version": __version__}
@@ -64,14 +74,18 @@ class Posterior:
             attrs[key] = _attr_value(value)
         attrs["warnings"] = " | ".join(self.warnings) if self.warnings else "none"
         attrs["iid_draws"] = int(bool(self.iid))
-        attrs["draws_sha256"] = draws_sha256(self.posterior)  # report refuses a file whose draws differ
+        floats32 = [name for name in self.posterior if name in self.float32_variables]
+        attrs["float32_variables"] = ", ".join(floats32) if floats32 else "none"
+        # report refuses a file whose draws differ
+        attrs["draws_sha256"] = draws_sha256(stored if stored is not None else self.stored())
         return attrs
 
     def to_arviz(self):
         import arviz as az
 
-        attrs = self.netcdf_attrs()
-        groups = {"posterior": self.posterior}
+        stored = self.stored()
+        attrs = self.netcdf_attrs(stored)
+        groups = {"posterior": stored}
         if self.posterior_predictive:
             groups["posterior_predictive"] = self.posterior_predictive
         if self.sample_stats:
@@ -99,9 +113,10 @@ class Posterior:
         seed = self.attrs.get("seed")
         hint = "the same command" + (f" (seed {seed})" if seed is not None else " with a --seed") + \
             " gives the same draws again"
-        attrs = self.netcdf_attrs()
+        stored = self.stored()
+        attrs = self.netcdf_attrs(stored)
         buf = io.BytesIO()
-        write_posterior(self, buf, attrs)
+        write_posterior(self, buf, attrs, stored)
         write_bytes(path, buf.getvalue(), field=field, hint=hint)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
@@ -139,7 +154,7 @@ def draws_sha256(posterior: dict) -> str:
     for name in sorted(posterior):
         arr = np.ascontiguousarray(posterior[name])
         digest.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
-        digest.update(arr.tobytes())
+        digest.update(memoryview(arr).cast("B"))  # (the bytes in place: no copy of a GB-sized array)
     return digest.hexdigest()
 
 

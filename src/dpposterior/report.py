@@ -144,7 +144,7 @@ def load_posterior(path: Path, field_name: str = "posterior"):
 
     for name, var in idata.posterior.data_vars.items():
         values = np.asarray(var.values)
-        if values.dtype.kind in "fc" and not np.all(np.isfinite(values)) and not is_padding(values):
+        if values.dtype.kind in "fc" and not _all_finite(values) and not is_padding(values):
             bad = int((~np.isfinite(values)).sum())
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
@@ -156,6 +156,12 @@ def load_posterior(path: Path, field_name: str = "posterior"):
             raise InputError(field_name, f"{path}: its draws do not match their sha256 (edited or corrupted after "
                                          "dpposterior wrote them)")
     return idata
+
+
+def _all_finite(values: np.ndarray, block: int = 1 << 22) -> bool:
+    """np.isfinite(values).all() a block at a time (no array-sized temporary)."""
+    flat = values.reshape(-1)
+    return all(np.isfinite(flat[k:k + block]).all() for k in range(0, flat.size, block))
 
 
 def components(idata, max_components: int | None = None, skip=()) -> dict[str, np.ndarray]:
@@ -244,6 +250,9 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if "constrained" in attrs:
         kwargs["constrained"] = str(attrs["constrained"]) in ("1", "True", "true")
     seed = attrs.get("seed")
+    too_big = _small_area_rerun_too_big(release, attrs)
+    if too_big:
+        return None, too_big
     _say_if_expensive(release)
     try:
         post, why = naive_companion(release, prior, main_method=attrs.get("method"),
@@ -257,6 +266,30 @@ def naive_from_release(attrs: dict) -> tuple[Any | None, str]:
     if post is None:
         return None, why
     return post.to_arviz(), ""
+
+
+#: the most cell-iterations (areas x cells x chains x (warm-up + draws)) for which report recomputes a
+#: small-area naive posterior itself: about 10 s of sampling on one core; beyond, pass one with --compare
+NAIVE_RERUN_MAX_CELL_ITERATIONS = 100_000_000
+
+
+def _small_area_rerun_too_big(release: dict, attrs: dict) -> str:
+    """Why report does not rerun the small-area sampler for the naive overlay ("" when it does): at tens of
+    thousands of areas that is as long as ``infer`` was."""
+    if release.get("family") != "small-area":
+        return ""
+    try:
+        cells = len(release["areas"]) * len(release["cells"])
+        chains = int(attrs.get("options_chains", 4))
+        iterations = int(attrs.get("options_draws", 0)) + int(attrs.get("options_warmup", 0))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    work = cells * chains * iterations
+    if work <= NAIVE_RERUN_MAX_CELL_ITERATIONS:
+        return ""
+    return (f"recomputing it would rerun the sampler over {cells:,} cells x {chains} chains x {iterations:,} "
+            "iterations (about as long as infer took); compute it once with dpposterior infer --method naive "
+            "and pass it with --compare")
 
 
 def _say_if_expensive(release: dict) -> None:
@@ -287,6 +320,9 @@ def _iid(attrs: dict) -> bool:
 def _posterior_sections(path: Path, compare: list[Path]):
     import arviz as az
 
+    from . import progress
+
+    progress.status("reading the posterior")
     main_idata = load_posterior(path)
     main_attrs = _attrs(main_idata)
     family = str(main_attrs.get("family", "?"))
@@ -301,6 +337,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
         _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata, skip=skip), attrs))
     if not any(o.method in ("naive", "non-private") for o in others):
+        progress.status("recomputing the naive posterior from the release")
         naive_idata, why = naive_from_release(main_attrs)
         if naive_idata is not None:
             attrs = _attrs(naive_idata)
@@ -326,6 +363,7 @@ def _posterior_sections(path: Path, compare: list[Path]):
     if flagged not in ("none", ""):
         sections.extend(("note", f"Warning: {w}") for w in flagged.split(" | "))
     sections.extend(("note", n) for n in notes)
+    progress.status("figures")
     if skip:
         sections.append(_caterpillar_figure(main, others))
         sections.append(("note", "The table, densities and trace plots below show the shared parameters; the "
@@ -373,6 +411,15 @@ def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
     return values, cells
 
 
+def _median_by_blocks(draws: np.ndarray, block: int = 4096) -> np.ndarray:
+    """Each column's median of (samples, areas) draws, a block of areas at a time (np.median copies its input:
+    at 50,000 areas x 4,000 draws a whole copy would be 0.8 GB)."""
+    # (each block transposed to rows first: a median along contiguous rows is several times faster than
+    # down strided columns)
+    return np.concatenate([np.median(np.ascontiguousarray(draws[:, k:k + block].T), axis=1)
+                           for k in range(0, draws.shape[1], block)])
+
+
 def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
     """Small-area: every area's rate per cell, sorted by its posterior median, with 90% intervals."""
     import matplotlib.pyplot as plt
@@ -384,7 +431,7 @@ def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
     G = draws.shape[1]
     shown = min(G, MAX_CATERPILLAR_AREAS)
     for c, (ax, cell) in enumerate(zip(axes[:, 0], cells)):
-        median = np.median(draws[:, :, c], axis=0)
+        median = _median_by_blocks(draws[:, :, c])
         order = np.argsort(median, kind="stable")
         order = order[np.linspace(0, G - 1, shown).round().astype(int)]
         x = np.arange(shown)
@@ -468,7 +515,9 @@ def _first_vars(idata, k: int) -> list[str]:
 
 
 def _hpd_table(main: Loaded, others: list[Loaded]):
-    import arviz as az
+    """Means, 95% HPD intervals and (MCMC with 2+ chains) bulk ESS and R-hat of every component shown,
+    all components of a posterior at once (:mod:`dpposterior.convergence`: ArviZ's numbers to rounding)."""
+    from .convergence import diagnose, hdi_rows
 
     header = ["variable", f"{main.label}: mean", f"{HDI_PROB:.0%} HPD"]
     diag = main.idata.posterior.sizes["chain"] >= 2
@@ -476,17 +525,29 @@ def _hpd_table(main: Loaded, others: list[Loaded]):
         header += ["ESS (bulk)", "R-hat"]
     for o in others:
         header += [f"{o.label}: mean", f"{HDI_PROB:.0%} HPD"]
+
+    def stats(post: Loaded, labels: list[str], with_diag: bool):
+        if not labels:
+            return {}
+        arr = np.stack([post.components[label] for label in labels], axis=-1)  # (chain, draw, K)
+        lo, hi = hdi_rows(arr.reshape(-1, len(labels)).T, HDI_PROB)
+        mean = arr.mean(axis=(0, 1))
+        d = diagnose(arr, ("ess_bulk", "rhat")) if with_diag else None
+        return {label: (mean[k], lo[k], hi[k], *((d["ess_bulk"][k], d["rhat"][k]) if d else ()))
+                for k, label in enumerate(labels)}
+
+    main_stats = stats(main, list(main.components), diag)
+    other_stats = [stats(o, [label for label in main.components if label in o.components], False) for o in others]
     rows = []
-    for label, draws in main.components.items():
-        lo, hi = az.hdi(draws.reshape(-1), hdi_prob=HDI_PROB)
-        row = [label, _fmt(draws.mean()), f"[{_fmt(lo)}, {_fmt(hi)}]"]
+    for label in main.components:
+        mean, lo, hi, *d = main_stats[label]
+        row = [label, _fmt(mean), f"[{_fmt(lo)}, {_fmt(hi)}]"]
         if diag:
-            row += [_fmt(az.ess(draws, method="bulk")), f"{az.rhat(draws):.3f}"]
-        for o in others:
-            if label in o.components:
-                od = o.components[label].reshape(-1)
-                olo, ohi = az.hdi(od, hdi_prob=HDI_PROB)
-                row += [_fmt(od.mean()), f"[{_fmt(olo)}, {_fmt(ohi)}]"]
+            row += [_fmt(d[0]), f"{d[1]:.3f}"]
+        for o in other_stats:
+            if label in o:
+                omean, olo, ohi = o[label]
+                row += [_fmt(omean), f"[{_fmt(olo)}, {_fmt(ohi)}]"]
             else:
                 row += ["", ""]
         rows.append(row)

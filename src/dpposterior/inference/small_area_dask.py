@@ -181,6 +181,10 @@ def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
         raise RuntimeError("run_dask needs a Dask executor (dpposterior.infer(..., scheduler='local' or tcp://))")
     nthreads = sum(client.nthreads().values()) or 1
     ranges = _partition_units(plan, partitions or nthreads)
+    from .. import progress
+
+    progress.status(f"Dask: loading {len(ranges)} partitions of {plan.G} areas onto the workers (each compiles the "
+                   "samplers on its first run after install)")
     cluster = _Cluster(client, plan, ranges, getattr(ex, "worker_timeout", WORKER_TIMEOUT))
     out = sa.output_arrays(plan)
     am, asd, ts, tps = plan.prior
@@ -188,6 +192,7 @@ def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
     dp = np.zeros_like(v)
     total = plan.warmup + plan.draws
     for it in range(total + 1):
+        progress.status(f"Dask: iteration {it} of {total} on {len(ranges)} partitions")
         msgs = []
         for i in range(len(ranges)):
             msg = (it, alpha.copy(), cluster._v_slice(i, v), cluster._v_slice(i, dp), hyp.copy())
