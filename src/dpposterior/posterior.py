@@ -92,6 +92,11 @@ class Posterior:
             groups["sample_stats"] = self.sample_stats
         dims = {k: v for k, v in self.dims.items()}
         idata = az.from_dict(**groups, dims=dims, coords=self.coords or None, attrs=attrs)
+        for group, data in groups.items():  # the model's order of variables (ArviZ 0.23.4 sorts them by name)
+            ds = getattr(idata, group)
+            order = [k for k in data if k in ds.data_vars]
+            if order != list(ds.data_vars):
+                setattr(idata, group, ds[order + [k for k in ds.data_vars if k not in order]])
         for group in idata.groups():
             getattr(idata, group).attrs.update(attrs)
         return idata
