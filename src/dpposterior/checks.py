@@ -97,6 +97,23 @@ def without_mcmc_checks():
         _MCMC_CHECKS.reset(token)
 
 
+def _labeller(post, name: str, event: tuple):
+    """``flat index -> label`` of a variable's components as the tables print them: ``name`` for a scalar,
+    ``name[coord, ...]`` with the Posterior's coordinate labels (``alpha[18+]``, ``v[X]``), positions where
+    a dim has no coords."""
+    from .convergence import _component_labels
+
+    if not event or int(np.prod(event)) == 1 and not post.dims.get(name):
+        return lambda k: name
+    def label(k: int) -> str:
+        try:
+            return _component_labels(name, post, event, np.asarray([k]))[0]
+        except (IndexError, TypeError):  # coords that do not fit the shape: positions
+            return f"{name}[{', '.join(str(int(i)) for i in np.unravel_index(k, event))}]"
+
+    return label
+
+
 def mcmc_warnings(post) -> list[str]:
     """R-hat / bulk-ESS warnings for an MCMC posterior (none for iid engines or one-draw chains).
 
@@ -122,7 +139,7 @@ def mcmc_warnings(post) -> list[str]:
             continue
         diag = diagnose(flat if not skip.any() else flat[:, :, ~skip], which)
         index = np.flatnonzero(~skip)
-        label = (lambda k: name) if flat.shape[2] == 1 else (lambda k: f"{name}[{k}]")
+        label = _labeller(post, name, arr.shape[2:])
         ess = diag["ess_bulk"]
         if not np.isnan(ess).all():
             j = int(np.nanargmin(ess))
@@ -225,7 +242,8 @@ def prior_warnings(post, family=None, prior_obj=None, release=None) -> list[str]
             if not all(math.isfinite(v) for v in (pm, ps, mm, ss)) or ps <= 0:
                 continue  # no prior moment, or padding of a ragged variable
             if abs(mm - pm) < PRIOR_MEAN_TOL * ps and abs(ss / ps - 1.0) < PRIOR_SD_TOL:
-                label = name if not event else f"{name}[{','.join(str(i) for i in index)}]"
+                flat_index = int(np.ravel_multi_index(index, event)) if event else 0
+                label = _labeller(post, name, event)(flat_index)
                 flagged.append(f"{label}: the posterior is its prior (mean {mm:.4g} vs prior {pm:.4g}, sd {ss:.4g} "
                                f"vs prior {ps:.4g}): the release does not inform it, so it reflects only the prior")
     if len(flagged) > 4:  # many components (a naive-bayes table): three named, the rest counted

@@ -59,6 +59,28 @@ class Posterior:
         arr = self.posterior[name]
         return arr.reshape(-1, *arr.shape[2:])
 
+    def dataset(self):
+        """The posterior variables with their labels: an ``xarray.Dataset`` with dims (chain, draw, *dims)
+        and the coordinate labels of :attr:`coords` (``ds["rate"].sel(area="A")``).  A view built on each
+        call over the same arrays (no copy); :attr:`posterior` stays the dict of numpy arrays that engines
+        and checks index.  xarray is imported here only (``import dpposterior`` stays light)."""
+        import xarray as xr
+
+        variables, coords = {}, {"chain": np.arange(self.nchains), "draw": np.arange(self.ndraws)}
+        for name, arr in self.posterior.items():
+            event = arr.shape[2:]
+            dims = list(self.dims.get(name, []))
+            if len(dims) != len(event):
+                dims = [f"{name}_dim_{i}" for i in range(len(event))]
+            for dim, size in zip(dims, event):
+                labels = self.coords.get(dim)
+                if labels is not None and len(labels) == size:
+                    coords.setdefault(dim, list(labels))
+                else:
+                    coords.setdefault(dim, np.arange(size))
+            variables[name] = (("chain", "draw", *dims), arr)
+        return xr.Dataset(variables, coords=coords, attrs={"family": self.family, "method": self.method, **self.attrs})
+
     def stored(self) -> dict[str, np.ndarray]:
         """The posterior variables as files hold them: those in ``float32_variables`` rounded to float32."""
         return {name: arr.astype(np.float32) if name in self.float32_variables and arr.dtype == np.float64 else arr

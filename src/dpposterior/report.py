@@ -478,8 +478,10 @@ def _check_belongs(main: dict, other: dict, main_path: Path, other_path: Path) -
 
 #: run attributes shown in the report's "Run" table: (netCDF attribute, words)
 RUN_ATTRIBUTES = [("prior", "prior"), ("constrained", "constrained to the release's bounds"), ("seed", "seed"),
-                  ("options_warmup", "warm-up iterations per chain"), ("release_epsilon", "release: total epsilon"),
-                  ("release_delta", "release: total delta"), ("release_sha256", "release file sha256"),
+                  ("options_warmup", "warm-up iterations per chain"),
+                  ("release_rho", "release: total rho (zCDP, the curator's budget)"),
+                  ("release_epsilon", "release: total epsilon"), ("release_delta", "release: total delta"),
+                  ("release_privacy", "release: privacy statement and the accountant that gave epsilon"), ("release_sha256", "release file sha256"),
                   ("dpposterior_version", "dpposterior version")]
 
 

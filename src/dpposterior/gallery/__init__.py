@@ -162,6 +162,27 @@ def reproduce_command(name=None, full: bool = False, list_: bool = False, out=Pa
         print(_markdown(payload["header"], payload["rows"]))
     print(f"wrote {folder / 'figure.png'}, {folder / 'table.md'}, {folder / 'result.json'} "
           f"({payload['seconds']:.0f} s)")
+    lines = flag_lines(payload)
+    if lines is not None:
+        print("\n".join(lines) if lines else "no flags")
+
+
+def flag_lines(payload: dict) -> list[str] | None:
+    """The convergence flags an entry records in its result (``data["flags"]``: method -> warnings of its fit
+    on the real data; ``data["semi_synthetic"][method]["flagged_replicates"]``), one line each; None for an
+    entry that records none (its engines are not checked for convergence)."""
+    data = payload.get("data") or {}
+    flags = data.get("flags")
+    if not isinstance(flags, dict):
+        return None
+    lines = [f"flag: {method} on the real data: {message}" for method, messages in flags.items() for message in messages or []]
+    for method, scores in (data.get("semi_synthetic") or {}).items():
+        count = scores.get("flagged_replicates") if isinstance(scores, dict) else None
+        if count:
+            total = (data.get("scale") or {}).get("replicates", "?")
+            lines.append(f"flag: {method}: {count} of {total} semi-synthetic replicates flagged by the convergence "
+                         "checks (kept in the scores)")
+    return lines
 
 
 def gallery_markdown(folder, image_prefix: str = "") -> str:
