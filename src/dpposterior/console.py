@@ -37,16 +37,50 @@ MAX_ROWS_PER_VARIABLE = 40
 FIRST_ROWS_SHOWN = 8
 
 
-def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
+#: variables shown in a rate unit (per 1,000 / 100,000 when small: dpposterior.units), by family
+RATE_VARIABLES = {"small-area": ("rate",)}
+#: summary columns in the variable's own unit (scaled with a rate); the diagnostics are not
+SCALED_COLUMNS = ("mean", "sd", "hdi_")
+
+
+def rate_units(post) -> dict[str, tuple[float, str]]:
+    """``{variable: (factor, words)}`` of the posterior's rate variables (dpposterior.units), chosen from the
+    magnitude of their posterior medians."""
+    from .units import rate_unit_of_draws
+
+    return {name: rate_unit_of_draws(post.posterior[name]) for name in RATE_VARIABLES.get(post.family, ())
+            if name in post.posterior}
+
+
+def _value(x: float, column: str, decimals) -> str:
+    """A summary value as ArviZ rounds it (3 decimals; ESS 0; R-hat 2), or in 3 significant digits where that
+    rounding would print 0 for a nonzero value (a small sd)."""
+    import numpy as np
+
+    from .units import significant
+
+    rounded = np.round(x, decimals.get(column, 3))
+    if rounded == 0 and x != 0 and np.isfinite(x) and column.startswith(SCALED_COLUMNS):
+        return significant(x)
+    return f"{rounded:.4g}"
+
+
+def summary_table(post, title: str, hdi_prob: float = 0.95, units: dict | None = None) -> Table:
     """The columns of ``post.summary()`` (ArviZ's, rounded as it rounds) that a terminal needs, computed by
     :mod:`dpposterior.convergence` so that printing a posterior does not import ArviZ.  A variable with more
     than :data:`MAX_ROWS_PER_VARIABLE` components (hundreds of areas) shows its first
     :data:`FIRST_ROWS_SHOWN` and a count of the rest; only the rows shown are computed (the file and
-    ``report`` hold them all, and :mod:`dpposterior.checks` has diagnosed every component)."""
+    ``report`` hold them all, and :mod:`dpposterior.checks` has diagnosed every component).
+
+    Rates (:data:`RATE_VARIABLES`) are shown in ``units`` (default :func:`rate_units`: per 1,000 or per
+    100,000 when small) with 3 significant digits, the unit named in the table's caption; the file keeps
+    the rates themselves."""
     import numpy as np
 
     from .convergence import DECIMALS, summary_rows
+    from .units import significant
 
+    units = rate_units(post) if units is None else units
     columns, rows = summary_rows(post, hdi_prob=hdi_prob, limit=(MAX_ROWS_PER_VARIABLE, FIRST_ROWS_SHOWN))
     table = Table(title=title, title_justify="left")
     table.add_column("variable")
@@ -54,15 +88,26 @@ def summary_table(post, title: str, hdi_prob: float = 0.95) -> Table:
     for i in shown:
         table.add_column(columns[i], justify="right")
     mean_col = columns.index("mean") if "mean" in columns else None
+    scaled = [name for name, (factor, words) in units.items() if words]
     for name, values in rows:
         if values is None:  # "... N more u": the rest of a variable with hundreds of components
             table.add_row(escape(str(name)), *[""] * len(shown))
             continue
         if mean_col is not None and not np.isfinite(values[mean_col]):
             continue  # NaN padding of a ragged variable (naive-bayes levels): no parameter (as post.summary())
+        variable = str(name).split("[", 1)[0]
+        if variable in units:
+            factor = units[variable][0]
+            cells = [significant(values[i] * factor) if columns[i].startswith(SCALED_COLUMNS)
+                     else f"{np.round(values[i], DECIMALS.get(columns[i], 3)):.4g}" for i in shown]
+        else:
+            cells = [_value(values[i], columns[i], DECIMALS) for i in shown]
         # escape: labels such as "class_prob[a]" would otherwise be eaten as rich markup tags
-        table.add_row(escape(str(name)),
-                      *[f"{np.round(values[i], DECIMALS.get(columns[i], 3)):.4g}" for i in shown])
+        table.add_row(escape(str(name)), *cells)
+    if scaled:
+        table.caption = "; ".join(f"{name}: mean, sd and HPD {units[name][1]} (the file stores the {name} itself)"
+                                  for name in scaled)
+        table.caption_justify = "left"
     return table
 
 
@@ -98,9 +143,11 @@ def print_posterior_summary(post, naive=None, console: Console | None = None) ->
                                  width=None if sys.stdout.isatty() else FILE_WIDTH)
     for line in run_header(post):
         console.print(escape(line))
-    console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)"))
-    if naive is not None:
-        console.print(summary_table(naive, f"naive posterior ignoring the privacy noise (method {naive.method})"))
+    units = rate_units(post)
+    console.print(summary_table(post, f"posterior ({post.family}, method {post.method}, 95% HPD)", units=units))
+    if naive is not None:  # (in the main posterior's units, side by side)
+        console.print(summary_table(naive, f"naive posterior ignoring the privacy noise (method {naive.method})",
+                                    units=units))
 
 
 def print_result(post, out, naive=None) -> None:
