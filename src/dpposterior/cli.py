@@ -369,6 +369,10 @@ def report_cmd(
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="Other posteriors to overlay."),
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: overlay the prior of the "
                                         "dpposterior.Model the posterior came from."),
+    geometry: Optional[Path] = typer.Option(None, "--geometry", help="GeoJSON outlines of the areas (small-area): "
+                                            "maps of the rates' medians and interval widths."),
+    geometry_key: Optional[str] = typer.Option(None, "--geometry-key", help="The feature property holding the area "
+                                               "ids (default: id, GEOID, FIPS, name, ... or the feature id)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
 ):
     """Write PNG figures and a self-contained report.html."""
@@ -376,9 +380,12 @@ def report_cmd(
 
     with phase(f"report: {posterior.name}", quiet):
         if model is not None:  # a user model: its prior beside the posterior
+            if geometry is not None or geometry_key is not None:
+                raise InputError("geometry", "maps are drawn for a small-area posterior, not a --model one")
             html = _impl("model_commands", "report_model_command")(posterior, out, compare, model)
         else:
-            html = _impl("report", "write_report")(posterior, out, compare=list(compare or []))
+            html = _impl("report", "write_report")(posterior, out, compare=list(compare or []), geometry=geometry,
+                                                   geometry_key=geometry_key)
     typer.echo(f"wrote {html}")
 
 

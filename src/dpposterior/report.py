@@ -87,13 +87,19 @@ class Figure:
 
 # ------------------------------------------------------------------------------ entry point
 
-def write_report(posterior_path, out_dir, compare=None) -> Path:
-    """Write the figures and ``report.html`` for ``posterior_path`` into ``out_dir``; return the HTML path."""
+def write_report(posterior_path, out_dir, compare=None, geometry=None, geometry_key: str | None = None) -> Path:
+    """Write the figures and ``report.html`` for ``posterior_path`` into ``out_dir``; return the HTML path.
+    ``geometry``: a GeoJSON file of the areas' outlines (small-area posteriors), drawn as maps of the rates;
+    ``geometry_key``: the feature property that holds the area ids (default: :mod:`dpposterior.geometry`)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     path = _existing(posterior_path, "posterior")
     compare = [_existing(p, "compare") for p in (compare or [])]
+    if geometry_key is not None and geometry is None:
+        raise InputError("geometry-key", "names the area property of a --geometry file; give --geometry FILE")
+    if geometry is not None:
+        geometry = _existing(geometry, "geometry")
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,9 +111,11 @@ def write_report(posterior_path, out_dir, compare=None) -> Path:
         if path.suffix.lower() == ".json":
             if compare:
                 raise InputError("compare", "only posteriors (netCDF) can be compared, not calibration results")
+            if geometry is not None:
+                raise InputError("geometry", "maps are drawn for a small-area posterior, not a calibration result")
             title, sections = _calibration_sections(path)
         else:
-            title, sections = _posterior_sections(path, compare)
+            title, sections = _posterior_sections(path, compare, geometry, geometry_key)
     from .files import write_bytes
 
     figures = [s for s in sections if isinstance(s, Figure)]
@@ -317,7 +325,8 @@ def _iid(attrs: dict) -> bool:
         return False
 
 
-def _posterior_sections(path: Path, compare: list[Path]):
+def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None = None,
+                        geometry_key: str | None = None):
     import arviz as az
 
     from . import progress
@@ -326,6 +335,14 @@ def _posterior_sections(path: Path, compare: list[Path]):
     main_idata = load_posterior(path)
     main_attrs = _attrs(main_idata)
     family = str(main_attrs.get("family", "?"))
+    outlines = None
+    if geometry is not None:  # before any long work: a file that matches no area is refused at once
+        if family != "small-area" or "area" not in main_idata.posterior.coords:
+            raise InputError("geometry", f"maps are drawn for a small-area posterior; {path} is of family {family!r}")
+        from .geometry import match_areas, read_geojson
+
+        areas = [str(a) for a in main_idata.posterior.coords["area"].values]
+        outlines = (areas, *match_areas(areas, read_geojson(geometry), geometry_key), geometry)
     # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each
     skip = AREA_VARIABLES if family == "small-area" else ()
     main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata, skip=skip), main_attrs)
@@ -366,6 +383,8 @@ def _posterior_sections(path: Path, compare: list[Path]):
     progress.status("figures")
     if skip:
         sections.append(_caterpillar_figure(main, others))
+        if outlines is not None:
+            sections.append(_choropleth_figure(main, *outlines))
         sections.append(("note", "The table, densities and trace plots below show the shared parameters; the "
                                  "per-area variables (" + ", ".join(v for v in AREA_VARIABLES
                                                                     if v in main_idata.posterior) +
@@ -411,6 +430,26 @@ def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
     return values, cells
 
 
+def _area_names(loaded: Loaded, count: int) -> list[str]:
+    """The area ids of a small-area posterior (its ``area`` coordinate), or 1..G when it has none."""
+    post = loaded.idata.posterior
+    if "area" in post.coords and post.sizes.get("area") == count:
+        return [str(a) for a in post.coords["area"].values]
+    return [str(k + 1) for k in range(count)]
+
+
+def _rate_unit(var: str, medians: np.ndarray) -> tuple[float, str]:
+    """The display unit of ``var``'s values: rates per 1,000 / 100,000 when small (:mod:`dpposterior.units`);
+    area effects (``u``, on the log scale) as they are."""
+    from .units import rate_unit
+
+    return rate_unit(medians) if var == "rate" else (1.0, "")
+
+
+#: at most this many area names on a caterpillar's axis; beyond, every k-th area is named
+MAX_AREA_LABELS = 100
+
+
 def _median_by_blocks(draws: np.ndarray, block: int = 4096) -> np.ndarray:
     """Each column's median of (samples, areas) draws, a block of areas at a time (np.median copies its input:
     at 50,000 areas x 4,000 draws a whole copy would be 0.8 GB)."""
@@ -421,45 +460,100 @@ def _median_by_blocks(draws: np.ndarray, block: int = 4096) -> np.ndarray:
 
 
 def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
-    """Small-area: every area's rate per cell, sorted by its posterior median, with 90% intervals."""
+    """Small-area: every area's rate per cell, sorted by its posterior median, with 90% intervals; areas on
+    the vertical axis, named by their ids (every k-th when there are too many to read)."""
     import matplotlib.pyplot as plt
+
+    from .units import unit_label
 
     var = "rate" if "rate" in main.idata.posterior else "u"
     draws, cells = _area_draws(main, var)
     lo_q, hi_q = 0.5 - CATERPILLAR_PROB / 2, 0.5 + CATERPILLAR_PROB / 2
-    fig, axes = plt.subplots(len(cells), 1, figsize=(10, 3.4 * len(cells)), squeeze=False)
     G = draws.shape[1]
+    names = _area_names(main, G)
     shown = min(G, MAX_CATERPILLAR_AREAS)
-    for c, (ax, cell) in enumerate(zip(axes[:, 0], cells)):
-        median = _median_by_blocks(draws[:, :, c])
-        order = np.argsort(median, kind="stable")
+    medians = [_median_by_blocks(draws[:, :, c]) for c in range(len(cells))]
+    factor, words = _rate_unit(var, np.concatenate(medians))
+    every = max(1, math.ceil(shown / MAX_AREA_LABELS))
+    height = float(np.clip(0.15 * min(shown, MAX_AREA_LABELS * 2) + 1.6, 4.0, 20.0))
+    fig, axes = plt.subplots(1, len(cells), figsize=(min(5.2 * len(cells), 20) + 1.2, height), squeeze=False)
+    for c, (ax, cell) in enumerate(zip(axes[0], cells)):
+        order = np.argsort(medians[c], kind="stable")
         order = order[np.linspace(0, G - 1, shown).round().astype(int)]
-        x = np.arange(shown)
+        y = np.arange(shown)
         for k, post in enumerate([main, *others]):
             got = draws if k == 0 else _area_draws(post, var)
             if got is None or (k > 0 and got[0].shape[1:] != draws.shape[1:]):
                 continue
-            d = (got if k == 0 else got[0])[:, order, c]
-            off = 0.3 * k if shown <= 200 else 0.0
+            d = (got if k == 0 else got[0])[:, order, c] * factor
+            off = -0.3 * k if shown <= 200 else 0.0
             color = COLORS[k % len(COLORS)]
             lo, hi = np.quantile(d, [lo_q, hi_q], axis=0)
-            ax.vlines(x + off, lo, hi, color=color, lw=0.9 if k == 0 else 0.7, alpha=0.8 if k == 0 else 0.55)
-            ax.plot(x + off, np.median(d, axis=0), "o", ms=2.2, color=color, label=post.label)
-        ax.set_xlabel(f"area, sorted by the posterior median of {main.label}" + (f" ({shown} of {G} evenly)"
-                                                                                 if shown < G else ""))
-        ax.set_ylabel(f"{var}[{cell}]" if cell else var)
+            ax.hlines(y + off, lo, hi, color=color, lw=0.9 if k == 0 else 0.7, alpha=0.8 if k == 0 else 0.55)
+            ax.plot(np.median(d, axis=0), y + off, "o", ms=2.2, color=color, label=post.label)
+        ticks = y[::every]
+        ax.set_yticks(ticks)
+        ax.set_yticklabels([names[i] for i in order[ticks]], fontsize=7 if shown > 30 else 8)
+        ax.set_ylim(-1, shown)
+        ax.set_xlabel(unit_label(f"{var}[{cell}]" if cell else var, words))
         ax.set_title(f"{var}, cell {cell}" if cell else var, fontsize=10)
         if c == 0:
-            ax.legend(fontsize=8, loc="upper left")
+            ax.set_ylabel(f"area, sorted by the posterior median of {main.label}"
+                          + (f" ({shown} of {G} evenly)" if shown < G else ""))
+            ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
+    what = 'every area' if shown == G else f'{shown} of the {G} areas'
     caption = (f"Caterpillar plot: the posterior median (dot) and central {CATERPILLAR_PROB:.0%} interval (bar) of "
-               f"{'every area' if shown == G else f'{shown} of the {G} areas'}'s {var} in each cell, areas sorted "
-               f"by the median of {main.label}.")
+               f"{what}'s {unit_label(var, words)} in each cell, areas sorted by the median of {main.label}.")
+    if every > 1:
+        nth = {2: "2nd", 3: "3rd"}.get(every, f"{every}th")
+        caption += (f" Too many areas to name each: every {nth} area shown is named on the vertical axis "
+                    f"({len(range(0, shown, every))} names).")
+    if words:
+        caption += f" The file stores the rates themselves; here they are shown {words}."
     if var == "u":
         caption += " The rates were not stored (too many draws x areas x cells), so the area effects u are shown."
     if others:
         caption += " Comparison posteriors (e.g. the naive one) are drawn beside each area in their own colour."
     return Figure("caterpillar", f"Area {'rates' if var == 'rate' else 'effects'}", _png(fig), caption)
+
+
+def _choropleth_figure(main: Loaded, areas: list[str], rings: dict, key: str, others: list, path: Path) -> Figure:
+    """Small-area maps: each area's posterior median and the width of its central 90% interval, per cell."""
+    import matplotlib.pyplot as plt
+
+    from .geometry import FEATURE_ID, draw_choropleth
+    from .units import unit_label
+
+    var = "rate" if "rate" in main.idata.posterior else "u"
+    draws, cells = _area_draws(main, var)
+    lo_q, hi_q = 0.5 - CATERPILLAR_PROB / 2, 0.5 + CATERPILLAR_PROB / 2
+    medians = [_median_by_blocks(draws[:, :, c]) for c in range(len(cells))]
+    factor, words = _rate_unit(var, np.concatenate(medians))
+    fig, axes = plt.subplots(len(cells), 2, figsize=(12, 3.4 * len(cells)), squeeze=False)
+    for c, cell in enumerate(cells):
+        d = draws[:, :, c]
+        lo = np.concatenate([np.quantile(d[:, k:k + 4096], lo_q, axis=0) for k in range(0, d.shape[1], 4096)])
+        hi = np.concatenate([np.quantile(d[:, k:k + 4096], hi_q, axis=0) for k in range(0, d.shape[1], 4096)])
+        name = f"{var}[{cell}]" if cell else var
+        draw_choropleth(axes[c, 0], rings, medians[c] * factor, others, "viridis",
+                        unit_label(f"median {name}", words))
+        axes[c, 0].set_title(f"posterior median, {name}", fontsize=10)
+        draw_choropleth(axes[c, 1], rings, (hi - lo) * factor, others, "magma_r",
+                        unit_label(f"width of the {CATERPILLAR_PROB:.0%} interval", words))
+        axes[c, 1].set_title(f"width of the central {CATERPILLAR_PROB:.0%} interval, {name}", fontsize=10)
+    fig.tight_layout()
+    missing = len(areas) - len(rings)
+    by = "the feature id" if key == FEATURE_ID else f"property {key!r}"
+    caption = (f"Maps of {unit_label(var, words)} ({main.label}): the posterior median (left) and the width of "
+               f"the central {CATERPILLAR_PROB:.0%} interval (right) of each area, outlines from {path.name} "
+               f"matched by {by}. {len(rings)} of {len(areas)} areas drawn"
+               + (f"; {missing} area{'s have' if missing != 1 else ' has'} no shape in the file" if missing else "")
+               + (f"; {len(others)} outline{'s' if len(others) != 1 else ''} of no area in grey" if others else "")
+               + ".")
+    if words:
+        caption += f" The file stores the rates themselves; here they are shown {words}."
+    return Figure("map", "Maps of the area " + ("rates" if var == "rate" else "effects"), _png(fig), caption)
 
 
 def _check_belongs(main: dict, other: dict, main_path: Path, other_path: Path) -> None:

@@ -42,7 +42,7 @@ from .xiong import (OUTBREAKS, OUTBREAK_DEFAULT, OUTBREAK_DRAWS, OUTBREAK_MAX_EP
                     OUTBREAK_METHOD_COLORS, _examples_dir, _xiong_linreg_unit, _xiong_outbreak_unit,
                     flu_boarding_school, run_xiong_linreg, run_xiong_outbreaks, run_xiong_sir,
                     sir_ode_fit)  # noqa: F401
-from .small_area import NC_RHO, nc_sids, nc_sids_rings, release_counts, run_small_area  # noqa: F401
+from .small_area import NC_RHO, nc_sids, nc_sids_geojson, nc_sids_rings, release_counts, run_small_area  # noqa: F401
 
 
 # =============================================================================== registry and command

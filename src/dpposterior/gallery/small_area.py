@@ -278,3 +278,13 @@ def _figure(data, res, ref, ref_median, crude):
     fig.suptitle(f"North Carolina SIDS, released with the discrete Gaussian at rho = {NC_RHO}: noise-aware "
                  "(exact-da) vs naive vs direct", fontsize=11)
     return fig
+
+
+def nc_sids_geojson() -> dict:
+    """The county outlines as a GeoJSON FeatureCollection (one MultiPolygon per county, properties ``name``
+    and ``fips``, feature id the FIPS code): what ``dpposterior report --geometry`` reads."""
+    data, rings = nc_sids(), nc_sids_rings()
+    return {"type": "FeatureCollection",
+            "features": [{"type": "Feature", "id": fips, "properties": {"name": name, "fips": fips},
+                          "geometry": {"type": "MultiPolygon", "coordinates": [[ring] for ring in county]}}
+                         for name, fips, county in zip(data["names"], data["fips"], rings)]}
