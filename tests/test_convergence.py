@@ -148,7 +148,19 @@ def test_printed_table_is_arviz_summary_rounded(chains, draws, padded):
         df = post.summary(hdi_prob=0.95)
     cols = [c for c in df.columns if c in ("mean", "sd", "hdi_2.5%", "hdi_97.5%", "ess_bulk", "r_hat")]
     assert [c.header for c in table.columns] == ["variable", *cols]
-    expected = {escape(label): [f"{row[c]:.4g}" for c in cols] for label, row in df.iterrows()}
+    # ArviZ's rounding, but a nonzero value that would print as 0 gets 3 significant digits (docs/cli.md, "infer")
+    from dpposterior.units import significant
+
+    names, raw = convergence.summary_rows(post, hdi_prob=0.95)
+    raw = {label: dict(zip(names, values)) for label, values in raw}
+
+    def cell(label, column, rounded):
+        value = raw[label][column]
+        if rounded == 0 and value != 0 and column in ("mean", "sd", "hdi_2.5%", "hdi_97.5%"):
+            return significant(value)
+        return f"{rounded:.4g}"
+
+    expected = {escape(label): [cell(label, c, row[c]) for c in cols] for label, row in df.iterrows()}
     printed = [list(c._cells) for c in table.columns]
     # (row by row; ArviZ 0.23.4's from_dict orders the variables by name, the table by insertion)
     assert {label: [col[i] for col in printed[1:]] for i, label in enumerate(printed[0])} == expected
