@@ -218,3 +218,18 @@ def test_nc_sids_geojson_matches_the_table():
     finally:
         path.unlink()
     assert key == "name" and len(rings) == 100 and others == []
+
+
+def test_prior_warning_names_the_component_by_label():
+    from dpposterior.checks import prior_warnings
+
+    class Moments:  # a user model's prior moments: alpha ~ N(0, 1) in each cell
+        def prior_moments(self):
+            return {"alpha": (np.zeros(2), np.ones(2))}
+
+    rng = np.random.default_rng(4)
+    alpha = np.stack([rng.normal(3.0, 0.1, size=(2, 2000)), rng.normal(0.0, 1.0, size=(2, 2000))], axis=-1)
+    post = Posterior("t", "m", {"alpha": alpha}, dims={"alpha": ["cell"]}, coords={"cell": ["0-17", "18+"]},
+                     extras={"user_model": Moments()})
+    warned = prior_warnings(post)
+    assert len(warned) == 1 and warned[0].startswith("alpha[18+]: the posterior is its prior"), warned
