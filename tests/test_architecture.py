@@ -23,7 +23,7 @@ LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory",
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
-                                 "dpposterior.convergence", "dpposterior.netcdf",
+                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.netcdf",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),
@@ -36,7 +36,8 @@ LAYERS = [
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
                   "dpposterior.curator_api",
-                  "dpposterior.privacy", "dpposterior.report", "dpposterior.console", "dpposterior.gallery",
+                  "dpposterior.privacy", "dpposterior.report", "dpposterior.geometry", "dpposterior.console",
+                  "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
                   "dpposterior.worker_preload"]),
 ]

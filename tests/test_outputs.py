@@ -160,10 +160,12 @@ def _square(x, y):
 def test_report_shows_rho_and_maps_from_geojson(small_area_file, capsys):
     d = small_area_file
     geo = {"type": "FeatureCollection", "features": [
-        {"type": "Feature", "properties": {"GEOID": "A"}, "geometry": {"type": "Polygon", "coordinates": [_square(0, 0)]}},
+        {"type": "Feature", "properties": {"GEOID": "A"},
+         "geometry": {"type": "Polygon", "coordinates": [_square(0, 0)]}},
         {"type": "Feature", "properties": {"GEOID": "B"},
          "geometry": {"type": "MultiPolygon", "coordinates": [[_square(1, 0)], [_square(3, 0)]]}},
-        {"type": "Feature", "properties": {"GEOID": "Z"}, "geometry": {"type": "Polygon", "coordinates": [_square(0, 1)]}}]}
+        {"type": "Feature", "properties": {"GEOID": "Z"},
+         "geometry": {"type": "Polygon", "coordinates": [_square(0, 1)]}}]}
     (d / "areas.geojson").write_text(json.dumps(geo))
     out = d / "report"
     assert main(["report", str(d / "post.nc"), "--geometry", str(d / "areas.geojson"), "--out", str(out),
@@ -180,7 +182,8 @@ def test_report_shows_rho_and_maps_from_geojson(small_area_file, capsys):
 def test_geometry_refusals_are_one_line(small_area_file, capsys):
     d = small_area_file
     geo = {"type": "FeatureCollection", "features": [
-        {"type": "Feature", "properties": {"GEOID": "Q"}, "geometry": {"type": "Polygon", "coordinates": [_square(0, 0)]}}]}
+        {"type": "Feature", "properties": {"GEOID": "Q"},
+         "geometry": {"type": "Polygon", "coordinates": [_square(0, 0)]}}]}
     (d / "none.geojson").write_text(json.dumps(geo))
     (d / "bad.geojson").write_text("{not json")
     cases = [(["--geometry", str(d / "none.geojson")], "error: geometry: no area of the posterior matches a feature"),

@@ -119,12 +119,9 @@ def match_areas(areas, features: list[Feature], key: str | None = None, field: s
                                 f"{areas[0]!r}" + (f", features like {example!r}" if example is not None else "")
                          + "): name the matching property with --geometry-key")
     by_value: dict[str, list] = {}
-    unmatched = 0
     for f, v in zip(features, best_values):
         if v in wanted:
             by_value.setdefault(v, []).extend(f.rings)
-        else:
-            unmatched += 1
     rings = {i: by_value[a] for i, a in enumerate(areas) if a in by_value}
     others = [r for f, v in zip(features, best_values) if v not in wanted for r in f.rings]
     return rings, best_key, others

@@ -575,7 +575,8 @@ RUN_ATTRIBUTES = [("prior", "prior"), ("constrained", "constrained to the releas
                   ("options_warmup", "warm-up iterations per chain"),
                   ("release_rho", "release: total rho (zCDP, the curator's budget)"),
                   ("release_epsilon", "release: total epsilon"), ("release_delta", "release: total delta"),
-                  ("release_privacy", "release: privacy statement and the accountant that gave epsilon"), ("release_sha256", "release file sha256"),
+                  ("release_privacy", "release: privacy statement and the accountant that gave epsilon"),
+                  ("release_sha256", "release file sha256"),
                   ("dpposterior_version", "dpposterior version")]
 
 

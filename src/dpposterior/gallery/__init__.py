@@ -175,7 +175,8 @@ def flag_lines(payload: dict) -> list[str] | None:
     flags = data.get("flags")
     if not isinstance(flags, dict):
         return None
-    lines = [f"flag: {method} on the real data: {message}" for method, messages in flags.items() for message in messages or []]
+    lines = [f"flag: {method} on the real data: {message}"
+             for method, messages in flags.items() for message in messages or []]
     for method, scores in (data.get("semi_synthetic") or {}).items():
         count = scores.get("flagged_replicates") if isinstance(scores, dict) else None
         if count:
