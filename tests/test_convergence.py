@@ -260,3 +260,17 @@ def test_comparison_posteriors_skip_the_convergence_checks():
     with without_mcmc_checks():
         assert mcmc_warnings(post) == []
     assert mcmc_warnings(post)[0].startswith("R-hat")
+
+
+def test_diagnose_in_threads_equals_the_serial_loop(monkeypatch):
+    """Blocks of components diagnosed in threads give the serial loop's numbers, bit for bit."""
+    rng = np.random.default_rng(11)
+    arr = rng.standard_normal((3, 60, 41)).cumsum(axis=1)
+    monkeypatch.setattr(convergence, "BLOCK_VALUES", 3 * 60 * 4)  # 11 blocks
+    monkeypatch.setattr(convergence, "MAX_THREADS", 1)
+    serial = convergence.diagnose(arr)
+    monkeypatch.setattr(convergence, "MAX_THREADS", 4)
+    monkeypatch.setattr(convergence.os, "cpu_count", lambda: 4)
+    threaded = convergence.diagnose(arr)
+    for name in serial:
+        np.testing.assert_array_equal(threaded[name], serial[name])
