@@ -303,10 +303,11 @@ def numeric_column(frame, name: str | None, field: str):
     return numeric_values(require_column(frame, name, field), name)
 
 
-def numeric_values(raw, name: str):
+def numeric_values(raw, name: str, source: str = "data"):
     """A CSV column (pandas Series) as finite floats; the first bad cell -- empty, not a number,
     infinite -- is refused in one line naming the column and its data row (1 = the first row after
-    the header), e.g. ``data.x: row 7: 'abc' is not a finite number (column 'x')``."""
+    the header), e.g. ``data.x: row 7: 'abc' is not a finite number (column 'x')``; ``source`` names the
+    table in the field (``measurements.x: ...``)."""
     import numpy as np
     import pandas as pd
 
@@ -317,8 +318,9 @@ def numeric_values(raw, name: str):
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         cell = raw.iloc[row]
+        where = f" (column {name!r})" if source == "data" else ""
         if pd.isna(cell) or (isinstance(cell, str) and not cell.strip()):
-            raise InputError(f"data.{name}", f"row {row + 1} is empty (column {name!r})")
+            raise InputError(f"{source}.{name}", f"row {row + 1} is empty{where}")
         cell = cell.item() if isinstance(cell, np.generic) else cell
-        raise InputError(f"data.{name}", f"row {row + 1}: {cell!r} is not a finite number (column {name!r})")
+        raise InputError(f"{source}.{name}", f"row {row + 1}: {cell!r} is not a finite number{where}")
     return values

@@ -524,19 +524,9 @@ def read_measurements(path, *, mechanism: str = "discrete-gaussian", exposure=No
 
 def _number_column(frame, col: str) -> np.ndarray:
     """Column ``col`` of a measurement table as finite floats; the first empty or non-numeric cell refused."""
-    import pandas as pd
+    from ._curate import numeric_values
 
-    raw = frame[col]
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        cell = raw.iloc[row]
-        if pd.isna(cell) or (isinstance(cell, str) and not cell.strip()):
-            raise InputError(f"measurements.{col}", f"row {row + 1} is empty")
-        cell = cell.item() if isinstance(cell, np.generic) else cell
-        raise InputError(f"measurements.{col}", f"row {row + 1}: {cell!r} is not a finite number")
-    return values
+    return numeric_values(frame[col], col, source="measurements")
 
 
 def _per_area(mapping, areas: list[str], field: str, number: bool) -> list:
