@@ -357,3 +357,22 @@ def test_target_epsilon_for_every_other_curator(tmp_path, family):
     cost = rel.privacy()
     assert cost.epsilon <= 0.7 * (1 + 1e-12) and cost.epsilon == pytest.approx(0.7, rel=1e-5)
     assert rel.accounting["target"] == {"epsilon": 0.7, "delta": cost.delta}
+
+
+def test_audit_catches_an_optimistic_accounting(monkeypatch):
+    """The audit holds the release's claim against dp-accounting's lower bound at the pair its search found:
+    a family whose accounting understated epsilon (as the per-cell small-area bug did) is caught."""
+    import dataclasses
+
+    from dpposterior import privacy
+    from dpposterior.families import small_area
+
+    honest = privacy.audit("small-area", draws=60, samplers=(), restarts=0, steps=5, seed=1,
+                           variants=["small-area"])[0]
+    assert honest.pld_epsilon is not None and honest.pld_epsilon <= honest.claimed_epsilon and honest.ok
+    real = small_area.SmallAreaRelease.privacy
+    monkeypatch.setattr(small_area.SmallAreaRelease, "privacy",
+                        lambda self: dataclasses.replace(real(self), epsilon=0.8 * real(self).epsilon))
+    caught = privacy.audit("small-area", draws=60, samplers=(), restarts=0, steps=5, seed=1,
+                           variants=["small-area"])[0]
+    assert caught.claimed_epsilon < caught.pld_epsilon and not caught.ok
