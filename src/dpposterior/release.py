@@ -381,13 +381,15 @@ def _refuse_duplicate_keys(field: str):
 
 def json_depth_at_most(data: Any, limit: int, field: str) -> None:
     """Refuse objects and lists nested deeper than ``limit`` (walked without recursion)."""
-    stack = [(data, 1)]
+    containers = (dict, list)
+    stack = [(data, 1)] if isinstance(data, containers) else []
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            if depth > limit:
-                raise InputError(field, f"is nested more than {limit} levels deep; no valid file is")
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+        if depth > limit:
+            raise InputError(field, f"is nested more than {limit} levels deep; no valid file is")
+        # only containers are pushed: a table of 10^7 numbers is scanned once, not stacked number by number
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend([(child, depth + 1) for child in children if isinstance(child, containers)])
 
 
 def parse_json(text, field: str, limit: int = MAX_JSON_DEPTH) -> Any:
