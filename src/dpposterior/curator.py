@@ -269,7 +269,7 @@ def solve_budget(family, frame, typed, budget: str, target: dict, report_delta=N
             return cost.rho
         return cost.epsilon
 
-    b = min(max(goal if key == "target_epsilon" or budget == "rho" else goal, lo_limit), hi_limit)
+    b = min(max(goal, lo_limit), hi_limit)
     if budget == "epsilon":
         check_epsilon_range(b, key.replace("_", "-"))
     lo = hi = None

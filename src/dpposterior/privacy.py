@@ -483,7 +483,7 @@ def _pld_reference(groups, noise, s_d: dict, s_dp: dict, delta: float) -> float 
     """The found pair's epsilon at ``delta`` by Google's dp-accounting (optimistic estimate: a lower bound on
     the pair's tight epsilon), every statistic's coordinates composed; None where a mechanism has no loss
     distribution (the binomial trajectory)."""
-    from .mechanisms.accounting import _grouped, _pld_of
+    from .mechanisms.accounting import pld_epsilon
 
     losses = []
     for g in groups:
@@ -491,16 +491,9 @@ def _pld_reference(groups, noise, s_d: dict, s_dp: dict, delta: float) -> float 
         if part is None:
             return None
         losses.extend(part)
-    if not losses:
-        return 0.0
-    total = None
-    for loss, count in _grouped(losses):
-        one = _pld_of(loss, False, 1e-4)
-        one = one.self_compose(count) if count > 1 else one
-        total = one if total is None else total.compose(one)
     # a pure claim (delta 0) is checked at delta 1e-12: the optimistic estimate of a continuous law truncates its
     # tails, so its epsilon at delta 0 is unbounded, and epsilon(1e-12) <= epsilon(0) keeps the check a lower bound
-    return float(max(0.0, total.get_epsilon_for_delta(max(delta, 1e-12))))
+    return pld_epsilon(losses, max(delta, 1e-12), pessimistic=False, interval=1e-4)
 
 
 def _clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:

@@ -257,7 +257,7 @@ class SmallAreaRelease(ReleaseBase):
         each shifted by one.  discrete Gaussian: their privacy loss distributions composed (dp-accounting,
         pessimistic), rho beside; gaussian: the tight epsilon at the stated delta (the stated pair is checked on
         loading); (discrete) Laplace: epsilon (L1 sensitivity 2)."""
-        from ..mechanisms.accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, pld_epsilon, zcdp_epsilon
+        from ..mechanisms.accounting import Loss, PrivacyCost, zcdp_pair_epsilon
 
         rec = self.statistics.counts
         delta = self.reporting_delta()
@@ -273,13 +273,7 @@ class SmallAreaRelease(ReleaseBase):
                 return PrivacyCost(eps, d, None, "approximate", "tight epsilon of the worst pair of cells at the "
                                    f"stated delta (Balle & Wang 2018, Thm 8; stated epsilon {rec.epsilon:g})",
                                    losses=losses)
-            if max(a, b) <= PLD_MAX_SIGMA:
-                eps = pld_epsilon(losses, delta)
-                how = ("privacy loss distributions of the worst pair of cells composed by Google's dp-accounting "
-                       "(pessimistic estimate: an upper bound on the tight value)")
-            else:
-                eps = zcdp_epsilon(rho, delta)
-                how = "rho converted by Canonne, Kamath & Steinke 2020, Cor. 13 (an upper bound)"
+            eps, how = zcdp_pair_epsilon(losses, delta)
             return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}; rho of the worst pair of cells",
                                losses=losses)
         b = float(rec.sensitivity) / float(rec.epsilon)

@@ -222,10 +222,8 @@ def _upper_bound(losses, delta: float) -> float:
     """A quick valid upper bound on the composed epsilon at ``delta`` (sizes the discretisation)."""
     rho = sum(loss.rho() or 0.0 for loss in losses)
     pure = sum(loss.pure_epsilon() or 0.0 for loss in losses)
-    approx = [loss for loss in losses if loss.kind in ("approximate", "integer") and loss.pure_epsilon() is None]
-    eps = pure + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0)
-    eps += sum(loss.scale for loss in approx if loss.kind == "approximate")
-    return max(eps, 1e-6)
+    approx = sum(loss.scale for loss in losses if loss.kind == "approximate" and loss.pure_epsilon() is None)
+    return max(pure + approx + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0), 1e-6)
 
 
 def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float | None = None) -> float:
@@ -254,6 +252,16 @@ def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float 
 def _pld_usable(losses) -> bool:
     return bool(losses) and all(
         loss.kind != "discrete-gaussian" or loss.scale <= PLD_MAX_SIGMA for loss in losses)
+
+
+def zcdp_pair_epsilon(losses, delta: float) -> tuple[float, str]:
+    """(epsilon at ``delta``, how) of zCDP loss components: their composed privacy loss distributions, or the
+    CKS Cor. 13 conversion of their rho where a discrete Gaussian is too wide for a loss table."""
+    if _pld_usable(losses):
+        return pld_epsilon(losses, delta), ("privacy loss distribution of the worst pair, composed by Google's "
+                                            "dp-accounting (pessimistic estimate: an upper bound on the tight value)")
+    rho = sum(loss.rho() for loss in losses)
+    return zcdp_epsilon(rho, delta), "rho converted by Canonne, Kamath & Steinke 2020, Cor. 13 (an upper bound)"
 
 
 def compose(parts: list[PrivacyCost], delta: float) -> PrivacyCost:

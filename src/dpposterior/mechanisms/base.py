@@ -137,11 +137,19 @@ class Mechanism(ABC):
         """log p(out | s) up to a constant in ``s``, summed over the last axis (the empirical test)."""
         raise NotImplementedError
 
+    #: the noise law of its privacy loss distribution (``accounting.Loss.kind``); None: it has none
+    loss_kind: str | None = None
+
     @classmethod
     def audit_losses(cls, noise: tuple, diff: np.ndarray):
         """The privacy loss components of a found neighbouring pair (``diff`` = s(D) - s(D'), one entry per
-        coordinate) under the recorded noise; None where the mechanism has no privacy loss distribution."""
-        return None
+        coordinate) under the recorded noise (its scale: ``noise[2]``); None where the mechanism has no
+        privacy loss distribution."""
+        if cls.loss_kind is None:
+            return None
+        from .accounting import Loss
+
+        return tuple(Loss(cls.loss_kind, float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
 
     @classmethod
     def numpy_noise(cls, scale: float, shape, rng: np.random.Generator) -> np.ndarray:

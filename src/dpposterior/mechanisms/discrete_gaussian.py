@@ -88,6 +88,7 @@ class DiscreteGaussian(IntegerNoise):
     """
 
     name = "discrete-gaussian"
+    loss_kind = "discrete-gaussian"
 
     def __init__(self, sigma: float, sensitivity: float = 1.0, rho: float | None = None,
                  delta: float | None = None):
@@ -142,27 +143,28 @@ class DiscreteGaussian(IntegerNoise):
 
     def privacy_losses(self, shifts) -> tuple:
         """The worst neighbouring pair as loss components: one per coordinate, shifted by ``shifts``."""
-        return tuple(Loss("discrete-gaussian", self.sigma, float(math.floor(s + 1e-9))) for s in shifts)
+        return tuple(Loss(self.loss_kind, self.sigma, float(math.floor(s + 1e-9))) for s in shifts)
 
     def _shifts(self, dim: int, shifts) -> tuple:
         if shifts is not None:
             return tuple(float(s) for s in shifts)
         return (self.sensitivity,) if dim == 1 else unit_shifts(self.sensitivity, "L2")
 
+    def _epsilon(self, delta: float, shifts) -> tuple[float, str]:
+        """(epsilon at ``delta``, how): the exact profile (CKS Thm 7) of one count; the worst pair's composed loss
+        distributions, or the zCDP conversion beyond PLD_MAX_SIGMA (``accounting.zcdp_pair_epsilon``)."""
+        if len(shifts) == 1 and self.sigma <= PLD_MAX_SIGMA:
+            return (exact_epsilon(self.sigma, shifts[0], delta),
+                    "exact privacy profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Thm 7)")
+        from .accounting import zcdp_pair_epsilon
+
+        return zcdp_pair_epsilon(self.privacy_losses(shifts), delta)
+
     def epsilon_at(self, delta: float, dim: int = 1, shifts=None) -> float:
         """epsilon at ``delta``: the exact profile (CKS Thm 7) of one count; the composed privacy loss
         distributions of the worst pair (dp-accounting, pessimistic) of a vector; the zCDP conversion (CKS
         Cor. 13) beyond PLD_MAX_SIGMA."""
-        delta = check_delta(delta, "delta")
-        shifts = self._shifts(dim, shifts)
-        rho = sum(s * s for s in shifts) / (2.0 * self.sigma ** 2)
-        if self.sigma > PLD_MAX_SIGMA:
-            return zcdp_epsilon(rho, delta)
-        if len(shifts) == 1:
-            return exact_epsilon(self.sigma, shifts[0], delta)
-        from .accounting import pld_epsilon
-
-        return pld_epsilon(self.privacy_losses(shifts), delta)
+        return self._epsilon(check_delta(delta, "delta"), self._shifts(dim, shifts))[0]
 
     def privacy_cost(self):
         return (self.epsilon_at(self.delta), self.delta)
@@ -170,16 +172,9 @@ class DiscreteGaussian(IntegerNoise):
     def privacy_accounting(self, delta=None, dim=1, shifts=None) -> PrivacyCost:
         delta = self.delta if delta is None else check_delta(delta, "delta")
         shifts = self._shifts(dim, shifts)
+        eps, how = self._epsilon(delta, shifts)
         rho = sum(s * s for s in shifts) / (2.0 * self.sigma ** 2)
-        if self.sigma > PLD_MAX_SIGMA:
-            how = "rho-zCDP converted by Canonne, Kamath & Steinke 2020, Cor. 13 (an upper bound)"
-        elif len(shifts) == 1:
-            how = "exact privacy profile of the discrete Gaussian (Canonne, Kamath & Steinke 2020, Thm 7)"
-        else:
-            how = ("privacy loss distribution of the worst pair, composed by Google's dp-accounting "
-                   "(pessimistic estimate: an upper bound on the tight value)")
-        return PrivacyCost(self.epsilon_at(delta, shifts=shifts), delta, rho, "zcdp", f"(epsilon, delta): {how}",
-                           losses=self.privacy_losses(shifts))
+        return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}", losses=self.privacy_losses(shifts))
 
     # ------------------------------------------------------------------ release-file side
     @classmethod
@@ -251,12 +246,6 @@ class DiscreteGaussian(IntegerNoise):
     @classmethod
     def audit_log_density(cls, noise, out, s):
         return -((out - s) ** 2).sum(-1) / (2.0 * noise[2] ** 2)
-
-    @classmethod
-    def audit_losses(cls, noise, diff):
-        from .accounting import Loss
-
-        return tuple(Loss("discrete-gaussian", float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
 
     def __repr__(self):
         return f"DiscreteGaussian(sigma={self.sigma:g}, sensitivity={self.sensitivity:g}, rho={self.rho:g})"

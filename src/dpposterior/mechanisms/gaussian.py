@@ -90,6 +90,7 @@ class Gaussian(Mechanism):
     """
 
     name = "gaussian"
+    loss_kind = "gaussian"
     additive_symmetric = True
 
     def __init__(self, sigma: float, epsilon: float | None = None, delta: float | None = None,
@@ -134,7 +135,7 @@ class Gaussian(Mechanism):
     def privacy_losses(self, shifts):
         from .accounting import Loss
 
-        return tuple(Loss("gaussian", self.sigma, float(s)) for s in shifts if s > 0)
+        return tuple(Loss(self.loss_kind, self.sigma, float(s)) for s in shifts if s > 0)
 
     def tail_window(self, tail=1e-12):
         return self.sigma * math.sqrt(2.0 * math.log(2.0 / tail))
@@ -190,12 +191,6 @@ class Gaussian(Mechanism):
     @classmethod
     def audit_log_density(cls, noise, out, s):
         return -((out - s) ** 2).sum(-1) / (2.0 * noise[2] ** 2)
-
-    @classmethod
-    def audit_losses(cls, noise, diff):
-        from .accounting import Loss
-
-        return tuple(Loss("gaussian", float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
 
     @classmethod
     def numpy_noise(cls, scale, shape, rng):

@@ -29,7 +29,6 @@ class LaplaceShape:
     def privacy_cost(self):
         return (self.epsilon, 0.0)
 
-    #: the privacy loss distribution's noise law ("laplace" or "discrete-laplace")
     loss_kind = "laplace"
 
     def privacy_losses(self, shifts):
@@ -61,12 +60,6 @@ class LaplaceShape:
     @classmethod
     def audit_log_density(cls, noise, out, s):
         return -np.abs(out - s).sum(-1) / noise[2]
-
-    @classmethod
-    def audit_losses(cls, noise, diff):
-        from .accounting import Loss
-
-        return tuple(Loss(cls.loss_kind, float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
 
 
 class Laplace(LaplaceShape, Mechanism):
