@@ -51,6 +51,7 @@ import numba
 import numpy as np
 
 from ..errors import InputError
+from ..mechanisms.base import NoiseShape
 from ..options import MCMCOptions, option
 from ..posterior import Posterior
 from .mcmc_common import robbins_monro
@@ -132,7 +133,7 @@ def mechanism_kernel(mechanism, r: int) -> tuple[int, np.ndarray]:
     shape = mechanism.log_mass_shape() if hasattr(mechanism, "log_mass_shape") else None
     if shape is not None:
         kind, scale = shape
-        return (LAPLACE if kind == "laplace" else GAUSSIAN), np.full(r, 1.0 / scale)
+        return (LAPLACE if kind is NoiseShape.LAPLACE else GAUSSIAN), np.full(r, 1.0 / scale)
     raise InputError("model.mechanism", f"da-mcmc needs additive noise whose log-mass is Laplace- or "
                      f"Gaussian-shaped (got {type(mechanism).__name__})")
 

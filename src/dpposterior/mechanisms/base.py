@@ -26,9 +26,20 @@ be chains, trials or RQMC replicates.
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 
 import numpy as np
+
+
+class NoiseShape(enum.Enum):
+    """The form of an additive noise law's log-density (or log-mass on the integers) up to a constant: what an
+    engine with a closed form or a compiled sweep for that form asks for, instead of a mechanism's name."""
+
+    #: log p(d) = -|d| / b + const (Laplace, discrete Laplace)
+    LAPLACE = "laplace-shaped"
+    #: log p(d) = -d^2 / (2 sigma^2) + const (Gaussian, discrete Gaussian)
+    GAUSSIAN = "gaussian-shaped"
 
 
 class Mechanism(ABC):
@@ -84,10 +95,17 @@ class Mechanism(ABC):
         """A half-width W with P(|noise| > W) <= tail (additive mechanisms)."""
         raise ValueError(f"mechanism: {self.name!r} has no additive noise window")
 
+    #: the form of the noise's log-density (:class:`NoiseShape`); None: neither Laplace- nor Gaussian-shaped
+    noise_shape: NoiseShape | None = None
+    #: accounted natively in zCDP (rho = sensitivity^2 / (2 sigma^2)): the curator's ``--rho`` sets its noise
+    accounts_rho: bool = False
+
     def log_mass_shape(self):
-        """("laplace" | "gaussian", scale) when log p(y | s) is -|y - s|/scale or -(y - s)^2/(2 scale^2) up to
-        a constant on the release's support -- what the compiled da-mcmc sweep needs; None otherwise."""
-        return None
+        """(NoiseShape, scale) when log p(y | s) is -|y - s|/scale or -(y - s)^2/(2 scale^2) up to a constant on the
+        release's support -- what the compiled sweeps need; None otherwise."""
+        if self.noise_shape is None:
+            return None
+        return (self.noise_shape, self.noise_scale)
 
     # ------------------------------------------------------------------ the release-file side
     @classmethod

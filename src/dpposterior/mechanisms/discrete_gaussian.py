@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from ..errors import check_number, require
+from .base import NoiseShape
 from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, unit_shifts, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import IntegerNoise, two_sided_geometric
@@ -138,8 +139,8 @@ class DiscreteGaussian(IntegerNoise):
             filled += take.size
         return out.reshape(shape)
 
-    def log_mass_shape(self):
-        return ("gaussian", self.sigma)
+    noise_shape = NoiseShape.GAUSSIAN
+    accounts_rho = True
 
     def privacy_losses(self, shifts) -> tuple:
         """The worst neighbouring pair as loss components: one per coordinate, shifted by ``shifts``."""

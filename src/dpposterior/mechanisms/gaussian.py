@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..errors import require
-from .base import Mechanism, as_rng, opendp_vector
+from .base import Mechanism, NoiseShape, as_rng, opendp_vector
 
 
 def _delta_of_sigma(sigma: float, epsilon: float, sensitivity: float) -> float:
@@ -140,8 +140,7 @@ class Gaussian(Mechanism):
     def tail_window(self, tail=1e-12):
         return self.sigma * math.sqrt(2.0 * math.log(2.0 / tail))
 
-    def log_mass_shape(self):
-        return ("gaussian", self.sigma)
+    noise_shape = NoiseShape.GAUSSIAN
 
     @classmethod
     def check_record(cls, record) -> None:

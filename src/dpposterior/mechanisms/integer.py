@@ -114,11 +114,6 @@ class IntegerNoise(Mechanism):
         k = np.arange(-w, w + 1, dtype=float)
         return float(np.sum(k * k * np.exp(self.log_kernel(k) - self.log_norm)))
 
-    def log_mass_shape(self):
-        """("laplace" | "gaussian", scale): the log-mass is -|k|/scale or -k^2/(2 scale^2) up to a
-        constant on the integers, so compiled kernels that only need log-ratios (da-mcmc) use it."""
-        return None
-
     # ------------------------------------------------------------------ audit and release side
     @staticmethod
     def check_integer_values(value, field: str = "value") -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import require
-from .base import Mechanism, as_rng, opendp_vector
+from .base import Mechanism, NoiseShape, as_rng, opendp_vector
 
 
 class LaplaceShape:
@@ -38,8 +38,7 @@ class LaplaceShape:
             shifts = [float(int(s + 1e-9)) for s in shifts]  # an integer statistic moves by whole units
         return tuple(Loss(self.loss_kind, float(self.scale), float(s)) for s in shifts if s > 0)
 
-    def log_mass_shape(self):
-        return ("laplace", self.scale)
+    noise_shape = NoiseShape.LAPLACE
 
     sensitivity_norm = "L1"
 
