@@ -203,6 +203,11 @@ class DiscreteGaussian(IntegerNoise):
         return self.sigma
 
     @classmethod
+    def noise_for_budget(cls, sensitivity, epsilon=None, rho=None):
+        sigma = float(sensitivity) / math.sqrt(2.0 * float(rho))
+        return sigma, {"sigma": sigma, "rho": float(rho)}
+
+    @classmethod
     def _from_scale(cls, scale):
         return cls(float(scale))
 

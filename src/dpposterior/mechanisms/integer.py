@@ -41,10 +41,10 @@ def is_integral(values) -> np.ndarray:
     return np.isfinite(v) & (v == np.round(v))
 
 
-#: the record keys every mechanism's record may carry besides its own ``record_fields``
-COMMON_RECORD_FIELDS = ("value", "mechanism", "sampler", "note")
+#: the record keys any mechanism's record may carry besides its own ``record_fields`` (scale: a family's, naive-bayes)
+COMMON_RECORD_FIELDS = ("value", "mechanism", "sampler", "note", "scale")
 #: the record fields of the schema that belong to particular mechanisms (refused for one that does not list them)
-SCHEMA_RECORD_FIELDS = ("epsilon", "delta", "sensitivity", "sigma", "rho", "scale", "trials", "m")
+SCHEMA_RECORD_FIELDS = ("epsilon", "delta", "sensitivity", "sigma", "rho", "trials", "m")
 
 
 def _record_get(record, key):
@@ -292,8 +292,10 @@ class IntegerNoise(Mechanism):
         return cls._from_scale(scale).draw(shape, rng).astype(float)
 
     @classmethod
-    def _from_scale(cls, scale):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _from_scale(cls, scale):
+        """The law whose noise scale is ``scale`` (a law with one scale parameter states it; the curator draws
+        through it)."""
+        raise ValueError(f"mechanism: {cls.name!r} has no single scale parameter for the curator to set")
 
 
 def two_sided_geometric(scale_inv: float, shape, rng: np.random.Generator) -> np.ndarray:
