@@ -56,8 +56,13 @@ def require(condition: bool, field: str, reason: str, cls: type[InputError] = In
 
 
 #: the fields of a release's statistic record (``release.StatisticRecord``)
-RECORD_FIELDS = ("value", "mechanism", "epsilon", "delta", "sensitivity", "sigma", "rho", "sampler", "scale", "trials",
-                 "m", "note")
+RECORD_FIELDS = ["value", "mechanism", "epsilon", "delta", "sensitivity", "sigma", "rho", "sampler", "scale", "trials",
+                 "m", "note"]
+
+
+def add_record_fields(fields) -> None:
+    """A registered mechanism's own record fields: its validator's messages name them like the schema's."""
+    RECORD_FIELDS.extend(f for f in fields if f not in RECORD_FIELDS)
 
 
 def shown(value) -> str:
@@ -102,7 +107,7 @@ def from_pydantic(exc, prefix: str) -> InputError:
             msg = msg[len(noise):]
     # a record's validator names the record's own field first ("sigma: ..."): join it to the path
     head, sep, rest = msg.partition(": ")
-    if sep and loc and head in RECORD_FIELDS:
+    if sep and loc and (head in RECORD_FIELDS or rest == "unknown field"):
         field, msg = f"{field}.{head}", rest
     if err.get("type") == "missing":
         msg = "missing"

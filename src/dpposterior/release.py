@@ -126,9 +126,10 @@ def _check_finite_nested(value: Any, what: str = "value") -> Any:
 
 
 class StatisticRecord(BaseModel):
-    """One released statistic and the mechanism that produced it."""
+    """One released statistic and the mechanism that produced it.  A registered mechanism may name fields of its
+    own (``IntegerNoise.record_fields``); any other key is refused by its mechanism's ``check_record``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
     value: Any
     #: a name registered in ``mechanisms.registry.MECHANISMS`` (laplace, gaussian, binomial-trajectory,
@@ -175,7 +176,12 @@ class StatisticRecord(BaseModel):
     @model_validator(mode="after")
     def _fields_of_mechanism(self):
         # the mechanism decides which fields it needs and refuses the others (one line, field first)
-        get_mechanism(self.mechanism).check_record(self)
+        kind = get_mechanism(self.mechanism)
+        own = getattr(kind, "record_fields", ())
+        for key in self.model_extra or {}:
+            if key not in own:
+                raise ValueError(f"{key}: unknown field")
+        kind.check_record(self)
         return self
 
     @property

@@ -33,14 +33,38 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError, shown
+from ..mechanisms.base import NoiseShape
 from ..mechanisms.noise import draw_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
 from ._curate import class_feature_tables, curator, curator_options
 
 
 SCALES = ("counts", "proportions")
-#: the tables' mechanisms: Laplace (Karwa et al.), and integer noise on the counts
+#: the tables' mechanisms: Laplace (Karwa et al.), and integer noise on the counts -- these and any other
+#: registered integer noise law (:func:`accepts_mechanism`)
 NB_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
+
+
+def get_mechanism(name):
+    from ..mechanisms.registry import get_mechanism as lookup
+
+    return lookup(name)
+
+
+def accepts_mechanism(name) -> bool:
+    """Laplace (Karwa et al.'s model), or integer, additive, symmetric noise on the counts (the exact engine
+    enumerates it from its mass function)."""
+    from ..mechanisms.registry import MECHANISMS
+
+    kind = MECHANISMS.get(name)
+    if kind is None:
+        return False
+    return name in NB_MECHANISMS or (kind.integer_valued and kind.additive_symmetric)
+
+
+def _is_continuous_laplace(name) -> bool:
+    kind = get_mechanism(name)
+    return kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
 
 
 class _FieldError(ValueError):
@@ -108,17 +132,19 @@ class NaiveBayesRelease(ReleaseBase):
     def _check_tables(self):
         rec = self.statistics.tables
         where = "statistics.tables"
-        if rec.mechanism not in NB_MECHANISMS:
+        if not accepts_mechanism(rec.mechanism):
             raise _FieldError(f"{where}.mechanism", f"naive-bayes tables are released with one of "
-                              f"{', '.join(NB_MECHANISMS)} (got {rec.mechanism!r})")
-        for name in ("delta", "trials", "m") + (("sigma",) if rec.mechanism == "laplace" else ()):
-            if getattr(rec, name) is not None:
+                              f"{', '.join(NB_MECHANISMS)} or a registered integer noise law (got {rec.mechanism!r})")
+        kind = get_mechanism(rec.mechanism)
+        own = getattr(kind, "record_fields", ())
+        for name in ("delta", "trials", "m") + (("sigma",) if not kind.integer_valued else ()):
+            if getattr(rec, name) is not None and name not in own:
                 raise _FieldError(f"{where}.{name}", f"not used by the {rec.mechanism} tables (remove it)")
         if rec.scale is None:
             raise _FieldError(f"{where}.scale", f"missing (one of: counts, proportions)")
         if rec.scale not in SCALES:
             raise _FieldError(f"{where}.scale", f"must be 'counts' or 'proportions' (got {rec.scale!r})")
-        if rec.mechanism != "laplace" and rec.scale != "counts":
+        if kind.integer_valued and rec.scale != "counts":
             raise _FieldError(f"{where}.scale", f"integer noise ({rec.mechanism}) is released on counts: scale "
                               "must be 'counts'")
         value = rec.value
@@ -139,11 +165,11 @@ class NaiveBayesRelease(ReleaseBase):
                     raise _FieldError(f"{where}.value[{k}][{i}]", f"cells must be numbers")
         # discrete Gaussian: the whole release's L2 change (one record moves one cell pair in each of the
         # K tables: sqrt(2K)); discrete Laplace: L1 per table (2), epsilon per table, as for Laplace counts
-        expected = math.sqrt(2.0 * K) if rec.mechanism == "discrete-gaussian" else sensitivity_for(rec.scale, self.n, K)
+        expected = math.sqrt(2.0 * K) if kind.accounts_rho else sensitivity_for(rec.scale, self.n, K)
         if rec.sensitivity is None:
             rec.sensitivity = expected
         elif not math.isclose(rec.sensitivity, expected, rel_tol=1e-9):
-            what = (f"sqrt(2K) = {shown(float(expected))} (L2 over the K = {K} tables)" if rec.mechanism == "discrete-gaussian"
+            what = (f"sqrt(2K) = {shown(float(expected))} (L2 over the K = {K} tables)" if kind.accounts_rho
                     else "2 per table (counts, n fixed)" if rec.scale == "counts"
                     else f"2K/n = {shown(float(expected))} for the K = {K} proportion tables")
             smaller = " (smaller than the replace-one value)" if rec.sensitivity < expected else ""
@@ -171,7 +197,7 @@ class NaiveBayesRelease(ReleaseBase):
         rec = release.statistics.tables
         top = float(release.n) if rec.scale == "counts" else 1.0
         cells = np.concatenate([np.asarray(t, float).ravel() for t in rec.value])
-        if rec.mechanism == "discrete-gaussian" and rec.rho is not None:
+        if get_mechanism(rec.mechanism).accounts_rho and rec.rho is not None:
             from ..mechanisms.registry import from_record
 
             try:
@@ -194,12 +220,16 @@ class NaiveBayesRelease(ReleaseBase):
 
     def privacy(self):
         """counts: epsilon is per table, K tables compose to K*eps; proportions: epsilon is the total;
-        discrete Gaussian: rho = (2K) / (2 sigma^2) for the whole release (its sensitivity is sqrt(2K))."""
+        discrete Gaussian: rho = (2K) / (2 sigma^2) for the whole release (its sensitivity is sqrt(2K)); any other
+        integer law: one record moves a cell pair in each table, 2K unit shifts, composed from its mass function."""
         from ..mechanisms.accounting import PrivacyCost
 
         rec = self.statistics.tables
-        if rec.mechanism == "discrete-gaussian":
+        kind = get_mechanism(rec.mechanism)
+        if kind.accounts_rho:
             return super().privacy()
+        if kind.loss_kind is None:
+            return self.mechanism.privacy_accounting(self.reporting_delta(), 2, (1.0,) * (2 * self.K))
         eps = rec.epsilon * self.K if self.scale == "counts" else rec.epsilon
         return PrivacyCost(eps, 0.0, None, "pure", "epsilon per table, K tables compose"
                            if self.scale == "counts" else "epsilon is the total over the K tables")
@@ -214,7 +244,7 @@ class NaiveBayesRelease(ReleaseBase):
     def require_laplace(self, method: str) -> None:
         """Karwa et al.'s engines model Laplace noise (a scale mixture): refuse integer noise in one line."""
         mech = self.statistics.tables.mechanism
-        if mech != "laplace":
+        if not _is_continuous_laplace(mech):
             raise RefusedError("method", f"{method!r} models Laplace noise; these tables carry {mech!r} noise: "
                                "use method 'exact' (auto)")
 
@@ -222,8 +252,8 @@ class NaiveBayesRelease(ReleaseBase):
         """Noise scale on the count scale: Laplace b (2/eps for counts, n * 2K/(n eps) = 2K/eps for
         proportions), discrete-Laplace scale 2/eps, or the discrete Gaussian's sigma."""
         rec = self.statistics.tables
-        if rec.mechanism == "discrete-gaussian":
-            return float(rec.sigma)
+        if get_mechanism(rec.mechanism).integer_valued:
+            return float(self.mechanism.noise_scale)
         b = rec.sensitivity / rec.epsilon
         return b if self.scale == "counts" else b * self.n
 
@@ -383,29 +413,29 @@ def curate(frame, options) -> dict:
     if scale not in SCALES:
         raise InputError("scale", f"must be 'counts' or 'proportions' (got {scale!r})")
     mechanism = options.mechanism or "laplace"
-    if mechanism not in NB_MECHANISMS:
-        raise InputError("mechanism", f"naive-bayes tables are released with one of {', '.join(NB_MECHANISMS)}")
-    if mechanism != "laplace" and scale != "counts":
+    if not accepts_mechanism(mechanism):
+        raise InputError("mechanism", f"naive-bayes tables are released with one of {', '.join(NB_MECHANISMS)} "
+                         "or a registered integer noise law")
+    kind = get_mechanism(mechanism)
+    if kind.integer_valued and scale != "counts":
         raise InputError("scale", f"integer noise ({mechanism}) is released on counts: use --scale counts")
     cols = options.columns
     tables, labels, n = class_feature_tables(frame, cols, "naive-bayes")
     K = len(tables)
-    if mechanism == "discrete-gaussian":
+    if kind.accounts_rho:
         # one replaced record moves one cell pair in each of the K tables: L2 sqrt(2K); --rho is the total
         sens = math.sqrt(2.0 * K)
-        noise = sens / math.sqrt(2.0 * options.rho)
-        budget = {"sigma": noise, "rho": float(options.rho)}
+        noise, budget = kind.noise_for_budget(sens, rho=options.rho)
         note = "rho is the total over the K tables (L2 sensitivity sqrt(2K))"
     else:
         sens = sensitivity_for(scale, n, K)
-        noise = sens / options.epsilon
-        budget = {"epsilon": float(options.epsilon)}
+        noise, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
         note = ("epsilon per table; K tables compose to K*epsilon" if scale == "counts"
                 else "epsilon is the total over the K proportion tables")
     # one call draws the noise of every cell of every table (independent noise of one scale each)
     flat = np.concatenate([(t if scale == "counts" else t / n).ravel() for t in tables])
     out, sampler = draw_noise(mechanism, flat, noise, options.seed)
-    if mechanism != "laplace":
+    if kind.integer_valued:
         out = np.round(out).astype(int)  # integer noise on integer counts: already integers
     noisy, start = [], 0
     for t in tables:
@@ -607,7 +637,7 @@ FAMILY = Family(
     hooks={"da_model": da_model},
     auto_method="vb",
     # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
-    auto_rule=lambda release: "vb" if release.statistics.tables.mechanism == "laplace" else "exact",
+    auto_rule=lambda release: "vb" if _is_continuous_laplace(release.statistics.tables.mechanism) else "exact",
     mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,

@@ -30,7 +30,8 @@ by Gibbs over (theta, x_1..x_n):
 The proposals for a sweep do not depend on the current records, so all n of them are drawn in
 one vectorised ``records(theta, n, rng)`` call; the sequential accept/reject sweep over records
 and chains is one numba kernel (:func:`record_sweep`, ``cache=True``) for the additive
-mechanisms (Laplace and Gaussian noise, independent per coordinate, one scale per coordinate;
+mechanisms (Laplace- and Gaussian-shaped noise, independent per coordinate, one scale per coordinate;
+any other integer noise law through a table of its log-mass over its tail window;
 the released statistic is the sums T, or -- gaussian family -- the sample mean and variance
 computed from T = (sum y, sum y^2)).  ``record_sweeps`` passes share one draw of proposals.
 The record acceptance
@@ -56,8 +57,14 @@ from ..options import MCMCOptions, option
 from ..posterior import Posterior
 from .mcmc_common import robbins_monro
 
-#: mechanism kinds of the compiled sweep
-LAPLACE, GAUSSIAN = 0, 1
+#: mechanism kinds of the compiled sweep: Laplace- or Gaussian-shaped log-mass, or a tabulated integer law
+LAPLACE, GAUSSIAN, TABLE = 0, 1, 2
+#: the table argument of the shaped kinds (they do not read it)
+NO_TABLE = np.zeros(0)
+#: tail mass of an integer law left outside its log-mass table (the likelihood is 0 beyond it)
+TABLE_TAIL = 1e-15
+#: the widest log-mass table (entries) da-mcmc builds
+MAX_TABLE = 20_000_001
 #: target acceptance of the adaptive random-walk step on theta
 TARGET_ACCEPT = 0.3
 
@@ -67,9 +74,18 @@ from ..model import MEAN_VARIANCE, SUMS  # noqa: E402
 
 
 @numba.njit(cache=True)
-def log_eta(observed, total, kind, inv_scale, transform, nrel):
-    """log eta(s_dp | g(T)) up to a constant, for one vector of sums ``total`` (r,)."""
+def log_eta(observed, total, kind, inv_scale, transform, nrel, table):
+    """log eta(s_dp | g(T)) up to a constant, for one vector of sums ``total`` (r,); ``table`` (kind TABLE): the
+    law's log-mass at k = -W..W (index k + W), -inf beyond it."""
     out = 0.0
+    if kind == TABLE:
+        w = (table.shape[0] - 1) // 2
+        for k in range(total.shape[0]):
+            idx = int(round(observed[k] - total[k])) + w
+            if idx < 0 or idx >= table.shape[0]:
+                return -np.inf
+            out += table[idx]
+        return out
     if transform == MEAN_VARIANCE:
         m = total[0] / nrel
         v = (total[1] - total[0] * total[0] / nrel) / (nrel - 1.0)
@@ -82,8 +98,14 @@ def log_eta(observed, total, kind, inv_scale, transform, nrel):
     return out
 
 
+def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transform=SUMS, nrel=1.0, table=None):
+    """:func:`_record_sweep` (compiled); ``table``: the log-mass table of kind TABLE."""
+    return _record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transform, nrel,
+                         NO_TABLE if table is None else table)
+
+
 @numba.njit(cache=True)
-def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transform=SUMS, nrel=1.0):
+def _record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transform, nrel, table):
     """``m / n`` passes over the records of every chain (Ju et al. record-wise independent MH).
 
     t (C, n, r): current contributions t(x_i), updated in place; tp (C, m, r): proposals
@@ -100,7 +122,7 @@ def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transfo
     cand = np.empty(r)
     count = 0
     for c in range(C):
-        cur = log_eta(observed, total[c], kind, inv_scale, transform, nrel)
+        cur = log_eta(observed, total[c], kind, inv_scale, transform, nrel, table)
         for i in range(n):
             last[c, i] = -1
         nacc[c] = 0
@@ -108,13 +130,13 @@ def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transfo
             i = j % n
             for k in range(r):
                 cand[k] = total[c, k] - t[c, i, k] + tp[c, j, k]
-            if transform == SUMS:  # the common case, inline (the hot loop of every user model)
+            if transform == SUMS and kind != TABLE:  # the common case, inline (the hot loop of every user model)
                 new = 0.0
                 for k in range(r):
                     d = (observed[k] - cand[k]) * inv_scale[k]
                     new += -abs(d) if kind == 0 else -0.5 * d * d
             else:
-                new = log_eta(observed, cand, kind, inv_scale, transform, nrel)
+                new = log_eta(observed, cand, kind, inv_scale, transform, nrel, table)
             if new >= cur or u[c, j] < np.exp(new - cur):
                 for k in range(r):
                     total[c, k] = cand[k]
@@ -126,16 +148,23 @@ def record_sweep(t, tp, total, u, observed, kind, inv_scale, last, nacc, transfo
     return count
 
 
-def mechanism_kernel(mechanism, r: int) -> tuple[int, np.ndarray]:
-    """(kind, 1 / scale per coordinate) of the compiled sweep for an additive mechanism."""
-    # the mechanism says what its log-mass is up to a constant (discrete Laplace / discrete Gaussian have
-    # the Laplace / Gaussian form on the integers): the sweep only needs log-ratios
+def mechanism_kernel(mechanism, r: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(kind, 1 / scale per coordinate, log-mass table) of the compiled sweep for an additive mechanism."""
+    # the sweep only needs log-ratios: a Laplace- or Gaussian-shaped law (discrete ones included) states its
+    # form; any other integer law is tabulated from its own mass function
     shape = mechanism.log_mass_shape() if hasattr(mechanism, "log_mass_shape") else None
     if shape is not None:
         kind, scale = shape
-        return (LAPLACE if kind is NoiseShape.LAPLACE else GAUSSIAN), np.full(r, 1.0 / scale)
-    raise InputError("model.mechanism", f"da-mcmc needs additive noise whose log-mass is Laplace- or "
-                     f"Gaussian-shaped (got {type(mechanism).__name__})")
+        return (LAPLACE if kind is NoiseShape.LAPLACE else GAUSSIAN), np.full(r, 1.0 / scale), NO_TABLE
+    if getattr(mechanism, "integer_valued", False) and getattr(mechanism, "additive_symmetric", False):
+        w = int(mechanism.tail_window(TABLE_TAIL))
+        if 2 * w + 1 > MAX_TABLE:
+            raise InputError("model.mechanism", f"{mechanism.name}'s noise is too wide for da-mcmc's log-mass table "
+                             f"({2 * w + 1} entries; at most {MAX_TABLE})")
+        table = np.asarray(mechanism.logpmf(np.arange(-w, w + 1, dtype=float)), float)
+        return TABLE, np.ones(r), table
+    raise InputError("model.mechanism", f"da-mcmc needs additive noise: Laplace- or Gaussian-shaped, or an integer "
+                     f"noise law (got {type(mechanism).__name__})")
 
 
 def check_integer_release(mechanism, observed, contributions) -> None:
@@ -159,10 +188,11 @@ class DAResult:
     attrs: dict = field(default_factory=dict)
 
 
-def _log_eta(total, observed, kind, inv_scale, transform=SUMS, nrel=1.0) -> np.ndarray:
-    """log eta(s_dp | g(T)) up to a constant, rows of total (C, r)."""
+def _log_eta(total, observed, noise, transform=SUMS, nrel=1.0) -> np.ndarray:
+    """log eta(s_dp | g(T)) up to a constant, rows of total (C, r); ``noise``: (kind, inv_scale, table)."""
+    kind, inv_scale, table = noise
     total = np.atleast_2d(total)
-    return np.array([log_eta(observed, row, kind, inv_scale, transform, float(nrel)) for row in total])
+    return np.array([log_eta(observed, row, kind, inv_scale, transform, float(nrel), table) for row in total])
 
 
 def _records_and_stats(model, thetas, n, r, rng):
@@ -186,12 +216,13 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
                          "(use smc-abc, sppe or sple for a simulator-only model)")
     obs = model.check(observed, likelihood=True)
     r, n = obs.size, model.n
-    kind, inv_scale = mechanism_kernel(model.mechanism, r)
+    kind, inv_scale, table = mechanism_kernel(model.mechanism, r)
     # a family may release a non-linear function of the sums with per-coordinate noise scales
     # (gaussian: sample mean and variance); a user model releases the sums through its mechanism
     transform = int(model.release_transform)
     if model.noise_scales is not None:
         inv_scale = 1.0 / np.asarray(model.noise_scales, float)
+    noise = (kind, inv_scale, table)
     rng = np.random.default_rng(np.random.SeedSequence(seed) if not isinstance(seed, np.random.SeedSequence)
                                 else seed)
     values = model.sample_prior(chains, rng) if init is None else {k: np.asarray(v, float) for k, v in init.items()}
@@ -263,7 +294,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
         if model.noncentred is not None:
             zc = model.to_unconstrained({k: np.stack([np.asarray(th[k], float) for th in thetas])
                                          for k in model.names})
-            lp_cur = model.log_prior_unconstrained(zc) + _log_eta(t.sum(axis=1), obs, kind, inv_scale, transform, n)
+            lp_cur = model.log_prior_unconstrained(zc) + _log_eta(t.sum(axis=1), obs, noise, transform, n)
             nc_acc = np.zeros(chains)
             for _ in range(theta_steps):
                 prop = zc + np.exp(nc_log_scale)[:, None] * rng.standard_normal((chains, d)) * z_sd
@@ -276,7 +307,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
                         th_new = model.theta_dict(pvals, c)
                         moved[c] = np.asarray(model.noncentred(recs[c], thetas[c], th_new))
                         tc = model.contributions(moved[c], r)
-                        new[c] = lp_prior[c] + _log_eta(tc.sum(axis=0)[None], obs, kind, inv_scale, transform, n)[0]
+                        new[c] = lp_prior[c] + _log_eta(tc.sum(axis=0)[None], obs, noise, transform, n)[0]
                         moved[c] = (moved[c], tc, th_new)
                 a = np.log(rng.random(chains)) < new - lp_cur
                 for c in np.flatnonzero(a):
@@ -294,7 +325,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
         total = t.sum(axis=1)
         u = rng.random((chains, n * record_sweeps))
         t0 = time.perf_counter()
-        record_sweep(t, tp, total, u, obs, kind, inv_scale, last, nacc, transform, float(n))
+        record_sweep(t, tp, total, u, obs, kind, inv_scale, last, nacc, transform, float(n), table)
         sweep_seconds += time.perf_counter() - t0
         updates += chains * n * record_sweeps
         for c in range(chains):

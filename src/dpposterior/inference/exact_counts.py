@@ -494,11 +494,9 @@ def naive_bayes_exact(release, prior, opts: ExactOptions, rng):
     probabilities by conjugacy."""
     from ..mechanisms import Laplace
 
-    rec = release.statistics.tables
-    if rec.mechanism == "laplace":  # proportions are analysed on the count scale (Laplace rescales exactly)
+    mech = release.mechanism
+    if not mech.integer_valued:  # proportions are analysed on the count scale (Laplace rescales exactly)
         mech = Laplace(1.0, release.noise_scale_counts())
-    else:
-        mech = release.mechanism
     m, mask = release.released_counts()
     n, I, K = int(release.n), release.classes, release.K
     alpha_c = np.asarray(prior.class_alpha, float)
@@ -526,5 +524,5 @@ def naive_bayes_exact(release, prior, opts: ExactOptions, rng):
 
     return posterior_from_draws(release, "exact", class_prob, feature_prob.reshape(C, D, K, I, jmax),
                                 attrs={"algorithm": "exact enumeration over the latent tables",
-                                       "mechanism": rec.mechanism, "tail_mass": opts.tail_mass,
+                                       "mechanism": release.statistics.tables.mechanism, "tail_mass": opts.tail_mass,
                                        "omitted_mass_bound": bound, "log_evidence": log_z})

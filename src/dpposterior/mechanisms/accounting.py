@@ -70,7 +70,8 @@ class PrivacyCost:
     """What a release (or one statistic of it) spends.
 
     ``epsilon``/``delta``: the (epsilon, delta)-DP guarantee; ``rho``: the zCDP guarantee where one holds
-    (None where a statistic is only (epsilon, delta)-DP); ``accounting``: "pure", "approximate" or "zcdp";
+    (None where a statistic is only (epsilon, delta)-DP); ``accounting``: "pure", "approximate", "zcdp" or "pld"
+    (reported at the release's delta from its privacy loss distribution, no closed form);
     ``note``: which accountant gave the numbers and which bound each is; ``losses``: the worst
     neighbouring pair as :class:`Loss` components (what :func:`compose` composes).
     """
@@ -282,6 +283,8 @@ def compose(parts: list[PrivacyCost], delta: float) -> PrivacyCost:
         return PrivacyCost(eps, 0.0, None, "pure", "pure epsilon-DP; epsilons add (tight at delta = 0)",
                            tuple(parts), losses)
     has_zcdp = "zcdp" in kinds
+    if "pld" in kinds:
+        return _compose_by_pld(parts, losses, delta)
     approx = [p for p in parts if p.accounting == "approximate"]
     total_delta = (float(delta) if has_zcdp else 0.0) + sum(p.delta for p in approx)
     zparts = [p for p in parts if p.accounting != "approximate"]
@@ -310,6 +313,25 @@ def compose(parts: list[PrivacyCost], delta: float) -> PrivacyCost:
         note += ("; rho adds (Bun & Steinke 2016, Lemma 2.3; pure epsilon counts as epsilon^2/2, Prop. 1.4): "
                  "a zCDP bound")
     return PrivacyCost(float(eps), float(total_delta), rho, "zcdp" if rho is not None else "approximate", note,
+                       tuple(parts), losses)
+
+
+def _compose_by_pld(parts: list[PrivacyCost], losses: tuple, delta: float) -> PrivacyCost:
+    """A release with a statistic accounted only by its privacy loss distribution ("pld": an integer law with no
+    closed-form accountant): every statistic's worst pair composed by dp-accounting at ``delta`` plus the stated
+    deltas of (epsilon, delta) statistics; where a discrete Gaussian is too wide for a loss table, basic
+    composition of each statistic's own (epsilon, delta) (a valid, looser bound)."""
+    total_delta = float(delta) + sum(p.delta for p in parts if p.accounting == "approximate")
+    if len(parts) == 1 and math.isclose(parts[0].delta, total_delta, rel_tol=1e-12):
+        only = parts[0]
+        return PrivacyCost(only.epsilon, only.delta, None, "pld", only.note, tuple(parts), losses)
+    if _pld_usable(losses):
+        return PrivacyCost(pld_epsilon(losses, total_delta), total_delta, None, "pld",
+                           "(epsilon, delta) of the worst neighbouring pair: privacy loss distributions composed by "
+                           "Google's dp-accounting (pessimistic estimate: an upper bound on the tight value)",
+                           tuple(parts), losses)
+    return PrivacyCost(sum(p.epsilon for p in parts), sum(p.delta for p in parts), None, "pld",
+                       "basic composition of each statistic's (epsilon, delta) (epsilon and delta add)",
                        tuple(parts), losses)
 
 

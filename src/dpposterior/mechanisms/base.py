@@ -170,6 +170,16 @@ class Mechanism(ABC):
         return tuple(Loss(cls.loss_kind, float(noise[2]), float(abs(d))) for d in np.ravel(diff) if abs(d) > 0)
 
     @classmethod
+    def noise_for_budget(cls, sensitivity: float, epsilon: float | None = None,
+                         rho: float | None = None) -> tuple[float, dict]:
+        """(noise scale, the record's budget fields) of a statistic of ``sensitivity`` (in :attr:`sensitivity_norm`)
+        released at ``epsilon`` -- or at ``rho`` for a mechanism accounted in rho (:attr:`accounts_rho`): what a
+        curator draws (``draw_noise(name, values, scale)``) and writes beside the value."""
+        if cls.accounts_rho:
+            raise ValueError(f"mechanism: {cls.name!r} states how rho sets its noise")
+        return float(sensitivity) / float(epsilon), {"epsilon": float(epsilon)}
+
+    @classmethod
     def numpy_noise(cls, scale: float, shape, rng: np.random.Generator) -> np.ndarray:
         """Seeded (reproducible, not for publication) additive noise of ``scale``."""
         raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")

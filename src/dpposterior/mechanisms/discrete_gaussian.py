@@ -32,10 +32,8 @@ from ..errors import check_number, require
 from .base import NoiseShape
 from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, unit_shifts, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
-from .integer import IntegerNoise, two_sided_geometric
+from .integer import REPORT_DELTA, IntegerNoise, two_sided_geometric
 
-#: the delta at which a discrete-Gaussian statistic's (epsilon, delta) is reported when none is stated
-REPORT_DELTA = 1e-6
 #: the sigma a discrete Gaussian may have: sigma^2 and rho = Delta^2 / (2 sigma^2) finite for sensitivities
 #: up to 1e15 (at sigma = 1e308 sigma^2 overflowed; at 1e-300 rho did)
 SIGMA_RANGE = (1e-6, 1e15)
@@ -203,6 +201,11 @@ class DiscreteGaussian(IntegerNoise):
     @property
     def noise_scale(self) -> float:
         return self.sigma
+
+    @classmethod
+    def noise_for_budget(cls, sensitivity, epsilon=None, rho=None):
+        sigma = float(sensitivity) / math.sqrt(2.0 * float(rho))
+        return sigma, {"sigma": sigma, "rho": float(rho)}
 
     @classmethod
     def _from_scale(cls, scale):

@@ -41,6 +41,8 @@ class LaplaceShape:
     noise_shape = NoiseShape.LAPLACE
 
     sensitivity_norm = "L1"
+    #: pure epsilon: the audit's empirical test checks epsilon itself (no delta to choose)
+    audit_test_delta = None
 
     @staticmethod
     def norm(diff):

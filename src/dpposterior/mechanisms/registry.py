@@ -4,7 +4,8 @@ A statistic record's ``mechanism`` string is looked up here -- by the release sc
 (``release.StatisticRecord``), by :func:`from_record` and by the curator's noise draw
 (``mechanisms.draw_noise``).  Each class brings its own record parsing (``from_record``), noise
 scale and noise samplers (numpy, seeded; OpenDP, for publication).  Adding a mechanism is one
-module and one entry below (docs/adding-a-mechanism.md); families and engines opt in to it.
+module and one entry below (docs/adding-a-mechanism.md); a mechanism defined outside the package is added with
+:func:`register`.  Families and engines ask a mechanism for its capabilities, never its name.
 """
 
 from __future__ import annotations
@@ -32,3 +33,33 @@ def get_mechanism(name, field: str = "mechanism") -> type[Mechanism]:
 def from_record(record, sensitivity: float | None = None) -> Mechanism:
     """Build the mechanism described by a release's statistic record (see ``release.py``)."""
     return get_mechanism(record.mechanism).from_record(record, sensitivity)
+
+
+def register(cls: type[Mechanism]) -> type[Mechanism]:
+    """Add a mechanism class defined outside the package (the :class:`~dpposterior.mechanisms.IntegerNoise`
+    contract, docs/adding-a-mechanism.md) under its ``name``; returns the class, so it can decorate it.
+
+    Refused in one line: a class that is not a Mechanism, a name that is not a non-empty string or that another
+    class holds already, an integer law missing one of the members the contract asks for.
+    """
+    from .. import errors
+    from .integer import IntegerNoise
+
+    if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
+        raise InputError("mechanism", f"register takes a Mechanism subclass (got {cls!r})")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.strip() or name == Mechanism.name:
+        raise InputError("mechanism", f"{cls.__name__} must set a name (the release file's string)")
+    held = MECHANISMS.get(name)
+    if held is not None and held is not cls:
+        raise InputError("mechanism", f"{name!r} is registered already (to {held.__name__})")
+    if issubclass(cls, IntegerNoise):
+        missing = [m for m in ("log_kernel", "log_norm", "tail_window", "draw") if getattr(cls, m) is getattr(IntegerNoise, m)]
+        if missing:
+            raise InputError("mechanism", f"{cls.__name__} must define {', '.join(missing)} (the IntegerNoise contract)")
+        fields = getattr(cls, "record_fields", ())
+        if not isinstance(fields, tuple) or not all(isinstance(f, str) and f.isidentifier() for f in fields):
+            raise InputError("mechanism", f"{cls.__name__}.record_fields must be a tuple of field names")
+        errors.add_record_fields(fields)
+    MECHANISMS[name] = cls
+    return cls
