@@ -10,17 +10,21 @@ module and one entry below (docs/adding-a-mechanism.md); a mechanism defined out
 
 from __future__ import annotations
 
-from ..errors import InputError
+from ..errors import InputError, add_record_fields
 from .base import Mechanism
 from .binomial_trajectory import BinomialTrajectory
 from .discrete_gaussian import DiscreteGaussian
 from .discrete_laplace import DiscreteLaplace
 from .gaussian import Gaussian
 from .laplace import Laplace
+from .skellam import Skellam
 
 #: release-file name -> mechanism class
 MECHANISMS: dict[str, type[Mechanism]] = {cls.name: cls for cls in (Laplace, Gaussian, BinomialTrajectory,
-                                                                  DiscreteLaplace, DiscreteGaussian)}
+                                                                  DiscreteLaplace, DiscreteGaussian, Skellam)}
+# a built-in law's own record fields (Skellam's mu) name themselves in validation messages, as register does
+for _cls in MECHANISMS.values():
+    add_record_fields(getattr(_cls, "record_fields", ()))
 
 
 def get_mechanism(name, field: str = "mechanism") -> type[Mechanism]:

@@ -38,10 +38,9 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
-from ..errors import InputError, check_number, require
-from .accounting import PrivacyCost, check_delta, pld_epsilon, unit_shifts, zcdp_epsilon
-from .discrete_gaussian import REPORT_DELTA
-from .integer import DEFAULT_TAIL, IntegerNoise
+from ..errors import InputError, check_number, require, shown
+from .accounting import PrivacyCost, check_delta, pld_epsilon, zcdp_epsilon
+from .integer import DEFAULT_TAIL, REPORT_DELTA, IntegerNoise
 
 #: the mu a Skellam mechanism may have: below, rho exceeds 1e5 (no privacy); above, the worst pair's loss
 #: distribution (built from ~2 x 11 sqrt(2 mu) masses) stops being cheap
@@ -196,8 +195,8 @@ class Skellam(IntegerNoise):
             check_number(rho, "rho", 1e-300, 1e300)
             if sensitivity is not None:
                 require(math.isclose(rho, self.rho, rel_tol=RHO_RTOL), "rho",
-                        f"{rho:g} disagrees with the Skellam bound {self.rho:.17g} for mu = {self.mu:g} and "
-                        f"sensitivity {self.sensitivity:g}")
+                        f"{shown(rho)} disagrees with the Skellam bound {shown(self.rho)} for mu = {shown(self.mu)} "
+                        f"and sensitivity {shown(self.sensitivity)}")
         self._log_norm = -float(log_mass(0.0, self.mu))
         self._windows: dict = {}
 
@@ -205,8 +204,8 @@ class Skellam(IntegerNoise):
     def from_rho(cls, rho: float, sensitivity: float = 1.0) -> "Skellam":
         """The smallest-variance Skellam mechanism whose bound meets ``rho`` for L2 sensitivity ``sensitivity``:
         rho / floor(Delta^2) = 1/(4 mu) + min(1/(2 mu^2), 3/(4 mu)) solved in closed form (the bound decreases in
-        mu; the 1/(2 mu^2) branch holds from mu = 2/3 on), then mu raised by ulps until the bound is met in
-        floating point."""
+        mu; the 1/(2 mu^2) branch holds from mu = 2/3 on), then moved by ulps to the smallest float mu whose bound
+        is met in floating point."""
         check_number(rho, "rho", 1e-300, 1e300)
         sens = check_number(sensitivity, "sensitivity", 1.0, 1e6)
         moves = _moves(sens)
@@ -214,9 +213,19 @@ class Skellam(IntegerNoise):
         mu = (0.25 + math.sqrt(0.0625 + 2.0 * r)) / (2.0 * r) if r <= 1.5 else 1.0 / r
         while zcdp_rho(mu, moves, moves) > rho:
             mu = math.nextafter(mu, math.inf)
+        while zcdp_rho(math.nextafter(mu, 0.0), moves, moves) <= rho:
+            mu = math.nextafter(mu, 0.0)
         require(MU_RANGE[0] <= mu <= MU_RANGE[1], "rho", f"{rho:g} needs mu = {mu:g}, outside "
                 f"[{MU_RANGE[0]:g}, {MU_RANGE[1]:g}]")
         return cls(mu, sens)
+
+    @classmethod
+    def noise_for_budget(cls, sensitivity, epsilon=None, rho=None):
+        """(noise scale sqrt(2 mu), record fields) of the Skellam mechanism meeting ``rho`` (:meth:`from_rho`)."""
+        if rho is None:
+            raise InputError("rho", f"is the budget of mechanism {cls.name!r} (zCDP; got only epsilon)")
+        mech = cls.from_rho(rho, sensitivity)
+        return mech.noise_scale, {"mu": mech.mu, "rho": float(rho)}
 
     # ------------------------------------------------------------------ the law
     def log_kernel(self, k):
@@ -259,24 +268,17 @@ class Skellam(IntegerNoise):
         """Poisson(mu) - Poisson(mu) on numpy's generator (seeded studies, not for publication)."""
         return (rng.poisson(self.mu, size=shape) - rng.poisson(self.mu, size=shape)).astype(np.int64)
 
-    @property
-    def noise_scale(self) -> float:
-        """The noise's standard deviation sqrt(2 mu) (what the families' range checks measure in)."""
-        return math.sqrt(2.0 * self.mu)
-
     @classmethod
     def _from_scale(cls, scale):
-        """The mechanism whose ``noise_scale`` is ``scale``: the largest float mu with sqrt(2 mu) == scale, so
-        a draw through the scale never has less noise than the mechanism that reported it."""
+        """The mechanism whose ``noise_scale`` (the standard deviation sqrt(2 mu)) is ``scale``: the largest float
+        mu with fl(sqrt(2 mu)) <= scale, which is at least the mu of any mechanism reporting that scale, so a draw
+        through the scale never has less noise than the record states (a few ulps more at most)."""
         scale = float(scale)
         mu = scale * scale / 2.0
-        for _ in range(8):
-            up = math.nextafter(mu, math.inf)
-            if math.sqrt(2.0 * up) != scale:
-                break
-            mu = up
         while math.sqrt(2.0 * mu) > scale:
             mu = math.nextafter(mu, 0.0)
+        while math.sqrt(2.0 * math.nextafter(mu, math.inf)) <= scale:
+            mu = math.nextafter(mu, math.inf)
         return cls(mu)
 
     @classmethod
@@ -298,11 +300,6 @@ class Skellam(IntegerNoise):
         return values + np.asarray(noise, float).reshape(values.shape)
 
     # ------------------------------------------------------------------ privacy
-    def _worst_shifts(self, dim: int, shifts):
-        if shifts is not None:
-            return tuple(float(s) for s in shifts)
-        return (self.sensitivity,) if dim == 1 else unit_shifts(self.sensitivity, self.sensitivity_norm)
-
     def privacy_accounting(self, delta=None, dim=1, shifts=None) -> PrivacyCost:
         """rho: the bound for the worst pair's moves (Delta1, Delta2^2); epsilon at ``delta``: the worst pair's
         privacy loss distributions from the mass function, composed by dp-accounting (pessimistic)."""
