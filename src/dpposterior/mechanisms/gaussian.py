@@ -168,6 +168,14 @@ class Gaussian(Mechanism):
     def noise_scale(self) -> float:
         return self.sigma
 
+    @property
+    def noise_variance(self) -> float:
+        return self.sigma ** 2
+
+    @classmethod
+    def with_scale(cls, scale):
+        return cls(float(scale))
+
     sensitivity_norm = "L2"
 
     @staticmethod
