@@ -168,6 +168,11 @@ class Gaussian(Mechanism):
     def noise_scale(self) -> float:
         return self.sigma
 
+    @classmethod
+    def calibrated_scale(cls, epsilon, delta, sensitivity) -> float:
+        """The analytic sigma that spends (``epsilon``, ``delta``) on a statistic of L2 ``sensitivity``."""
+        return analytic_sigma(epsilon, delta, sensitivity)
+
     sensitivity_norm = "L2"
 
     @staticmethod

@@ -26,6 +26,11 @@ class LaplaceShape:
     def noise_scale(self) -> float:
         return self.scale
 
+    @classmethod
+    def calibrated_scale(cls, epsilon, delta, sensitivity) -> float:
+        """The scale b that spends ``epsilon`` on a statistic of L1 ``sensitivity`` (pure: ``delta`` unused)."""
+        return sensitivity / epsilon
+
     def privacy_cost(self):
         return (self.epsilon, 0.0)
 
