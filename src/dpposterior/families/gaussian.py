@@ -400,6 +400,14 @@ class _GaussianJointPrior:
         return np.where(s2 > 0, out, -np.inf)
 
 
+def feasible_sigma2_max(mu, bounds) -> np.ndarray:
+    """Kazan & Reiter Theorem 2 on the data scale: sigma^2 <= (mu - a)(b - mu) for data in [a, b]
+    (and mu must lie in [a, b]); NaN outside [a, b].  ``report`` draws it as the feasible region."""
+    a, b = float(bounds[0]), float(bounds[1])
+    mu = np.asarray(mu, dtype=float)
+    return np.where((mu >= a) & (mu <= b), (mu - a) * (b - mu), np.nan)
+
+
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``.
 
@@ -463,8 +471,9 @@ FAMILY = Family(
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
     mechanisms=GAUSSIAN_FAMILY_MECHANISMS,
+    constrainable=True,
     simulate=simulate,
-    hooks={"da_model": da_model},
+    hooks={"da_model": da_model, "feasible_sigma2_max": feasible_sigma2_max},
 )
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check

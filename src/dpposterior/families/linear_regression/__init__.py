@@ -99,6 +99,7 @@ FAMILY = Family(
     curate=curate,
     naive_method="naive",
     mechanisms=LINREG_MECHANISMS,
+    constrainable=True,
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
