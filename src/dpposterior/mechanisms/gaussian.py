@@ -168,7 +168,6 @@ class Gaussian(Mechanism):
     def noise_scale(self) -> float:
         return self.sigma
 
-<<<<<<< HEAD
     @property
     def noise_variance(self) -> float:
         return self.sigma ** 2
@@ -176,12 +175,11 @@ class Gaussian(Mechanism):
     @classmethod
     def with_scale(cls, scale):
         return cls(float(scale))
-=======
+
     @classmethod
     def calibrated_scale(cls, epsilon, delta, sensitivity) -> float:
         """The analytic sigma that spends (``epsilon``, ``delta``) on a statistic of L2 ``sensitivity``."""
         return analytic_sigma(epsilon, delta, sensitivity)
->>>>>>> wt-lr
 
     sensitivity_norm = "L2"
 
