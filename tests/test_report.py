@@ -14,8 +14,9 @@ import pytest
 
 from dpposterior.cli import main
 from dpposterior.errors import InputError
+from dpposterior.families.gaussian import feasible_sigma2_max
 from dpposterior.posterior import Posterior
-from dpposterior.report import calibration_ranks, components, gaussian_feasible_sigma2_max, rank_ecdf_band, write_report
+from dpposterior.report import calibration_ranks, components, rank_ecdf_band, write_report
 
 RELEASE = {"format": "dpposterior-release/1", "family": "gaussian", "n": 43, "bounds": [0.0, 100.0],
            "statistics": {"mean": {"value": 34.30, "mechanism": "laplace", "epsilon": 0.25},
@@ -82,7 +83,7 @@ def test_calibration_report(files, tmp_path):
 
 def test_feasible_region_theorem2():
     # sigma^2 <= (mu - a)(b - mu): 2500 at the centre of [0, 100], 0 at the bounds, undefined outside
-    out = gaussian_feasible_sigma2_max(np.array([0.0, 50.0, 100.0, 25.0, -1.0]), (0.0, 100.0))
+    out = feasible_sigma2_max(np.array([0.0, 50.0, 100.0, 25.0, -1.0]), (0.0, 100.0))
     assert np.allclose(out[:4], [0.0, 2500.0, 0.0, 1875.0]) and np.isnan(out[4])
 
 

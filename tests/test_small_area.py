@@ -384,7 +384,7 @@ def test_latent_recurrence_matches_the_log_space_draw(kind):
             for ystar in (-5.0, 0.0, 3.0, 3.3, 40.0, 400.0, 1e5 + 17):
                 a = [_draw_latent(mu, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf, -1, 0.0)
                      for u in grid]
-                b = [_draw_latent_logspace(mu, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf, -1, 0.0)
+                b = [_draw_latent_logspace(mu, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf, -1, 0.0)
                      for u in grid]
                 assert a == b, (scale, mu, ystar)
                 checked += 1
@@ -396,7 +396,7 @@ def test_latent_recurrence_matches_the_log_space_draw(kind):
                 for ystar in (-5.0, 0.0, 2.0, 35.0, 4990.0):
                     a = [_draw_latent(n * prob, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf, n, odds)
                          for u in grid]
-                    b = [_draw_latent_logspace(n * prob, kind, scale, ystar, half, False, zero_tab, 0, lgam, u, buf,
+                    b = [_draw_latent_logspace(n * prob, kind, scale, ystar, half, False, zero_tab, gtab, 0, lgam, u, buf,
                                                n, odds) for u in grid]
                     assert a == b, (scale, n, prob, ystar)
                     assert max(a) <= n

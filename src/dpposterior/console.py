@@ -24,9 +24,6 @@ def posterior_warnings_only():
         yield
 
 
-#: families whose engines can restrict the parameters to what the release's bounds allow (the analysis
-#: file's ``constrained``); for the others the words "constrained"/"unconstrained" do not apply
-CONSTRAINABLE_FAMILIES = ("gaussian", "linear-regression")
 #: the width of tables written to a file or pipe: wide enough never to wrap a summary row (a terminal
 #: uses its own width)
 FILE_WIDTH = 1000
@@ -41,6 +38,21 @@ FIRST_ROWS_SHOWN = 8
 RATE_VARIABLES = {"small-area": ("rate",)}
 #: summary columns in the variable's own unit (scaled with a rate); the diagnostics are not
 SCALED_COLUMNS = ("mean", "sd", "hdi_")
+
+
+def registered_family(name):
+    """The registered :class:`~dpposterior.families.Family` called ``name`` (a posterior's or release's
+    ``family``), or None (a user model's posterior, an unknown name)."""
+    from .families import FAMILY_MODULES, get_family
+
+    return get_family(str(name)) if str(name) in FAMILY_MODULES else None
+
+
+def constrainable(family_name) -> bool:
+    """Whether the family's engines can restrict the parameters to the release's bounds (``Family.constrainable``):
+    elsewhere the words "constrained"/"unconstrained" do not apply."""
+    family = registered_family(family_name)
+    return family is not None and family.constrainable
 
 
 def rate_units(post) -> dict[str, tuple[float, str]]:
@@ -117,7 +129,7 @@ def run_header(post) -> list[str]:
     lines = [f"family {post.family}, method {post.method}"]
     if "prior" in a:
         lines.append(f"prior: {a['prior']}")
-    constrained = a.get("constrained") if post.family in CONSTRAINABLE_FAMILIES else None
+    constrained = a.get("constrained") if constrainable(post.family) else None
     if constrained is not None:
         lines.append("constrained to what the release's bounds allow" if bool(constrained)
                      else "unconstrained (parameters not restricted to the release's bounds; "

@@ -82,6 +82,8 @@ def release_from_csv(data, family: str, out=None, *, extra: dict | None = None, 
 
 #: the options ``release --from-measurements`` takes besides the table, the family and --out
 MEASUREMENT_OPTIONS = ("mechanism", "exposure", "postprocessing")
+#: the families whose releases are read from a table of noisy measurements (small-area's ``read_measurements``)
+MEASUREMENT_FAMILIES = ("small-area",)
 
 
 def release_from_measurements(path, family: str = "small-area", out=None, *, mechanism: str | None = None,
@@ -104,7 +106,7 @@ def release_from_measurements(path, family: str = "small-area", out=None, *, mec
 
     if out is not None:
         check_output_path(out, "out")
-    if family != "small-area":
+    if family not in MEASUREMENT_FAMILIES:
         raise InputError("family", f"measurement tables are read for family small-area only (got {family!r})")
     if isinstance(exposure, (str, Path)):
         exposure = read_exposure(exposure)

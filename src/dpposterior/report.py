@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 # engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
-from .console import CONSTRAINABLE_FAMILIES
+from .console import constrainable, registered_family
 from .errors import InputError
 
 MAX_DENSITY_PANELS = 16
@@ -214,7 +214,7 @@ def _label(attrs: dict, fallback: str) -> str:
     constrained = str(attrs.get("constrained", "")).lower()
     if constrained in ("1", "true"):
         label += " (constrained)"
-    elif constrained in ("0", "false") and str(attrs.get("family")) in CONSTRAINABLE_FAMILIES:
+    elif constrained in ("0", "false") and constrainable(attrs.get("family")):
         label += " (unconstrained)"  # families where both analyses exist side by side
     return label
 
@@ -284,7 +284,8 @@ NAIVE_RERUN_MAX_CELL_ITERATIONS = 100_000_000
 def _small_area_rerun_too_big(release: dict, attrs: dict) -> str:
     """Why report does not rerun the small-area sampler for the naive overlay ("" when it does): at tens of
     thousands of areas that is as long as ``infer`` was."""
-    if release.get("family") != "small-area":
+    family = registered_family(release.get("family"))
+    if family is None or not family.areal:
         return ""
     try:
         cells = len(release["areas"]) * len(release["cells"])
@@ -335,16 +336,18 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
     main_idata = load_posterior(path)
     main_attrs = _attrs(main_idata)
     family = str(main_attrs.get("family", "?"))
+    registered = registered_family(family)
+    areal = registered is not None and registered.areal
     outlines = None
     if geometry is not None:  # before any long work: a file that matches no area is refused at once
-        if family != "small-area" or "area" not in main_idata.posterior.coords:
+        if not areal or "area" not in main_idata.posterior.coords:
             raise InputError("geometry", f"maps are drawn for a small-area posterior; {path} is of family {family!r}")
         from .geometry import match_areas, read_geojson
 
         areas = [str(a) for a in main_idata.posterior.coords["area"].values]
         outlines = (areas, *match_areas(areas, read_geojson(geometry), geometry_key), geometry)
     # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each
-    skip = AREA_VARIABLES if family == "small-area" else ()
+    skip = AREA_VARIABLES if areal else ()
     main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata, skip=skip), main_attrs)
     others: list[Loaded] = []
     notes: list[str] = []
@@ -586,7 +589,7 @@ def _applies(key: str, attrs: dict) -> bool:
     if key == "options_warmup":
         return not _iid(attrs)
     if key == "constrained":
-        return str(attrs.get("family")) in CONSTRAINABLE_FAMILIES
+        return constrainable(attrs.get("family"))
     return True
 
 
@@ -762,33 +765,28 @@ def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
     return Figure("pair", "Pair plot", _png(fig), caption)
 
 
-def gaussian_feasible_sigma2_max(mu, bounds) -> np.ndarray:
-    """Kazan & Reiter Theorem 2 on the data scale: sigma^2 <= (mu - a)(b - mu) for data in [a, b]
-    (and mu must lie in [a, b]); NaN outside [a, b]."""
-    a, b = float(bounds[0]), float(bounds[1])
-    mu = np.asarray(mu, dtype=float)
-    return np.where((mu >= a) & (mu <= b), (mu - a) * (b - mu), np.nan)
-
-
 def _feasible_figure(main: Loaded, others: list[Loaded], release: dict | None) -> Figure | None:
-    """The (mu, sigma^2) feasible region for bounded Gaussian data (Kazan & Reiter Theorem 2)."""
+    """The (mu, sigma^2) feasible region for bounded Gaussian data (Kazan & Reiter Theorem 2), where the
+    family bounds sigma^2 given mu (its ``feasible_sigma2_max`` hook)."""
     import matplotlib.pyplot as plt
 
-    if main.attrs.get("family") != "gaussian" or release is None or "bounds" not in release:
+    family = registered_family(main.attrs.get("family"))
+    sigma2_max = family.hooks.get("feasible_sigma2_max") if family is not None else None
+    if sigma2_max is None or release is None or "bounds" not in release:
         return None
     if "mu" not in main.components or "sigma2" not in main.components:
         return None
     a, b = (float(v) for v in release["bounds"])
     fig, ax = plt.subplots(figsize=(7, 5))
     grid = np.linspace(a, b, 400)
-    ax.fill_between(grid, 0, gaussian_feasible_sigma2_max(grid, (a, b)), color="0.85",
+    ax.fill_between(grid, 0, sigma2_max(grid, (a, b)), color="0.85",
                     label="feasible region (Theorem 2)")
     rows = []
     for c, post in enumerate([main, *others]):
         if "mu" not in post.components or "sigma2" not in post.components:
             continue
         mu, s2 = post.components["mu"].reshape(-1), post.components["sigma2"].reshape(-1)
-        limit = gaussian_feasible_sigma2_max(mu, (a, b))
+        limit = sigma2_max(mu, (a, b))
         outside = float(np.mean(~(s2 <= limit)))  # NaN limit (mu outside [a, b]) counts as outside
         rows.append((post.label, outside))
         ax.scatter(_thin(mu), _thin(s2), s=3, alpha=0.3, color=COLORS[c % len(COLORS)], rasterized=True,

@@ -23,20 +23,9 @@ import numpy as np
 
 
 def noise_variance(release) -> np.ndarray:
-    """The noise variance of every cell of a small-area release, G x C."""
-    from ..mechanisms.discrete_gaussian import DiscreteGaussian
-    from ..mechanisms.discrete_laplace import DiscreteLaplace
-
-    rec = release.statistics.counts
-    if rec.mechanism == "discrete-gaussian":
-        sigma = release.noise_sigma()
-        exact = {s: DiscreteGaussian(s).noise_variance for s in np.unique(sigma)}
-        return np.vectorize(exact.__getitem__, otypes=[float])(sigma)
-    if rec.mechanism == "discrete-laplace":
-        return np.full((release.G, release.C), DiscreteLaplace(rec.epsilon, rec.sensitivity).noise_variance)
-    if rec.mechanism == "laplace":
-        return np.full((release.G, release.C), 2.0 * (rec.sensitivity / rec.epsilon) ** 2)
-    return release.noise_sigma() ** 2  # continuous gaussian
+    """The noise variance of every cell of a small-area release, G x C (each distinct noise's exact variance)."""
+    _, inverse, mechs = release.cell_mechanisms()
+    return np.array([m.noise_variance for m in mechs], float)[inverse]
 
 
 def direct_estimate(release) -> tuple[np.ndarray, np.ndarray]:

@@ -127,6 +127,9 @@ class Family:
     #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
     auto_rule: Callable[[Any], str] | None = None
+    #: whether its engines can restrict the parameters to what the release's bounds allow (the analysis file's
+    #: ``constrained``); for the others the words "constrained"/"unconstrained" do not apply
+    constrainable: bool = False
 
     def __post_init__(self):
         if self.curate is not None and self.curator_options is None:
@@ -136,6 +139,12 @@ class Family:
             if not isinstance(spec, EngineSpec):
                 raise TypeError(f"family {self.name!r}: method {method!r} must be an EngineSpec(run=, options=), "
                                 f"not {spec!r}")
+
+    @property
+    def areal(self) -> bool:
+        """Whether its releases are tables over areas (its release model has ``areas``): ``report`` draws the
+        per-area variables as caterpillars and maps, and weighs a rerun of its sampler by areas x cells."""
+        return "areas" in getattr(self.release_model, "model_fields", {})
 
     @property
     def curator_options(self) -> type | None:

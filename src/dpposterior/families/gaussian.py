@@ -39,6 +39,8 @@ from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_re
 from ._curate import curator, curator_options, numeric_values, require_column
 
 
+#: the mechanism of the released mean and variance (Kazan & Reiter: Laplace noise)
+GAUSSIAN_FAMILY_MECHANISMS = ("laplace",)
 #: relative tolerance for a stated sensitivity to count as "matching" the derived one
 SENSITIVITY_RTOL = 1e-9
 #: the widest clamping interval: (b - a)^2 must be finite in double precision
@@ -85,7 +87,7 @@ class GaussianRelease(ReleaseBase):
             field = f"release.statistics.{name}"
             if isinstance(rec.value, bool) or not isinstance(rec.value, (int, float)):
                 raise InputError(f"{field}.value", "must be a single number")
-            if rec.mechanism != "laplace":
+            if rec.mechanism not in GAUSSIAN_FAMILY_MECHANISMS:
                 raise InputError(f"{field}.mechanism",
                                  f"the gaussian engines support only 'laplace' (got {rec.mechanism!r})")
             if rec.delta is not None or rec.sigma is not None:
@@ -255,7 +257,7 @@ def curate(frame, options) -> dict:
     if not hi - lo <= MAX_WIDTH:
         raise InputError("bounds", f"width {hi - lo:g} is too large: (HI - LO)^2 must stay finite in double "
                          f"precision (at most {MAX_WIDTH:g})")
-    if options.mechanism not in (None, "laplace"):
+    if options.mechanism not in (None, *GAUSSIAN_FAMILY_MECHANISMS):
         raise InputError("mechanism", f"the gaussian family releases through 'laplace' only (got {options.mechanism!r})")
     # the first bad cell is named by row: an infinite record is refused (clamping it would hide a data error)
     values = numeric_values(column, options.column)
@@ -398,6 +400,14 @@ class _GaussianJointPrior:
         return np.where(s2 > 0, out, -np.inf)
 
 
+def feasible_sigma2_max(mu, bounds) -> np.ndarray:
+    """Kazan & Reiter Theorem 2 on the data scale: sigma^2 <= (mu - a)(b - mu) for data in [a, b]
+    (and mu must lie in [a, b]); NaN outside [a, b].  ``report`` draws it as the feasible region."""
+    a, b = float(bounds[0]), float(bounds[1])
+    mu = np.asarray(mu, dtype=float)
+    return np.where((mu >= a) & (mu <= b), (mu - a) * (b - mu), np.nan)
+
+
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``.
 
@@ -460,8 +470,10 @@ FAMILY = Family(
     curate=curate,
     naive_method="naive",
     description="bounded univariate Gaussian, Laplace-noised mean and variance (Kazan & Reiter)",
+    mechanisms=GAUSSIAN_FAMILY_MECHANISMS,
+    constrainable=True,
     simulate=simulate,
-    hooks={"da_model": da_model},
+    hooks={"da_model": da_model, "feasible_sigma2_max": feasible_sigma2_max},
 )
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check

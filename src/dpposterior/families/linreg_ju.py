@@ -35,6 +35,8 @@ from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
+#: the mechanism of the released statistics (Ju et al. 2022: Laplace noise on the sufficient statistics)
+JU_MECHANISMS = ("laplace",)
 STAT_NAMES = ["xy_0", "xy_1", "xy_2", "yy", "xx_01", "xx_02", "xx_11", "xx_12", "xx_22"]
 
 
@@ -65,7 +67,7 @@ class LinregJuStatistics(BaseModel):
     @field_validator("sufficient")
     @classmethod
     def _check(cls, rec: StatisticRecord):
-        if rec.mechanism != "laplace":
+        if rec.mechanism not in JU_MECHANISMS:
             raise ValueError("mechanism must be 'laplace'")
         if rec.sensitivity is None:
             raise ValueError("sensitivity is required")
@@ -332,7 +334,7 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("linreg-ju", LinregJuRelease, parse_prior, simulate, sbi_model,
                     "DP linear regression (Ju et al. 2022) by simulation-based inference (Xiong, Ju & Zhang)",
-                    curate=curate, da_model=da_model,
+                    curate=curate, da_model=da_model, mechanisms=JU_MECHANISMS,
                     # auto picks by measurement (docs/benchmarks.md, "auto's choice per family"): this
                     # family has an exact record likelihood, and da-mcmc's defaults are within 0.07 sd of the exact
                     # posterior at eps = 10, 1 and 0.1 in tens of seconds, where SPPE's default is 0.2-0.9 sd off

@@ -45,6 +45,9 @@ from ..sbi import DirichletALRPrior, SimulatorModel
 from ._curate import class_feature_tables, curator, curator_options
 from ._simulator import sbi_family
 
+#: the mechanism of the released tables (Xiong, Ju & Zhang App. E.3: Laplace noise)
+LOGLINEAR_MECHANISMS = ("laplace",)
+
 
 class LoglinearStatistics(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -90,7 +93,7 @@ class LoglinearRelease(ReleaseBase):
                 if len(labels) != self.levels[k]:
                     raise ValueError(f"level_labels[{k}] must have {self.levels[k]} entries (levels[{k}])")
         rec = self.statistics.tables
-        if rec.mechanism != "laplace":
+        if rec.mechanism not in LOGLINEAR_MECHANISMS:
             raise ValueError("statistics.tables.mechanism must be 'laplace'")
         if rec.sensitivity is None:
             raise ValueError("statistics.tables.sensitivity is required")
@@ -232,7 +235,7 @@ def curate(frame, options) -> dict:
     Laplace(2K/epsilon) on every count); ``epsilon`` is the total over the K tables.
     """
 
-    if options.mechanism not in (None, "laplace"):
+    if options.mechanism not in (None, *LOGLINEAR_MECHANISMS):
         raise InputError("mechanism", "loglinear tables are released with the Laplace mechanism only")
     scale = options.scale or "proportions"
     if scale not in ("proportions", "counts"):
@@ -278,4 +281,4 @@ def da_model(release, prior):
 
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
-                    curate=curate, da_model=da_model)
+                    curate=curate, da_model=da_model, mechanisms=LOGLINEAR_MECHANISMS)

@@ -40,6 +40,8 @@ from ._curate import curator, curator_options, numeric_column
 from ._simulator import sbi_family
 
 
+#: the mechanism of the released trajectory (Xiong, Ju & Zhang Prop. 4)
+SIR_MECHANISMS = ("binomial-trajectory",)
 DEFAULT_TIMES = [float(t) for t in range(0, 154, 17)]
 PRIOR_MEAN = (float(np.log(0.4)), float(np.log(0.125)))
 PRIOR_VARIANCE = (0.5, 0.2)
@@ -70,7 +72,7 @@ class SIRRelease(ReleaseBase):
             raise ValueError("times must be non-negative and strictly increasing")
         if self.initial_infected > self.population:
             raise ValueError("initial_infected must be <= population")
-        if rec.mechanism != "binomial-trajectory":
+        if rec.mechanism not in SIR_MECHANISMS:
             raise ValueError("statistics.infected.mechanism must be 'binomial-trajectory'")
         if rec.trials is None:
             raise ValueError("statistics.infected.trials (binomial N) is required")
@@ -282,7 +284,7 @@ def curate(frame, options) -> dict:
     ``--seed``, else from OS entropy); the record's ``sampler`` says which.
     """
 
-    if options.mechanism not in (None, "binomial-trajectory"):
+    if options.mechanism not in (None, *SIR_MECHANISMS):
         raise InputError("mechanism", "sir trajectories are released by the binomial trajectory mechanism "
                          "only (Prop. 4): omit --mechanism")
     extra = {key: getattr(options, key) for key in ("population", "trials", "times", "initial_infected", "event_cap")
@@ -348,4 +350,4 @@ def simulate(prior, n, epsilon, rng) -> SimulatedRelease:
 
 FAMILY = sbi_family("sir", SIRRelease, parse_prior, simulate, sbi_model,
                     "stochastic SIR epidemic, binomial trajectory mechanism (Xiong, Ju & Zhang Sec. 4.1)",
-                    curate=curate, mechanisms=("binomial-trajectory",))
+                    curate=curate, mechanisms=SIR_MECHANISMS)

@@ -28,11 +28,27 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
+from ..mechanisms.base import NoiseShape
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
 from ._curate import curator, curator_options
 
 #: the mechanisms a small-area table may state
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
+
+
+def get_mechanism(name):
+    from ..mechanisms.registry import get_mechanism as lookup
+
+    return lookup(name)
+
+
+def accepts_mechanism(name) -> bool:
+    """The four built-in tables' mechanisms, or any registered integer, additive, symmetric noise law (the
+    engine tabulates its mass function)."""
+    from ..mechanisms.registry import MECHANISMS
+
+    kind = MECHANISMS.get(name)
+    return kind is not None and (name in SMALL_AREA_MECHANISMS or (kind.integer_valued and kind.additive_symmetric))
 POSTPROCESSING = ("none", "nonnegative")
 #: the largest |count| a table may hold: float64 and int64 represent every integer up to 2^53 exactly
 MAX_COUNT = 2.0 ** 53
@@ -42,9 +58,10 @@ MIN_EXPOSURE = 1e-30
 
 
 class CountTable(BaseModel):
-    """The noisy G x C table and its mechanism (sigma may be one number, one per cell, or G x C)."""
+    """The noisy G x C table and its mechanism (sigma may be one number, one per cell, or G x C; a registered
+    integer law's own fields, ``record_fields``, hold one value for every cell)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
     value: list[list[float]]
     mechanism: str
@@ -125,13 +142,14 @@ class SmallAreaRelease(ReleaseBase):
                                  "larger units)")
         if self.postprocessing not in POSTPROCESSING:
             raise ValueError(f"postprocessing: must be one of {', '.join(POSTPROCESSING)} (got {shown(self.postprocessing)})")
-        if rec.mechanism not in SMALL_AREA_MECHANISMS:
-            raise ValueError(f"statistics.counts.mechanism: must be one of {', '.join(SMALL_AREA_MECHANISMS)}")
+        if not accepts_mechanism(rec.mechanism):
+            raise ValueError(f"statistics.counts.mechanism: must be one of {', '.join(SMALL_AREA_MECHANISMS)} or a "
+                             "registered integer noise law")
         self._check_noise(rec, G, C)
         if np.any(np.abs(y) > MAX_COUNT):
             raise ValueError(f"statistics.counts.value: {float(np.abs(y).max()):g} is beyond 2^53, the largest count "
                              "the engines represent exactly")
-        if rec.mechanism.startswith("discrete-") and not np.all(y == np.round(y)):
+        if get_mechanism(rec.mechanism).integer_valued and not np.all(y == np.round(y)):
             raise ValueError("statistics.counts.value: must hold integers for an integer-noise mechanism")
         if self.postprocessing == "nonnegative" and np.any(y < 0):
             raise ValueError("statistics.counts.value: negative with postprocessing 'nonnegative'")
@@ -154,13 +172,18 @@ class SmallAreaRelease(ReleaseBase):
 
     def _check_noise(self, rec: CountTable, G: int, C: int) -> None:
         # replace-one: one person moves between two cells of the table: L1 = 2, L2 = sqrt(2)
-        derived = math.sqrt(2.0) if rec.mechanism in ("discrete-gaussian", "gaussian") else 2.0
+        kind = get_mechanism(rec.mechanism)
+        own = getattr(kind, "record_fields", ())
+        for key in rec.model_extra or {}:
+            if key not in own:
+                raise ValueError(f"statistics.counts.{key}: unknown field")
+        derived = math.sqrt(2.0) if kind.sensitivity_norm == "L2" else 2.0
         if rec.sensitivity is None:
             rec.sensitivity = derived
         elif not math.isclose(rec.sensitivity, derived, rel_tol=1e-9):
             raise ValueError(f"statistics.counts.sensitivity: must be {shown(derived)} (one person moves between two "
                              f"cells), got {shown(float(rec.sensitivity))}")
-        if rec.mechanism in ("discrete-gaussian", "gaussian"):
+        if kind.noise_shape is NoiseShape.GAUSSIAN:  # sigma: one number, one per cell or G x C
             if rec.sigma is None:
                 raise ValueError(f"statistics.counts.sigma: is required by mechanism {rec.mechanism!r}")
             sig = np.asarray(rec.sigma, float)
@@ -175,7 +198,7 @@ class SmallAreaRelease(ReleaseBase):
                 worst = float(sig.max() if sig.max() > SIGMA_RANGE[1] else sig.min())
                 raise ValueError(f"statistics.counts.sigma: {worst:g} is outside [{SIGMA_RANGE[0]:g}, "
                                  f"{SIGMA_RANGE[1]:g}], where sigma^2 and rho stay finite")
-            if rec.mechanism == "discrete-gaussian":
+            if kind.accounts_rho:
                 for name in ("epsilon", "delta"):
                     if getattr(rec, name) is not None:
                         raise ValueError(f"statistics.counts.{name}: not a field of mechanism 'discrete-gaussian'")
@@ -191,13 +214,18 @@ class SmallAreaRelease(ReleaseBase):
                                      f"this noise gives at epsilon {rec.epsilon:g} (worst pair of cells, sigma "
                                      f"{self.worst_pair_sigmas()[0]:g} and {self.worst_pair_sigmas()[1]:g}): the "
                                      "stated privacy is more than the noise gives")
-        else:
+        elif kind.noise_shape is NoiseShape.LAPLACE:
             if rec.epsilon is None:
                 raise ValueError(f"statistics.counts.epsilon: is required by mechanism {rec.mechanism!r}")
             check_epsilon_range(rec.epsilon, "release.statistics.counts.epsilon")
             for name in ("sigma", "delta", "rho"):
                 if getattr(rec, name) is not None:
                     raise ValueError(f"statistics.counts.{name}: not a field of mechanism {rec.mechanism!r}")
+        else:  # a registered integer law: its own fields, checked by its mechanism
+            try:
+                kind.check_record(rec)
+            except ValueError as exc:
+                raise ValueError(f"statistics.counts.{exc}") from None
 
     # ------------------------------------------------------------------ derived
     @property
@@ -223,7 +251,27 @@ class SmallAreaRelease(ReleaseBase):
         rec = self.statistics.counts
         if rec.sigma is not None:
             return np.broadcast_to(np.asarray(rec.sigma, float), (self.G, self.C)).copy()
-        return np.full((self.G, self.C), rec.sensitivity / rec.epsilon)
+        if rec.epsilon is not None:
+            return np.full((self.G, self.C), rec.sensitivity / rec.epsilon)
+        return np.full((self.G, self.C), self.cell_mechanism().noise_scale)  # a registered law: its sd
+
+    def cell_mechanisms(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """(the distinct noise scales, each cell's index into them (G x C), the mechanism of each distinct scale)."""
+        sigma = self.noise_sigma()
+        distinct, inverse = np.unique(sigma, return_inverse=True)
+        kind = get_mechanism(self.statistics.counts.mechanism)
+        if kind.noise_shape is None:  # a registered law: one set of parameters for every cell
+            mechs = [self.cell_mechanism()] * len(distinct)
+        else:
+            mechs = [kind.with_scale(float(s)) for s in distinct]
+        return distinct, inverse.reshape(sigma.shape), mechs
+
+    def cell_mechanism(self):
+        """The mechanism of every cell, where one law with one set of parameters covers the table (a Laplace-shaped
+        table or a registered integer law; a Gaussian-shaped one may give each cell its own sigma)."""
+        from ..mechanisms.registry import from_record
+
+        return from_record(self.statistics.counts)
 
     def parent_index(self) -> tuple[np.ndarray, list[str]]:
         """(index of each area's parent, the parent ids in first-seen order); empty without parents."""
@@ -261,11 +309,12 @@ class SmallAreaRelease(ReleaseBase):
 
         rec = self.statistics.counts
         delta = self.reporting_delta()
-        if rec.mechanism in ("discrete-gaussian", "gaussian"):
+        kind = get_mechanism(rec.mechanism)
+        if kind.noise_shape is NoiseShape.GAUSSIAN:
             a, b = self.worst_pair_sigmas()
-            losses = (Loss(rec.mechanism, a, 1.0), Loss(rec.mechanism, b, 1.0))
+            losses = (Loss(kind.loss_kind, a, 1.0), Loss(kind.loss_kind, b, 1.0))
             rho = self._rho()
-            if rec.mechanism == "gaussian":
+            if not kind.accounts_rho:
                 from ..mechanisms.gaussian import epsilon_of_sigma
 
                 d = float(rec.delta)
@@ -276,9 +325,11 @@ class SmallAreaRelease(ReleaseBase):
             eps, how = zcdp_pair_epsilon(losses, delta)
             return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}; rho of the worst pair of cells",
                                losses=losses)
+        if kind.loss_kind is None:  # a registered integer law: two cells shifted by one, from its mass function
+            return self.cell_mechanism().privacy_accounting(delta, 2, (1.0, 1.0))
         b = float(rec.sensitivity) / float(rec.epsilon)
         return PrivacyCost(float(rec.epsilon), 0.0, None, "pure", "pure epsilon-DP (L1 sensitivity 2)",
-                           losses=(Loss(rec.mechanism, b, 1.0), Loss(rec.mechanism, b, 1.0)))
+                           losses=(Loss(kind.loss_kind, b, 1.0), Loss(kind.loss_kind, b, 1.0)))
 
     def area_totals(self) -> np.ndarray | None:
         if self.invariants is None or self.invariants.area_totals is None:
@@ -406,26 +457,27 @@ def curate(frame, options) -> dict:
     table = np.zeros((len(areas), len(cells)))
     np.add.at(table, (a.map(ai).to_numpy(int), c.map(ci).to_numpy(int)), 1.0)
     mech = options.mechanism or "discrete-gaussian"
-    if mech == "discrete-gaussian":
+    kind = get_mechanism(mech) if accepts_mechanism(mech) else None
+    if kind is None or (not kind.integer_valued and kind.noise_shape is not NoiseShape.LAPLACE):
+        raise InputError("mechanism", "small-area tables are released with discrete-gaussian, discrete-laplace, "
+                         "laplace or a registered integer noise law")
+    # replace-one: one person moves between two cells: L1 = 2, L2 = sqrt(2) (rho of the worst pair = 1/sigma^2)
+    sens = math.sqrt(2.0) if kind.sensitivity_norm == "L2" else 2.0
+    if kind.accounts_rho:
         if options.rho is None:
-            raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
-        sigma = 1.0 / math.sqrt(options.rho)  # worst pair: rho = (1/sigma^2 + 1/sigma^2)/2 = 1/sigma^2
-        record = {"mechanism": mech, "sigma": sigma, "rho": float(options.rho), "sensitivity": math.sqrt(2.0)}
-        scale = sigma
-    elif mech in ("discrete-laplace", "laplace"):
-        record = {"mechanism": mech, "epsilon": float(options.epsilon), "sensitivity": 2.0}
-        scale = 2.0 / options.epsilon
+            raise InputError("rho", f"is required with --mechanism {mech} (its zCDP budget)")
+        scale, budget = kind.noise_for_budget(sens, rho=options.rho)
     else:
-        raise InputError("mechanism", "small-area tables are released with discrete-gaussian, discrete-laplace or "
-                         "laplace noise")
+        scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
+    record = {"mechanism": mech, **budget, "sensitivity": sens}
     noisy, sampler = draw_noise(mech, table.ravel(), scale, options.seed)
     noisy = noisy.reshape(table.shape)
-    if mech.startswith("discrete-"):
+    if kind.integer_valued:
         noisy = np.round(noisy)
     if post == "nonnegative":
         noisy = np.maximum(noisy, 0.0)
     record["sampler"] = sampler
-    values = [[int(v) for v in row] for row in noisy] if mech.startswith("discrete-") else noisy.tolist()
+    values = [[int(v) for v in row] for row in noisy] if kind.integer_valued else noisy.tolist()
     exposure = None
     if exposure_map is not None:
         missing = [x for x in areas if x not in exposure_map]
@@ -473,10 +525,12 @@ def read_measurements(path, *, mechanism: str = "discrete-gaussian", exposure=No
         if empty.any():
             raise InputError(f"measurements.{col}", f"row {int(np.flatnonzero(empty.to_numpy())[0]) + 1} is empty")
         frame[col] = frame[col].astype(str).str.strip()
-    if mechanism == "gaussian":
+    kind = get_mechanism(mechanism) if accepts_mechanism(mechanism) else None
+    if kind is not None and kind.noise_shape is NoiseShape.GAUSSIAN and not kind.integer_valued:
         raise InputError("mechanism", "a continuous gaussian table needs its epsilon and delta: write the release "
                          "file directly")
-    if mechanism != "discrete-gaussian":
+    # a noise variance determines the parameter of the discrete Gaussian (sigma from its variance) only
+    if kind is None or not (kind.noise_shape is NoiseShape.GAUSSIAN and kind.accounts_rho):
         raise InputError("mechanism", "long-format measurements carry a noise variance: discrete-gaussian")
     noisy = _number_column(frame, "noisy_value")
     bad = noisy != np.round(noisy)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..families.linear_regression import LinRegPrior, parse_prior
+from ..mechanisms.base import NoiseShape
 from ..release import load_release
 from .linreg_common import nearest_psd, tri_solve_t
 from .linreg_fast import fast_moments
@@ -28,7 +29,7 @@ def run_batch(sims, prior, options):
     if method not in ("mcmc-fixeds", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
         return None
     data = [load_release(sim.release).regression_data() for sim in sims]
-    if len({(dd.J, tuple(dd.n)) for dd in data}) != 1 or any(dd.mechanism != "gaussian" for dd in data):
+    if len({(dd.J, tuple(dd.n)) for dd in data}) != 1 or any(dd.noise_shape is not NoiseShape.GAUSSIAN for dd in data):
         return None
     prior = prior if isinstance(prior, LinRegPrior) else parse_prior(prior)
     rng = np.random.default_rng(seed)

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..options import MCMCOptions, constrained_option, option
 from ..errors import InputError, RefusedError
+from ..mechanisms.base import NoiseShape
 from .linreg_common import (chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
                             sym, tri_solve, tri_solve_t, check_dims)
 from .truncated import inverse_gaussian_recip
@@ -340,7 +341,7 @@ def _pd(psi, Lam):
 def setup(data, constrained: bool):
     layout = Layout(data.d, data.intercept, data.yty is not None)
     obs = layout.observed_values(data.xtx, data.xty, data.yty)
-    if data.mechanism == "gaussian":
+    if data.noise_shape is NoiseShape.GAUSSIAN:
         su2 = data.sigma_u ** 2 if data.sigma_u is not None else np.zeros(data.J)
         noise = layout.noise_var(data.sigma_s ** 2, data.sigma_z ** 2, su2)
         lap = None

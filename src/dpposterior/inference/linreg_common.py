@@ -23,6 +23,7 @@ import numpy as np
 from scipy import special
 
 from ..errors import InputError, RefusedError
+from ..mechanisms.base import NoiseShape
 from ..posterior import Posterior
 
 LOG2PI = math.log(2.0 * math.pi)
@@ -187,7 +188,7 @@ def theta_sigma2_step(S, zhat, sigma2, sz2, prec, shift, prior, step, rng):
 
 
 def require_gaussian(data, method: str) -> None:
-    if data.mechanism != "gaussian":
+    if data.noise_shape is not NoiseShape.GAUSSIAN:
         raise RefusedError("method", f"{method} models Gaussian noise on xtx and xty; this release uses "
                                      f"{data.mechanism!r} noise (use mcmc-bs)")
 

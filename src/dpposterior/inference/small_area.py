@@ -39,8 +39,9 @@ import numpy as np
 from ..errors import RefusedError
 from ..options import MCMCOptions, option
 from ..posterior import Posterior
+from ..mechanisms.base import NoiseShape
 from .small_area_kernels import (BLOCK, GAUSS, H_LOG_NC_STEP, H_LOG_TAU, H_LOG_TAUP, H_SCALE, LAPLACE, LGAMMA_TABLE,
-                                 N_HYP, Plan, noise_steps, run_serial)
+                                 N_HYP, TABLE, Plan, noise_steps, run_serial)
 
 #: the most draws x areas x cells for which the ``rate`` array is stored (beyond it: alpha, u, v only)
 MAX_RATE_VALUES = 40_000_000
@@ -72,25 +73,12 @@ class SmallAreaOptions(MCMCOptions):
 
 # --------------------------------------------------------------------------- the engine
 def _noise_arrays(release, tail):
-    """kind, per-cell scale and enumeration half-width, and the post-processing table of log P(e <= -y)."""
-    from ..mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
-
-    rec = release.statistics.counts
+    """kind, per-cell scale and enumeration half-width, the post-processing table of log P(e <= -y), and -- kind
+    TABLE, an integer law neither Laplace- nor Gaussian-shaped -- each distinct noise's log-mass over its window."""
+    distinct, inverse, mechs = release.cell_mechanisms()
+    shape = mechs[0].log_mass_shape()
+    kind = TABLE if shape is None else (GAUSS if shape[0] is NoiseShape.GAUSSIAN else LAPLACE)
     sigma = release.noise_sigma()
-    kind = GAUSS if rec.mechanism in ("discrete-gaussian", "gaussian") else LAPLACE
-    distinct, inverse = np.unique(sigma, return_inverse=True)
-    inverse = inverse.reshape(sigma.shape)
-
-    def mech_of(s):
-        if rec.mechanism == "discrete-gaussian":
-            return DiscreteGaussian(float(s))
-        if rec.mechanism == "discrete-laplace":
-            return DiscreteLaplace(1.0, float(s))
-        if rec.mechanism == "gaussian":
-            return Gaussian(float(s))
-        return Laplace(1.0, float(s))
-
-    mechs = [mech_of(s) for s in distinct]
     half = np.array([m.tail_window(tail) for m in mechs], float)[inverse]
     ystar = release.released()
     zero_pp = (ystar == 0) & (release.postprocessing == "nonnegative")
@@ -105,13 +93,18 @@ def _noise_arrays(release, tail):
             else:  # continuous: P(e <= -y)
                 from scipy import stats
 
-                dist = stats.norm(scale=m.sigma) if kind == GAUSS else stats.laplace(scale=m.scale)
-                zero_tab[i] = dist.logcdf(-yy)
-    return kind, sigma, half, zero_pp, zero_tab, inverse.astype(np.int64), ystar
+                dist = stats.norm if kind == GAUSS else stats.laplace
+                zero_tab[i] = dist.logcdf(-yy, scale=m.noise_scale)
+    tables = None
+    if kind == TABLE:  # log-mass at d = -W..W (column d + W), W the widest window
+        w = int(np.ceil(half.max()))
+        d = np.arange(-w, w + 1, dtype=float)
+        tables = np.stack([np.asarray(m.logpmf(d), float) for m in mechs])
+    return kind, sigma, half, zero_pp, zero_tab, inverse.astype(np.int64), ystar, tables
 
 
 def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
-    kind, scale, half, zero_pp, zero_tab, zrow, ystar = noise
+    kind, scale, half, zero_pp, zero_tab, zrow, ystar, tables = noise
     G, C = release.G, release.C
     E = release.exposures()
     binom = opts.likelihood == "binomial"
@@ -155,7 +148,8 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     row_scale[zrow.ravel()] = np.asarray(scale, float).ravel()  # the cells of a row share its noise scale
 
     return Plan(ystar=inner(ystar), E=inner(E), binom=binom, kind=kind, scale=inner(scale), half=inner(half),
-                zero_pp=inner(zero_pp), zero_tab=zero_tab, gtab=noise_steps(kind, row_scale, float(half.max())),
+                zero_pp=inner(zero_pp), zero_tab=zero_tab,
+                gtab=tables if kind == TABLE else noise_steps(kind, row_scale, float(half.max())),
                 zrow=inner(zrow), has_totals=totals is not None,
                 pair_sweeps=opts.pair_sweeps, lgam=_lgamma_table(ymax), akey=order.astype(np.int64), order=order,
                 ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0,
@@ -231,8 +225,6 @@ def memory_estimate(release, opts: SmallAreaOptions, tail: float | None) -> tupl
     and the rate (G x C per draw, 2.1 copies at its measured peak) when it is kept (``MAX_RATE_VALUES``).  Windows:
     per distinct noise scale the step and post-processing tables, and per chain its work buffers (1.5
     half-widths), over the largest half-width the noise needs."""
-    from ..mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
-
     G, C = release.G, release.C
     P = len(set(release.parents)) if release.parents is not None else 0
     per_draw = 1.25 * 8.0 * (G + P + C + 2)
@@ -242,11 +234,8 @@ def memory_estimate(release, opts: SmallAreaOptions, tail: float | None) -> tupl
     base = 16.0 * 2 ** 20 + 8.0 * G * C * (12 + 2 * opts.chains)  # log-gamma table, release tables, latent counts
     window = 0.0
     if tail is not None:
-        rec = release.statistics.counts
-        distinct = np.unique(release.noise_sigma())
-        kind = {"discrete-gaussian": DiscreteGaussian, "gaussian": Gaussian}.get(rec.mechanism)
-        mech = (kind(float(distinct.max())) if kind is not None else
-                (DiscreteLaplace if rec.mechanism == "discrete-laplace" else Laplace)(1.0, float(distinct.max())))
+        distinct, _, mechs = release.cell_mechanisms()
+        mech = mechs[-1]  # the widest noise
         half = float(mech.tail_window(tail))
         window = 8.0 * (half + 70.0) * (2.0 * distinct.size + 2.0 + 1.5 * opts.chains)
     return stored + window + base, stored, window, per_draw
@@ -298,7 +287,7 @@ def naive(release, prior, options) -> Posterior:
     if opts.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)
         clean = np.minimum(clean, release.exposures())
     noise = (GAUSS, np.full((G, C), 1e-3), np.zeros((G, C)), np.zeros((G, C), dtype=bool), np.full((1, 2), -np.inf),
-             np.zeros((G, C), dtype=np.int64), clean)
+             np.zeros((G, C), dtype=np.int64), clean, None)
     return _sample(release, prior, opts, noise, None, "naive",
                    {"algorithm": "noise-ignoring", "naive_statistic": "noisy counts taken as the true counts, "
                                                                       "negatives set to 0"}, options.scheduler)

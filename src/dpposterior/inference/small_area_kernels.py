@@ -18,7 +18,9 @@ import numpy as np
 
 #: the most stepping-out steps of a slice update (split at random between the two sides)
 STEP_OUT = 50
-GAUSS, LAPLACE = 0, 1
+#: the noise kinds: Gaussian- and Laplace-shaped log-mass (recurrences), or an integer law tabulated by its
+#: log-mass (``gtab`` then holds, per distinct noise, log P(d) at d = -W..W in column d + W)
+GAUSS, LAPLACE, TABLE = 0, 1, 2
 #: the arrays a slice update of codes 0 and 1 does not read
 NO_ARRAY = np.zeros(0)
 
@@ -64,12 +66,18 @@ def _log_eta(kind, scale, d):
 
 
 @numba.njit(cache=True, inline="always")
-def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow):
+def _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow, gtab):
     """log p(released | latent y) up to a constant in y: eta(y* - y), or P(e <= -y) for a post-processed 0."""
     if zero_pp:
         if y >= zero_tab.shape[1]:
             return -np.inf
         return zero_tab[zrow, y]
+    if kind == TABLE:
+        w = (gtab.shape[1] - 1) // 2
+        j = int(ystar - y) + w
+        if j < 0 or j >= gtab.shape[1]:
+            return -np.inf
+        return gtab[zrow, j]
     return _log_eta(kind, scale, ystar - y)
 
 
@@ -142,8 +150,9 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lg
     whose noise factor is geometric in y (exp(-1/sigma^2) per step for the Gaussian, e^(+-1/b) for the
     Laplace) -- so a value costs three multiplications instead of a lgamma lookup and an exp; a released 0
     under post-processing (tabulated likelihood) and a vanishing mean take :func:`_draw_latent_logspace`."""
-    if zero_pp or mu < 1e-300:
-        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds)
+    if zero_pp or mu < 1e-300 or kind == TABLE:
+        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lgam, u, buf, N,
+                                     odds)
     lo, hi = _window(mu, ystar, half, False, zero_tab, buf, N)
     n = hi - lo + 1
     w = 1.0
@@ -177,7 +186,8 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lg
                 r = math.exp((2.0 * d - 1.0) / scale)
             w *= _count_ratio(mu, N, odds, lo + i) * r
     if not total < 1e300:  # the window starts far below the mode (overflow): the log-space draw (rare)
-        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds)
+        return _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lgam, u, buf, N,
+                                     odds)
     # the first i whose cumulative weight reaches u * total (the inverse-CDF walk's answer; a linear scan
     # over ~30 values, its one branch miss, beats a bisection's several)
     target = u * total
@@ -188,9 +198,9 @@ def _draw_latent(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lg
 
 
 @numba.njit(cache=True)
-def _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow, lgam, u, buf, N, odds):
+def _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, gtab, zrow, lgam, u, buf, N, odds):
     """:func:`_draw_latent` in log space (one lgamma lookup and one exp per value): post-processed zeros,
-    a vanishing mean, and the reference the recurrence is tested against."""
+    a vanishing mean, a tabulated noise law, and the reference the recurrence is tested against."""
     lo, hi = _window(mu, ystar, half, zero_pp, zero_tab, buf, N)
     if N < 0:
         logmu = math.log(mu) if mu > 0 else -745.0
@@ -199,7 +209,7 @@ def _draw_latent_logspace(mu, kind, scale, ystar, half, zero_pp, zero_tab, zrow,
     best = -np.inf
     for y in range(lo, hi + 1):
         lg = _lfact(lgam, y) + (_lfact(lgam, N - y) if N >= 0 else 0.0)
-        w = y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow)
+        w = y * logmu - lg + _log_like_obs(kind, scale, ystar, y, zero_pp, zero_tab, zrow, gtab)
         buf[y - lo] = w
         if w > best:
             best = w
@@ -230,7 +240,7 @@ def _pair_term(s, m, l1, l2, N1, N2, lgam):
 
 
 @numba.njit(cache=True)
-def _draw_pair(m, l1, l2, N1, N2, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u):
+def _draw_pair(m, l1, l2, N1, N2, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1, zr2, lgam, u, gtab):
     """The split s of m = y_c + y_c' (y_c = s), exactly: its own law (:func:`_pair_term`) times
     eta1(y1* - s) eta2(y2* - m + s); -1 when no split is possible."""
     lo = 0 if z1 else max(0, int(math.floor(y1 - h1)))
@@ -249,21 +259,21 @@ def _draw_pair(m, l1, l2, N1, N2, kind, s1, s2, y1, y2, h1, h2, z1, z2, zt, zr1,
         return -1
     best = -np.inf
     for s in range(lo, hi + 1):
-        w = (_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
-             + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2))
+        w = (_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1, gtab)
+             + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2, gtab))
         if w > best:
             best = w
     if best == -np.inf:
         return -1
     total = 0.0
     for s in range(lo, hi + 1):
-        total += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
-                          + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+        total += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1, gtab)
+                          + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2, gtab) - best)
     target = u * total
     run = 0.0
     for s in range(lo, hi + 1):
-        run += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1)
-                        + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2) - best)
+        run += math.exp(_pair_term(s, m, l1, l2, N1, N2, lgam) + _log_like_obs(kind, s1, y1, s, z1, zt, zr1, gtab)
+                        + _log_like_obs(kind, s2, y2, m - s, z2, zt, zr2, gtab) - best)
         if run >= target:
             return s
     return hi
@@ -387,12 +397,12 @@ def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zer
                             s = _draw_pair(m, av[c] + u[g], av[c2] + u[g], int(E[g, c]), int(E[g, c2]), kind,
                                            scale[g, c], scale[g, c2], ystar[g, c], ystar[g, c2], half[g, c],
                                            half[g, c2], zero_pp[g, c], zero_pp[g, c2], zero_tab, zrow[g, c],
-                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c))
+                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c), gtab)
                         else:
                             s = _draw_pair(m, math.log(E[g, c]) + alpha[c], math.log(E[g, c2]) + alpha[c2], -1, -1,
                                            kind, scale[g, c], scale[g, c2], ystar[g, c], ystar[g, c2], half[g, c],
                                            half[g, c2], zero_pp[g, c], zero_pp[g, c2], zero_tab, zrow[g, c],
-                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c))
+                                           zrow[g, c2], lgam, _uniform(key, ag, it, 1000 + rep * C + c), gtab)
                         if s >= 0:
                             y[g, c] = s
                             y[g, c2] = m - s

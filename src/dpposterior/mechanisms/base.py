@@ -128,6 +128,17 @@ class Mechanism(ABC):
         """The scale of the noise (Laplace b, Gaussian sigma)."""
         raise ValueError(f"mechanism: {self.name!r} has no single noise scale")
 
+    @property
+    def noise_variance(self) -> float:
+        """Var(noise) of an additive mechanism."""
+        raise ValueError(f"mechanism: {self.name!r} has no additive noise variance")
+
+    @classmethod
+    def with_scale(cls, scale: float) -> "Mechanism":
+        """The mechanism of this law whose :attr:`noise_scale` is ``scale`` (a law with one scale parameter: a
+        table whose cells differ only in their noise scale is described by it)."""
+        raise ValueError(f"mechanism: {cls.name!r} has no single scale parameter")
+
     # ------------------------------------------------------------------ the privacy audit's side
     #: the norm its sensitivity is measured in (``dpposterior audit``): "L1", "L2" or "Linf"
     sensitivity_norm: str = "Linf"

@@ -168,6 +168,19 @@ class Gaussian(Mechanism):
     def noise_scale(self) -> float:
         return self.sigma
 
+    @property
+    def noise_variance(self) -> float:
+        return self.sigma ** 2
+
+    @classmethod
+    def with_scale(cls, scale):
+        return cls(float(scale))
+
+    @classmethod
+    def calibrated_scale(cls, epsilon, delta, sensitivity) -> float:
+        """The analytic sigma that spends (``epsilon``, ``delta``) on a statistic of L2 ``sensitivity``."""
+        return analytic_sigma(epsilon, delta, sensitivity)
+
     sensitivity_norm = "L2"
 
     @staticmethod

@@ -292,6 +292,10 @@ class IntegerNoise(Mechanism):
         return cls._from_scale(scale).draw(shape, rng).astype(float)
 
     @classmethod
+    def with_scale(cls, scale):
+        return cls._from_scale(scale)
+
+    @classmethod
     def _from_scale(cls, scale):
         """The law whose noise scale is ``scale`` (a law with one scale parameter states it; the curator draws
         through it)."""

@@ -26,6 +26,19 @@ class LaplaceShape:
     def noise_scale(self) -> float:
         return self.scale
 
+    @property
+    def noise_variance(self) -> float:
+        return 2.0 * self.scale ** 2
+
+    @classmethod
+    def with_scale(cls, scale):
+        return cls(1.0, float(scale))
+
+    @classmethod
+    def calibrated_scale(cls, epsilon, delta, sensitivity) -> float:
+        """The scale b that spends ``epsilon`` on a statistic of L1 ``sensitivity`` (pure: ``delta`` unused)."""
+        return sensitivity / epsilon
+
     def privacy_cost(self):
         return (self.epsilon, 0.0)
 

@@ -60,21 +60,20 @@ Kazan & Reiter Sec. 5 / App. I), ``adassp`` (Wang 2018, App. C.2, point estimate
 
 The package's table of contents: ``release`` (schema and validation), ``sensitivity``, ``prior``,
 ``curate`` (the curator), ``simulate`` (simulated data and releases), ``predictive``; ``FAMILY``
-is defined here, and every name is re-exported (``families.linear_regression.X`` as before).
+is defined here, and every public name is re-exported (``families.linear_regression.X``).
 """
 
 from __future__ import annotations
 
 from .. import EngineSpec, Family
-from .sensitivity import (_BLOCKS, _gaussian_replace_one, _gaussian_sq_objective, _laplace_replace_one,
-                          design_row_norm, joint_sensitivity, replace_one_sensitivity, separate_sensitivity)  # noqa: F401
-from .release import (ADASSP_RHO, Bounds, FAMILY_NAME, LinearRegressionRelease, Party, PartyStatistics,
-                      RegressionData, SENSITIVITY_RTOL, SPLITS, SYMMETRY_RTOL, _bad, _check_reach, _is_rect,
-                      _resolve, _validate_release, _x_eff)  # noqa: F401
-from .prior import (LinRegPrior, PRIOR_KEYS, _matrix, _number, default_prior, parse_prior,  # noqa: F401
-                    prior_moments)
-from .curate import (_party_release, curate, split_plan)  # noqa: F401
-from .simulate import (_numpy_noise, make_release, simulate)  # noqa: F401
+from .sensitivity import (design_row_norm, joint_sensitivity, replace_one_sensitivity,  # noqa: F401
+                          separate_sensitivity)
+from .release import (ADASSP_MECHANISM, ADASSP_RHO, Bounds, FAMILY_NAME, LINREG_MECHANISMS,  # noqa: F401
+                      LinearRegressionRelease, Party, PartyStatistics, RegressionData, SENSITIVITY_RTOL, SPLITS,
+                      SYMMETRY_RTOL)
+from .prior import LinRegPrior, PRIOR_KEYS, default_prior, parse_prior, prior_moments  # noqa: F401
+from .curate import curate, split_plan  # noqa: F401
+from .simulate import make_release, simulate  # noqa: F401
 from .predictive import posterior_predictive
 
 
@@ -99,7 +98,8 @@ FAMILY = Family(
     parse_prior=parse_prior,
     curate=curate,
     naive_method="naive",
-    mechanisms=("gaussian", "laplace"),
+    mechanisms=LINREG_MECHANISMS,
+    constrainable=True,
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,

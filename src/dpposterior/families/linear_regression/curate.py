@@ -10,10 +10,11 @@ import numpy as np
 
 from . import sensitivity
 from ...errors import InputError
-from ...mechanisms import analytic_sigma, draw_noise
+from ...mechanisms import analytic_sigma, draw_noise, get_mechanism
+from ...mechanisms.base import NoiseShape
 from ...release import FORMAT, default_delta
 from .._curate import curator, curator_options, numeric_column, require_column
-from .release import FAMILY_NAME, SPLITS
+from .release import ADASSP_MECHANISM, FAMILY_NAME, LINREG_MECHANISMS, SPLITS
 from .sensitivity import design_row_norm
 
 
@@ -51,18 +52,20 @@ def curate(frame, options) -> dict:
     X = np.column_stack([numeric_column(frame, f, "features") for f in feats])
     y = numeric_column(frame, options.response, "response")
     mechanism = options.mechanism or "gaussian"
-    if mechanism not in ("gaussian", "laplace"):
-        raise InputError("mechanism", f"must be gaussian or laplace (got {mechanism!r})")
+    if mechanism not in LINREG_MECHANISMS:
+        raise InputError("mechanism", f"must be {' or '.join(LINREG_MECHANISMS)} (got {mechanism!r})")
+    gaussian = get_mechanism(mechanism).noise_shape is NoiseShape.GAUSSIAN
 
     # --delta is the Gaussian mechanism's; the Laplace mechanism is pure epsilon-DP
-    if mechanism == "laplace" and options.delta is not None:
-        raise InputError("delta", "not an option of the linear-regression curator with --mechanism laplace "
+    if not gaussian and options.delta is not None:
+        raise InputError("delta", f"not an option of the linear-regression curator with --mechanism {mechanism} "
                                   "(pure epsilon-DP)")
-    split = options.epsilon_split or ("xtx,xty,yty" if mechanism == "laplace" else "xtx,xty")
+    # Laplace noise: Bernstein & Sheldon's release, which includes yty
+    split = options.epsilon_split or ("xtx,xty" if gaussian else "xtx,xty,yty")
     split = split.replace(" ", "")
     if split not in SPLITS:
         raise InputError("epsilon-split", "must be one of " + ", ".join(SPLITS) + " for linear-regression")
-    if split in ("adassp", "min-variance") and mechanism != "gaussian":
+    if split in ("adassp", "min-variance") and not gaussian:
         raise InputError("epsilon-split", f"{split} uses the gaussian mechanism")
     x_range = y_range = None
     if options.bounds is not None:
@@ -110,7 +113,7 @@ def curate(frame, options) -> dict:
     for j, rows in enumerate(np.array_split(np.arange(n), J)):
         Xj, yj = X[rows], y[rows]
         stats, comp = _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds[4 * j:4 * j + 4],
-                                     draw_noise, analytic_sigma, options.intercept)
+                                     options.intercept)
         parties.append({"n": int(len(rows)), "statistics": stats, "composition": comp})
     bounds: dict[str, Any] = {"x_norm": float(x_norm), "y_abs": float(y_abs)}
     if x_range is not None:
@@ -121,12 +124,14 @@ def curate(frame, options) -> dict:
             "description": f"linear regression, {J} data holder(s), {split} ({mechanism})"}
 
 
-def split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, analytic_sigma, intercept=False):
-    """(composition, {statistic: (epsilon, delta, sensitivity, scale)}) for one party's budget."""
-    gauss = mechanism == "gaussian"
+def split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, intercept=False, sigma=None):
+    """(composition, {statistic: (epsilon, delta, sensitivity, scale)}) for one party's budget; ``sigma``
+    replaces the calibrated sd of Gaussian noise (the only noise whose records state it)."""
+    noise = get_mechanism(mechanism)
+    fixed = sigma is not None and noise.noise_shape is NoiseShape.GAUSSIAN
 
     def scale(e, dl, sens):
-        return analytic_sigma(e, dl, sens) if gauss else sens / e
+        return float(sigma) if fixed else noise.calibrated_scale(e, dl, sens)
 
     def joint(names):
         sens = sensitivity.joint_sensitivity(mechanism, x_norm, y_abs, d, "yty" in names, intercept)
@@ -156,17 +161,18 @@ def split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, analytic_sigma, i
     return (comp_h, plan_h) if var_h <= sigma_joint ** 2 else (comp_j, plan_j)
 
 
-def _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds, draw_noise, analytic_sigma,
-                   intercept=False):
-    """One party's release: ({statistics}, composition)."""
+def _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds, intercept=False, sigma=None):
+    """One party's release: ({statistics}, composition); ``sigma``: a fixed Gaussian sd (see ``make_release``)."""
     d = Xj.shape[1]
     values = {"xtx": Xj.T @ Xj, "xty": Xj.T @ yj, "yty": np.array([float(yj @ yj)])}
     iu = np.triu_indices(d)
-    composition, plan = split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, analytic_sigma, intercept)
+    composition, plan = split_plan(split, mechanism, eps, delta, x_norm, y_abs, d, intercept, sigma)
+    # Gaussian records state their delta and sigma; Laplace ones are pure epsilon-DP with b = sensitivity / epsilon
+    gaussian = get_mechanism(mechanism).noise_shape is NoiseShape.GAUSSIAN
     out = {}
     for k, (name, (e, dl, sens, sc)) in enumerate(plan.items()):
         rec = {"mechanism": mechanism, "epsilon": e, "sensitivity": sens}
-        if mechanism == "gaussian":
+        if gaussian:
             rec.update(delta=dl, sigma=sc)
         if name == "xtx":
             upper, sampler = draw_noise(mechanism, values["xtx"][iu], sc, seeds[k])
@@ -183,10 +189,10 @@ def _party_release(Xj, yj, eps, delta, mechanism, split, x_norm, y_abs, seeds, d
         # eps > ~1 (3.65 vs 3.97 at eps = 3, delta = 1e-5): we take the larger, so the release is private.
         x_eff = design_row_norm(x_norm, intercept)
         sig_l = max(math.sqrt(math.log(6.0 / delta)) * x_eff ** 2 / (eps / 3.0),
-                    analytic_sigma(eps / 3.0, delta / 3.0, x_eff ** 2))
+                    float(sigma) if sigma is not None else analytic_sigma(eps / 3.0, delta / 3.0, x_eff ** 2))
         lam = float(np.linalg.eigvalsh(values["xtx"])[0])
-        lhat, sampler = draw_noise("gaussian", np.array([lam]), sig_l, seeds[3])
-        out["lambda_min"] = {"value": float(lhat[0]), "mechanism": "gaussian", "epsilon": eps / 3.0,
+        lhat, sampler = draw_noise(ADASSP_MECHANISM, np.array([lam]), sig_l, seeds[3])
+        out["lambda_min"] = {"value": float(lhat[0]), "mechanism": ADASSP_MECHANISM, "epsilon": eps / 3.0,
                              "delta": delta / 3.0, "sigma": sig_l, "sampler": sampler,
                              "note": "adaSSP (Wang 2018): smallest eigenvalue of X'X"}
     return out, composition

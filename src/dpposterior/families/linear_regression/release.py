@@ -12,13 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import sensitivity
 from ...errors import InputError
-from ...mechanisms import analytic_sigma
+from ...mechanisms import analytic_sigma, get_mechanism
+from ...mechanisms.base import NoiseShape
 from ...release import (FiniteFloat, PositiveFloat, ReleaseBase, StatisticRecord, require_noise_at_least,
                         require_within_reach)
 from .sensitivity import design_row_norm
 
 
 FAMILY_NAME = "linear-regression"
+#: the mechanisms a party's xtx, xty (and yty) may be released with: Gaussian (Alparslan et al., L2
+#: sensitivity, (epsilon, delta)) or Laplace (Bernstein & Sheldon, L1 sensitivity, pure epsilon)
+LINREG_MECHANISMS = ("gaussian", "laplace")
+#: the mechanism of adaSSP's noisy smallest eigenvalue of X'X (Wang 2018, Alg. 2)
+ADASSP_MECHANISM = "gaussian"
 SPLITS = ("xtx,xty", "xtx,xty,yty", "halves", "min-variance", "adassp")
 #: relative tolerance for symmetry of xtx and for a stated sensitivity to match the derived one
 SYMMETRY_RTOL = 1e-9
@@ -83,7 +89,7 @@ class RegressionData:
     xtx: np.ndarray          # (J, d, d), symmetric
     xty: np.ndarray          # (J, d)
     yty: np.ndarray | None   # (J,) or None
-    mechanism: str           # "gaussian" | "laplace"
+    mechanism: str           # one of LINREG_MECHANISMS
     sigma_s: np.ndarray      # (J,) Gaussian sd of each upper-triangle entry of xtx (Laplace: sd sqrt(2) b)
     sigma_z: np.ndarray      # (J,)
     sigma_u: np.ndarray | None
@@ -110,6 +116,11 @@ class RegressionData:
     @property
     def n_total(self) -> int:
         return int(self.n.sum())
+
+    @property
+    def noise_shape(self) -> NoiseShape:
+        """The form of the noise on xtx, xty, yty: Gaussian (``sigma_*``) or Laplace (``laplace_scale``)."""
+        return get_mechanism(self.mechanism).noise_shape
 
     @property
     def x_eff(self) -> float:
@@ -221,7 +232,7 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
         joint = [("xtx", st.xtx), ("xty", st.xty)] + ([("yty", st.yty)] if st.yty is not None else [])
         mech = st.xtx.mechanism
         for name, rec in joint:
-            if rec.mechanism not in ("gaussian", "laplace"):
+            if rec.mechanism not in LINREG_MECHANISMS:
                 raise _bad(f"{where}.{name}.mechanism: must be 'gaussian' or 'laplace'")
             if rec.mechanism != mech:
                 raise _bad(f"{where}.{name}.mechanism: xtx, xty and yty are one joint mechanism "
@@ -229,9 +240,11 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
             if party.composition == "joint" and (rec.epsilon != st.xtx.epsilon or rec.delta != st.xtx.delta):
                 raise _bad(f"{where}.{name}: epsilon and delta must equal those of xtx "
                                  "(one joint mechanism)")
-            if rec.mechanism == "gaussian" and rec.delta is None:
+            # Gaussian noise is (epsilon, delta)-DP and may state its sigma; Laplace noise is pure epsilon-DP
+            gaussian = get_mechanism(rec.mechanism).noise_shape is NoiseShape.GAUSSIAN
+            if gaussian and rec.delta is None:
                 raise _bad(f"{where}.{name}.delta: required for the gaussian mechanism")
-            if rec.mechanism == "laplace" and (rec.delta is not None or rec.sigma is not None):
+            if not gaussian and (rec.delta is not None or rec.sigma is not None):
                 raise _bad(f"{where}.{name}: the laplace mechanism takes no delta or sigma")
             if party.composition == "joint":
                 derived = sensitivity.joint_sensitivity(mech, rel.bounds.x_norm, rel.bounds.y_abs, d,
@@ -243,13 +256,13 @@ def _validate_release(rel: LinearRegressionRelease) -> None:
             if rec.sensitivity is not None:
                 require_noise_at_least(f"release.{where}.{name}.sensitivity", rec.sensitivity, derived,
                                        "sensitivity", rel)
-            if rec.mechanism == "gaussian" and rec.sigma is not None:
+            if gaussian and rec.sigma is not None:
                 required = analytic_sigma(rec.epsilon, rec.delta, max(derived, rec.sensitivity or 0.0))
                 require_noise_at_least(f"release.{where}.{name}.sigma", rec.sigma, required,
                                        "sigma (analytic Gaussian at the sensitivity)", rel)
         if st.lambda_min is not None:
             rec = st.lambda_min
-            if rec.mechanism != "gaussian" or rec.delta is None:
+            if rec.mechanism != ADASSP_MECHANISM or rec.delta is None:
                 raise _bad(f"{where}.lambda_min: must be a gaussian record with delta")
             if isinstance(rec.value, list):
                 raise _bad(f"{where}.lambda_min.value: must be a single number")
@@ -274,7 +287,7 @@ def _check_reach(rel) -> None:
     xe, ya = data.x_eff, data.y_abs
     for j in range(data.J):
         nj = float(data.n[j])
-        if data.mechanism == "laplace":
+        if data.noise_shape is NoiseShape.LAPLACE:
             scales = data.laplace_scale[j]
         else:
             scales = (data.sigma_s[j], data.sigma_z[j], data.sigma_u[j] if data.sigma_u is not None else 0.0)
@@ -310,15 +323,16 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
     mech = rel.parties[0].statistics.xtx.mechanism
     if any(p.statistics.xtx.mechanism != mech for p in rel.parties):
         raise InputError("release.parties", "all parties must use the same mechanism")
+    gaussian = get_mechanism(mech).noise_shape is NoiseShape.GAUSSIAN
     x_eff = _x_eff(rel)
     sens = sensitivity.joint_sensitivity(mech, rel.bounds.x_norm, rel.bounds.y_abs, d, has_yty, rel.intercept)
     xtx = np.empty((J, d, d))
     xty = np.empty((J, d))
     yty = np.empty(J) if has_yty else None
     sig = {k: np.empty(J) for k in ("xtx", "xty", "yty")}
-    lap = np.empty((J, 3)) if mech == "laplace" else None
+    lap = None if gaussian else np.empty((J, 3))
     eps = np.empty(J)
-    dlt = np.empty(J) if mech == "gaussian" else None
+    dlt = np.empty(J) if gaussian else None
     lam = lam_sig = lam_eps = lam_dlt = None
     if has_lambda:
         lam, lam_sig, lam_eps, lam_dlt = (np.empty(J) for _ in range(4))
@@ -329,7 +343,7 @@ def _resolve(rel: LinearRegressionRelease) -> RegressionData:
         xty[j] = np.asarray(st.xty.value, dtype=float)
         eps[j] = st.xtx.epsilon
         joint = party.composition == "joint"
-        if mech == "gaussian":
+        if gaussian:
             dlt[j] = st.xtx.delta
             derived = None
             for name in ("xtx", "xty", "yty"):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from ...mechanisms.registry import MECHANISMS
 
 
 def design_row_norm(x_norm: float, intercept: bool) -> float:
@@ -19,7 +20,7 @@ def design_row_norm(x_norm: float, intercept: bool) -> float:
 _BLOCKS = ("xtx", "xty", "yty")
 
 
-def _gaussian_sq_objective(v, intercept, w):
+def _l2_sq_objective(v, intercept, w):
     """||f(x, y) - f(x', y')||_2^2 in the invariants v = (r, r', c, y, y') (module docstring)."""
     r, rp, c, y, yp = v
     out = 0.0
@@ -37,7 +38,7 @@ def _gaussian_sq_objective(v, intercept, w):
 
 
 @functools.lru_cache(maxsize=256)
-def _gaussian_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
+def _l2_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
     """max over the invariants of the squared L2 distance, by a grid and bounded polishing."""
     from scipy.optimize import minimize
 
@@ -48,7 +49,7 @@ def _gaussian_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool
     ys = np.linspace(-Y, Y, 2 * grid - 1)
     cs = np.linspace(-1.0, 1.0, 2 * grid - 1) if d_x >= 2 else np.array([-1.0, 1.0])
     R, RP, C, Yv, YP = np.meshgrid(rs, rs, cs, ys, ys, indexing="ij", sparse=True)
-    vals = _gaussian_sq_objective((R, RP, C, Yv, YP), intercept, w)
+    vals = _l2_sq_objective((R, RP, C, Yv, YP), intercept, w)
     vals = np.broadcast_to(vals, (grid, grid, len(cs), len(ys), len(ys)))
     flat = vals.ravel()
     top = np.argpartition(flat, -8)[-8:]
@@ -59,17 +60,17 @@ def _gaussian_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool
         i = np.unravel_index(idx, vals.shape)
         v0 = np.array([rs[i[0]], rs[i[1]], cs[i[2]], ys[i[3]], ys[i[4]]])
         if d_x >= 2:
-            res = minimize(lambda v: -_gaussian_sq_objective(v, intercept, w), v0, method="L-BFGS-B",
+            res = minimize(lambda v: -_l2_sq_objective(v, intercept, w), v0, method="L-BFGS-B",
                            bounds=bounds)
         else:  # one free feature: x and x' are collinear, c = +-1 fixed
             c0 = v0[2]
-            res = minimize(lambda v: -_gaussian_sq_objective((v[0], v[1], c0, v[2], v[3]), intercept, w),
+            res = minimize(lambda v: -_l2_sq_objective((v[0], v[1], c0, v[2], v[3]), intercept, w),
                            np.delete(v0, 2), method="L-BFGS-B", bounds=bounds[:2] + bounds[3:])
         best = max(best, float(-res.fun))
     return math.sqrt(best)
 
 
-def _laplace_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
+def _l1_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool, blocks: tuple) -> float:
     """Upper bound on the L1 replace-one sensitivity: the sum of the blocks' worst cases (docstring)."""
     X, Y = float(x_norm), float(y_abs)
     out = 0.0
@@ -87,7 +88,8 @@ def _laplace_replace_one(x_norm: float, y_abs: float, d_x: int, intercept: bool,
 def replace_one_sensitivity(mechanism: str, blocks, x_norm: float, y_abs: float, d: int,
                             intercept: bool = False) -> float:
     """Replace-one sensitivity of the statistics ``blocks`` (a subset of xtx, xty, yty) released as
-    ONE mechanism: L2 (gaussian; the exact worst case) or L1 (laplace; an upper bound).
+    ONE mechanism, in the norm the mechanism measures it in: L2 (gaussian; the exact worst case) or L1
+    (laplace; an upper bound).
 
     ``x_norm`` bounds the feature row WITHOUT the intercept's 1; ``d`` is the design dimension
     (features + 1 with an intercept).  Derivation in the module docstring.
@@ -103,10 +105,11 @@ def replace_one_sensitivity(mechanism: str, blocks, x_norm: float, y_abs: float,
         if not (math.isfinite(v) and 0 < v <= 1e75):
             raise InputError(f"bounds.{name}", f"must be a finite number in (0, 1e75] (got {v:g}): its 4th power "
                              "must be finite")
-    if mechanism == "gaussian":
-        return _gaussian_replace_one(float(x_norm), float(y_abs), d_x, bool(intercept), blocks)
-    if mechanism == "laplace":
-        return _laplace_replace_one(x_norm, y_abs, d_x, intercept, blocks)
+    norm = getattr(MECHANISMS.get(mechanism), "sensitivity_norm", None)
+    if norm == "L2":
+        return _l2_replace_one(float(x_norm), float(y_abs), d_x, bool(intercept), blocks)
+    if norm == "L1":
+        return _l1_replace_one(x_norm, y_abs, d_x, intercept, blocks)
     raise ValueError(f"mechanism: {mechanism!r} has no linear-regression sensitivity")
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import SimulatedRelease
 from ...errors import InputError
-from ...mechanisms import analytic_sigma, draw_noise
 from ...release import FORMAT
 from .curate import _party_release
 from .prior import LinRegPrior, parse_prior
@@ -33,24 +32,17 @@ def make_release(X_parts, y_parts, *, features, epsilon, delta, x_norm, y_abs, i
         if intercept:
             Xj = np.column_stack([np.ones(len(Xj)), Xj])
         seeds = [int(s) for s in rng.integers(0, 2**63 - 1, size=4)]
+        stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_norm, y_abs,
+                                     seeds, intercept, sigma)
         if sigma is not None:
-            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_norm, y_abs,
-                                         seeds, _numpy_noise, lambda e, dl, s: float(sigma), intercept)
             for rec in stats.values():
                 rec.pop("sensitivity", None)
-        else:
-            stats, comp = _party_release(Xj, np.asarray(yj, float), epsilon, delta, mechanism, split, x_norm, y_abs,
-                                         seeds, _numpy_noise, analytic_sigma, intercept)
         parties.append({"n": int(len(yj)), "statistics": stats, "composition": comp})
     out = {"format": FORMAT, "family": FAMILY_NAME, "features": list(features), "intercept": bool(intercept),
            "bounds": {"x_norm": float(x_norm), "y_abs": float(y_abs)}, "parties": parties}
     if sigma is not None:
         out["not_dp"] = f"noise sd set to {float(sigma):g} by the caller, not calibrated to (epsilon, delta)"
     return out
-
-
-def _numpy_noise(mechanism, values, scale, seed):
-    return draw_noise(mechanism, values, scale, seed)
 
 
 def simulate(prior, n: int, epsilon: float, rng: np.random.Generator, parties: int = 1,
