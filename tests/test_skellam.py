@@ -69,7 +69,7 @@ def test_mass_is_the_convolution_of_two_poisson_masses(mu):
     assert np.allclose(np.exp(Skellam(mu).logpmf(k[big])), conv[big], rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("mu", [1e-3, 0.7, 40.0, 1e3, 1e7])
+@pytest.mark.parametrize("mu", [1e-6, 1e-3, 0.7, 40.0, 1e3, 1e7, 1e8])
 def test_log_mass_is_finite_and_log_concave_far_beyond_the_window(mu):
     mech = Skellam(mu)
     w = mech.tail_window(1e-300)

@@ -36,10 +36,9 @@ import secrets
 from fractions import Fraction
 
 import numpy as np
-from scipy import special
 
 from ..errors import InputError, check_number, require, shown
-from .accounting import PrivacyCost, check_delta, pld_epsilon, zcdp_epsilon
+from .accounting import PLD_RTOL, PrivacyCost, check_delta, pld_epsilon, zcdp_epsilon
 from .integer import DEFAULT_TAIL, REPORT_DELTA, IntegerNoise
 
 #: the mu a Skellam mechanism may have: below, rho exceeds 1e5 (no privacy); above, the worst pair's loss
@@ -76,6 +75,8 @@ def _log_ive_asymptotic(v: np.ndarray, x: float) -> np.ndarray:
 
 def log_mass(k, mu: float) -> np.ndarray:
     """log P(k) of Skellam(mu, mu) at integer ``k``: log ive(|k|, 2 mu), finite at every integer."""
+    from scipy import special  # on first use: importing the mechanisms stays light
+
     v = np.abs(np.asarray(k, float))
     x = 2.0 * mu
     with np.errstate(divide="ignore"):
@@ -235,11 +236,6 @@ class Skellam(IntegerNoise):
     def log_norm(self) -> float:
         return self._log_norm
 
-    def logpmf(self, k):
-        k = np.asarray(k, float)
-        integral = np.isfinite(k) & (k == np.round(k))
-        return np.where(integral, log_mass(np.where(integral, k, 0.0), self.mu), -np.inf)
-
     def tail_window(self, tail: float = DEFAULT_TAIL) -> int:
         """The smallest W with P(|k| > W) <= ``tail``: the mass summed out to the Chernoff window of tail * 1e-6,
         beyond which the Chernoff bound is added (so the result is a valid window, and the smallest one unless
@@ -308,16 +304,15 @@ class Skellam(IntegerNoise):
         l1, l2sq = _shift_norms(shifts)
         rho = zcdp_rho(self.mu, l1, l2sq)
         losses = self.privacy_losses(shifts)
+        # the discretisation is sized from a valid upper bound on epsilon (the zCDP conversion of rho), as
+        # pld_epsilon sizes it for laws whose Loss states its own rho
         upper = zcdp_epsilon(rho, delta) if rho > 0 else 0.0
-        interval = min(1e-4, max(1e-9, 1e-3 * upper / (2.0 * max(len(losses), 1))))
+        interval = min(1e-4, max(1e-9, PLD_RTOL * upper / (2.0 * max(len(losses), 1))))
         eps = pld_epsilon(losses, delta, interval=interval) if losses else 0.0
         return PrivacyCost(eps, delta, rho, "zcdp",
                            "(epsilon, delta): privacy loss distribution of the Skellam mass function at the worst "
                            "pair, composed by Google's dp-accounting (pessimistic estimate); rho: Agarwal, Kairouz "
                            "& Liu 2021's Renyi bound", losses=losses)
-
-    def privacy_cost(self):
-        return self.privacy_accounting(REPORT_DELTA).as_tuple()
 
     def __repr__(self):
         return f"Skellam(mu={self.mu:g}, sensitivity={self.sensitivity:g}, rho={self.rho:g})"
