@@ -116,12 +116,6 @@ def _z_and_folded_z(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return z.reshape(x.shape), folded.reshape(x.shape)
 
 
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..N of all values together, ties given their average rank (``scipy.stats.rankdata``)."""
-    x = np.asarray(x)
-    return (0.5 * (_rank_keys(x.reshape(1, -1)) + 2)).reshape(x.shape)
-
-
 def _z_table(n: int) -> np.ndarray:
     """The normal score of each possible average rank (steps of 1/2) among n values (eq. 14)."""
     from scipy.special import ndtri
@@ -135,12 +129,6 @@ def _z_rows(x: np.ndarray) -> np.ndarray:
     K = x.shape[0]
     n = x[0].size
     return _rank_keys(x.reshape(K, n), _z_table(n)).reshape(x.shape)
-
-
-def z_scale(x: np.ndarray) -> np.ndarray:
-    """Rank-normalise: the normal quantile of (rank - 3/8) / (N + 1/4) (Vehtari et al. 2021, eq. 14)."""
-    x = np.asarray(x)
-    return _z_rows(x.reshape(1, *x.shape))[0]
 
 
 def _rhat_rows(x: np.ndarray) -> np.ndarray:
@@ -236,12 +224,6 @@ def _ess_rows(x: np.ndarray) -> np.ndarray:
         ess = np.where(np.isnan(rho[:, 1]), np.nan, size / tau)
     out[live] = ess
     return out
-
-
-def quantile_type7(x: np.ndarray, prob: float) -> float:
-    """R's type-7 quantile of all values (``scipy.stats.mstats.mquantiles(alphap=1, betap=1)``)."""
-    x = np.asarray(x)
-    return float(_quantile7_rows(x.reshape(1, -1), prob)[0])
 
 
 def _quantile7_rows(flat: np.ndarray, prob: float) -> np.ndarray:

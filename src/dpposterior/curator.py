@@ -118,16 +118,25 @@ def read_public_list(path, kind: str) -> list[str]:
     return ids
 
 
+def accounts_rho(mechanism) -> bool:
+    """Whether a registered mechanism's budget is rho (zCDP: ``--rho``, ``--target-rho``); False for None or a name
+    that is not registered (refused where it is read)."""
+    from .mechanisms.registry import MECHANISMS
+
+    kind = MECHANISMS.get(mechanism) if isinstance(mechanism, str) else None
+    return bool(kind is not None and kind.accounts_rho)
+
+
 def check_budget(options: CuratorOptions) -> None:
     """Exactly one budget: ``--rho`` for the discrete Gaussian (zCDP), ``--epsilon`` for everything else."""
     from .release import check_epsilon_range
 
     rho = getattr(options, "rho", None)  # a curator with no discrete Gaussian takes no rho
-    if getattr(options, "mechanism", None) == "discrete-gaussian":
+    if accounts_rho(getattr(options, "mechanism", None)):
         if options.epsilon is not None:
-            raise InputError("epsilon", "not a budget of --mechanism discrete-gaussian (give its zCDP budget --rho)")
+            raise InputError("epsilon", f"not a budget of --mechanism {options.mechanism} (give its zCDP budget --rho)")
         if rho is None:
-            raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
+            raise InputError("rho", f"is required with --mechanism {options.mechanism} (its zCDP budget)")
         if not (isinstance(rho, (int, float)) and 1e-12 <= rho <= 1e6):
             raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {shown(rho)})")
         return
@@ -238,7 +247,7 @@ def _target_budget(typed, target: dict) -> str:
     for budget in ("epsilon", "rho"):
         if getattr(typed, budget, None) is not None:
             raise InputError(budget, f"give either --{budget} or --{field}, not both (the target sets the noise)")
-    zcdp = getattr(typed, "mechanism", None) == "discrete-gaussian"
+    zcdp = accounts_rho(getattr(typed, "mechanism", None))
     if key == "target_rho" and not zcdp:
         raise InputError(field, "is the target of --mechanism discrete-gaussian (zCDP); give --target-epsilon")
     return "rho" if zcdp else "epsilon"

@@ -435,7 +435,7 @@ def process_context():
     A spawned worker re-imports numpy, scipy.special, numba and the package (~1.9 s each here, the start-up
     C of docs/scaling.md); a forkserver imports :data:`WORKER_PRELOAD` once -- it stays up for later pools
     of this process -- and forks each worker from itself, a single-threaded process, so workers start warm
-    (workers start warm).  Elsewhere (Windows) workers are spawned.  Results do not depend on it: every task carries
+    (docs/scaling.md, "Workers start warm").  Elsewhere (Windows) workers are spawned.  Results do not depend on it: every task carries
     its own seed.
     """
     import multiprocessing as mp
@@ -469,7 +469,7 @@ def _local_cluster(cluster_cls, **kwargs):
 
     Dask sets that variable in every nanny-spawned worker to return memory to the OS
     sooner; with it glibc mmaps and unmaps each of our large temporary numpy arrays,
-    which made calibration tasks ~1.5-2x slower in CPU time than in a plain worker
+    which makes calibration tasks ~1.5-2x slower in CPU time than in a plain worker
     process (benchmarks/scaling.py; docs/scaling.md).
     """
     import dask

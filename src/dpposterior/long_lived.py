@@ -30,7 +30,7 @@ then a freeze, so every worker forked from it starts with the preloaded objects 
 The forkserver collects *before* its preload, not after (``imports_only``; CPython's recipe has no collection
 at all: ``gc.disable()`` early, ``gc.freeze()`` before forking): a collection after it walks ~185,500 objects
 for 0.06-0.08 s, a tenth of every pool's start-up, to find ~1,300 (~0.3 MB: functions, tuples and cells left
-by the imports; ``benchmarks/startup_probes.py --parts garbage``), which now stay frozen, shared by the workers; the one before it walks the few objects alive
+by the imports; ``benchmarks/startup_probes.py --parts garbage``), which instead stay frozen, shared by the workers; the one before it walks the few objects alive
 then -- multiprocessing's, and the caller's main module, which the forkserver imports first -- so no
 caller's garbage is frozen.
 """

@@ -213,7 +213,7 @@ def _summary_frame_class():
     return _SUMMARY_FRAME
 
 
-def __getattr__(name):  # ``dpposterior.posterior.SummaryFrame`` still resolves (PEP 562)
+def __getattr__(name):  # ``dpposterior.posterior.SummaryFrame`` resolves (PEP 562), as unpickling a summary needs
     if name == "SummaryFrame":
         return _summary_frame_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,6 +42,7 @@ import numpy as np
 from scipy import stats
 
 from .errors import InputError
+from .mechanisms.base import NoiseShape
 from .mechanisms.registry import get_mechanism
 
 #: relative slack for "recorded >= searched" (float round-off in the curators' arithmetic)
@@ -70,6 +71,11 @@ class AuditSpec:
     #: records -> the curator's input frame (default: one row per record)
     to_frame: Callable[[list], Any] | None = None
     description: str = ""
+    #: the curator's input frame -> its exact statistics, for a curator whose noise is not added to a statistic
+    #: (``exact_statistics`` cannot switch it off: sir draws a binomial trajectory); None: the curator's own
+    exact_statistics: Callable[[Any], dict] | None = None
+    #: whether the curator can draw through OpenDP (sir's binomial sampler is numpy's only)
+    opendp_sampler: bool = True
 
 
 def _clip_box(lo, hi):
@@ -179,17 +185,20 @@ def _specs() -> dict[str, list[AuditSpec]]:
     specs["sir"] = [AuditSpec(
         "sir", "sir", {"extra": {"trials": 100}}, sir_v,
         lambda rng: {f"t{i}": int(rng.integers(2)) for i in range(len(times))}, n=30, to_frame=_sir_frame(times),
-        description="one person's infection status at 5 times; K = 30, N = 100")]
+        description="one person's infection status at 5 times; K = 30, N = 100",
+        exact_statistics=lambda frame: {"statistics": {"infected": {"value": frame["infected"].tolist(),
+                                                                    "mechanism": "binomial-trajectory"}}},
+        opendp_sampler=False)]
     # small-area: one person's (area, cell) among declared public lists; replace-one moves one count
     # down and another up (L1 2, L2 sqrt 2); its default mechanism first
     areas, cells = ["a1", "a2"], ["c1", "c2"]
     sa_v = [{"area": a, "cell": c} for a in areas for c in cells]
     sa_extra = {"area_column": "area", "cell_column": "cell", "areas": areas, "cells": cells}
     specs["small-area"] = [
-        AuditSpec("small-area" + ("" if mech == "discrete-gaussian" else f" {mech}"), "small-area",
+        AuditSpec("small-area" + ("" if i == 0 else f" {mech}"), "small-area",
                   {"mechanism": mech, "extra": sa_extra}, sa_v, lambda rng: sa_v[int(rng.integers(len(sa_v)))],
                   description=f"2 areas x 2 cells counts; {mech} noise")
-        for mech in ("discrete-gaussian", "discrete-laplace", "laplace")]
+        for i, mech in enumerate(("discrete-gaussian", "discrete-laplace", "laplace"))]
     # the count families again, released with integer noise
     for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
@@ -217,7 +226,7 @@ def _options(spec: AuditSpec, epsilon: float, seed):
 
     opts = dict(spec.options)
     extra = opts.pop("extra", {})
-    if opts.get("mechanism") == "discrete-gaussian":
+    if opts.get("mechanism") and get_mechanism(opts["mechanism"]).accounts_rho:
         # a zCDP curator runs at rho = epsilon^2 / 2, the zCDP that epsilon-DP implies (Bun & Steinke 2016)
         given = CurateOptions(spec.family, rho=0.5 * epsilon ** 2, seed=seed, extra=dict(extra), **opts)
     else:
@@ -307,9 +316,8 @@ def _exact(spec: AuditSpec, records, epsilon, curate=None):
     from .mechanisms.noise import exact_statistics
 
     curate = curate or get_family(spec.family).curate
-    if spec.family == "sir":  # its own binomial sampler: the statistic is the infected counts
-        frame = _frame(spec, records)
-        return {"statistics": {"infected": {"value": frame["infected"].tolist(), "mechanism": "binomial-trajectory"}}}
+    if spec.exact_statistics is not None:
+        return spec.exact_statistics(_frame(spec, records))
     try:
         with exact_statistics():
             return curate(_frame(spec, records), _options(spec, epsilon, 0))
@@ -626,7 +634,7 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
         rows = []
         for g in groups:
             eps_g, delta_g, scale, recorded = noise[g.name][:4]
-            if single and g.mechanism in ("laplace", "discrete-laplace"):
+            if single and get_mechanism(g.mechanism).noise_shape is NoiseShape.LAPLACE:
                 # a record may state a per-part budget (naive-bayes counts: epsilon per table): the
                 # sensitivity the noise supports at the release's total epsilon
                 recorded = scale * claimed_eps
@@ -648,8 +656,8 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
         sampler_rows = []
         for sampler in samplers:
             sd = int(np.random.SeedSequence([seed, k, 7]).generate_state(1)[0]) if sampler == "numpy" else None
-            if sampler == "opendp" and spec.family == "sir":
-                continue  # OpenDP has no binomial sampler: the sir curator always uses numpy
+            if sampler == "opendp" and not spec.opendp_sampler:
+                continue  # e.g. OpenDP has no binomial sampler: the sir curator always uses numpy
             sc_d, sc_dp = _draw_scores(spec, records_d, records_dp, epsilon, groups, noise, s_d, s_dp, draws, sd,
                                        curate)
             test_eps, test_delta = _test_point(groups, noise, claimed_eps, claimed_delta)

@@ -3,9 +3,9 @@
 The same numbers as ``scipy.spatial.distance``'s ``cdist(x, y, "sqeuclidean")`` and ``pdist(x)`` (Euclidean,
 condensed order), bit for bit: each pair's squared differences are added coordinate by coordinate from 0, in
 the order scipy adds them, and the Euclidean distance is the correctly rounded square root of that sum
-(``tests/test_metrics_distances.py``).  They replace scipy.spatial because importing it cost every
-calibration worker ~0.08 s (the whole of scipy.sparse comes with it), and numpy's broadcasting twins were
-2.5x slower per call (a 400-trial study paid seconds for the 0.08 s; commit c561011).  No ``fastmath``: the
+(``tests/test_metrics_distances.py``).  They stand in for scipy.spatial because importing it costs every
+calibration worker ~0.08 s (the whole of scipy.sparse comes with it), and numpy's broadcasting twins are
+2.5x slower per call (a 400-trial study would pay seconds to save the 0.08 s).  No ``fastmath``: the
 additions must not be reordered or contracted.
 """
 

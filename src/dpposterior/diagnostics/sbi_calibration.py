@@ -61,10 +61,6 @@ class SBCResult:
         name = parameter if isinstance(parameter, str) else self.parameter_names[parameter]
         return self.summary[name]["coverage"][str(level)]
 
-    def ks_pvalue(self, parameter: int | str = 0) -> float:
-        name = parameter if isinstance(parameter, str) else self.parameter_names[parameter]
-        return self.summary[name]["ks_pvalue"]
-
 
 def coverage_tolerance(level: float, datasets: int, z: float) -> float:
     """Half-width z * sqrt(c (1 - c) / L) of the Monte Carlo band of an empirical coverage.

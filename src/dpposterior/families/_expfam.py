@@ -49,6 +49,15 @@ def _integer_noise(name: str) -> bool:
     return cls is not None and cls.integer_valued and cls.additive_symmetric
 
 
+def _is_continuous_laplace(name: str) -> bool:
+    """Laplace-shaped noise on the reals (Bernstein & Sheldon's engines model exactly that)."""
+    from ..mechanisms.base import NoiseShape
+    from ..mechanisms.registry import get_mechanism
+
+    kind = get_mechanism(name)
+    return kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
+
+
 def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
                      allowed: tuple[str, ...] = ("laplace",)) -> None:
     """The record's mechanism is one the family takes; its sensitivity is derived in the mechanism's norm
@@ -74,7 +83,7 @@ def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
             from_record(record)
         except InputError as exc:
             raise ValueError(f"statistics.{name}.{exc.field}: {exc.reason}") from None
-    if record.mechanism == "laplace" and (record.sigma is not None or record.delta is not None):
+    if _is_continuous_laplace(record.mechanism) and (record.sigma is not None or record.delta is not None):
         raise ValueError(f"statistics.{name}: sigma/delta are not fields of a Laplace release")
 
 
@@ -97,7 +106,7 @@ class _NoisyStatistic:
     def laplace_scale(self) -> float:
         """The continuous-Laplace scale b (Bernstein & Sheldon's engines need Laplace noise)."""
         rec = self.noisy_record
-        if rec.mechanism != "laplace":
+        if not _is_continuous_laplace(rec.mechanism):
             raise RefusedError("release.mechanism", f"this engine assumes continuous Laplace noise (Bernstein & "
                                f"Sheldon 2018); the release uses {rec.mechanism!r}: use method 'exact' (auto)")
         return rec.sensitivity / rec.epsilon
@@ -395,12 +404,10 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
                          f"curator (got {shown(name)})")
     kind = get_mechanism(name)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
-    if name == "discrete-gaussian":
-        scale = sens / math.sqrt(2.0 * options.rho)
-        budget = {"sigma": scale, "rho": float(options.rho)}
+    if kind.accounts_rho:
+        scale, budget = kind.noise_for_budget(sens, rho=options.rho)
     else:
-        scale = sens / options.epsilon
-        budget = {"epsilon": float(options.epsilon)}
+        scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
     noisy, sampler = draw_noise(name, np.asarray(values, float), scale, options.seed)
     if kind.integer_valued:
         vals = [int(v) for v in np.round(noisy)]  # already integers: exact integer noise on integer counts

@@ -18,8 +18,8 @@ by distributivity in O(K n^2) work.  Given the tables the posterior is Dirichlet
 exact weighted sums and draws are exact (tables from the enumerated posterior, then
 Dirichlet/Beta draws).
 
-Restricted, as the issue specifies, to I = K = J = 2 and n <= 100; larger tables are
-refused (the variational engine ``vb`` handles them).
+Restricted to I = K = J = 2 and n <= 100; larger tables are refused (the variational
+engine ``vb`` handles them).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Vectorised draws from truncated normal and gamma distributions, robust in the far tails.
+"""Draws from truncated normal and gamma distributions, robust in the far tails.
 
 Every sampler first tries a few rounds of draws from the untruncated distribution (cheap
 numpy generator) and keeps those that fall inside the interval; the rest are drawn by
@@ -6,7 +6,9 @@ the inverse CDF in log space: ``log_ndtr`` / ``ndtri_exp`` for the normal and th
 regularised incomplete gamma functions ``gammainc`` / ``gammaincc`` and their
 inverses for the gamma (scipy.special).  Keeping an accepted draw and otherwise
 drawing afresh (again, or from the truncated law) is exact: every branch returns the
-truncated distribution.
+truncated distribution.  The truncated normal comes vectorised (:func:`truncnorm_rvs`) and
+compiled (:func:`nb_truncnorm`), the truncated gamma compiled (:func:`nb_truncgamma`), for the
+per-iteration kernels.
 
 ``log_gammainc`` / ``log_gammaincc`` extend log P(a, x) and log Q(a, x) past the
 point where scipy's values underflow (series for small x, asymptotic expansion for
@@ -71,30 +73,20 @@ def log_diff_exp(la, lb):
         return la + np.log1p(-np.exp(np.minimum(lb - la, 0.0)))
 
 
-def log_normal_mass(a, b):
-    """log(Phi(b) - Phi(a)) for a <= b, accurate in both tails."""
-    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
-    flip = (a + b) > 0
-    lo = np.where(flip, -b, a)
-    hi = np.where(flip, -a, b)
-    return log_diff_exp(special.log_ndtr(hi), special.log_ndtr(lo))
-
-
-def truncnorm_rvs(mean, sd, lo, hi, rng: np.random.Generator, try_plain: bool = True):
+def truncnorm_rvs(mean, sd, lo, hi, rng: np.random.Generator):
     """N(mean, sd^2) truncated to [lo, hi] (bounds may be infinite); broadcast shapes."""
     mean, sd, lo, hi = np.broadcast_arrays(*(np.asarray(v, float) for v in (mean, sd, lo, hi)))
     out = np.empty(mean.shape)
     todo = np.ones(mean.shape, bool)
-    if try_plain:
-        idx = np.arange(mean.size).reshape(mean.shape)
-        for _ in range(PLAIN_TRIES):
-            sel = idx[todo]
-            x = mean[todo] + sd[todo] * rng.standard_normal(sel.shape)
-            ok = (x >= lo[todo]) & (x <= hi[todo])
-            out.flat[sel[ok]] = x[ok]
-            todo.flat[sel[ok]] = False
-            if not todo.any():
-                return out
+    idx = np.arange(mean.size).reshape(mean.shape)
+    for _ in range(PLAIN_TRIES):
+        sel = idx[todo]
+        x = mean[todo] + sd[todo] * rng.standard_normal(sel.shape)
+        ok = (x >= lo[todo]) & (x <= hi[todo])
+        out.flat[sel[ok]] = x[ok]
+        todo.flat[sel[ok]] = False
+        if not todo.any():
+            return out
     if todo.any():
         m, s, l, h = mean[todo], sd[todo], lo[todo], hi[todo]
         a = (l - m) / s
@@ -116,69 +108,10 @@ def truncnorm_rvs(mean, sd, lo, hi, rng: np.random.Generator, try_plain: bool = 
     return out
 
 
-def truncgamma_rvs(shape, rate, lo, hi, rng: np.random.Generator, try_plain: bool = True):
-    """Gamma(shape, rate) truncated to (lo, hi] (0 <= lo < hi <= inf); broadcast shapes."""
-    shape, rate, lo, hi = np.broadcast_arrays(*(np.asarray(v, float) for v in (shape, rate, lo, hi)))
-    out = np.empty(shape.shape)
-    todo = np.ones(shape.shape, bool)
-    if try_plain:
-        idx = np.arange(shape.size).reshape(shape.shape)
-        for _ in range(PLAIN_TRIES):
-            sel = idx[todo]
-            x = rng.standard_gamma(shape[todo]) / rate[todo]
-            ok = (x > lo[todo]) & (x <= hi[todo])
-            out.flat[sel[ok]] = x[ok]
-            todo.flat[sel[ok]] = False
-            if not todo.any():
-                return out
-    if todo.any():
-        a, r, l, h = shape[todo], rate[todo], lo[todo], hi[todo]
-        xl, xh = r * l, r * h
-        u = rng.random(a.shape)
-        res = np.empty(a.shape)
-        upper = xl > a  # interval right of the bulk: invert the upper tail Q
-        if upper.any():
-            aa, ql_log, qh_log = a[upper], log_gammaincc(a[upper], xl[upper]), log_gammaincc(a[upper], xh[upper])
-            # q = Q(xh) + u (Q(xl) - Q(xh)), in logs
-            lmass = log_diff_exp(ql_log, qh_log)
-            with np.errstate(divide="ignore"):
-                lq = np.logaddexp(qh_log, np.log(u[upper]) + lmass)
-            q = np.exp(lq)
-            z = special.gammainccinv(aa, q)
-            # Q underflowed: the tail is ~ exponential with rate 1 - (a-1)/x beyond xl
-            under = ~(q > _TINY) | ~np.isfinite(z)
-            if under.any():
-                xlu = xl[upper][under]
-                rate_tail = np.maximum(1.0 - (aa[under] - 1.0) / xlu, 1e-3)
-                z[under] = xlu - np.log1p(-u[upper][under] * -np.expm1(-rate_tail * (xh[upper][under] - xlu))) / rate_tail
-            res[upper] = z
-        lower = ~upper
-        if lower.any():
-            aa = a[lower]
-            pl_log, ph_log = log_gammainc(aa, xl[lower]), log_gammainc(aa, xh[lower])
-            lmass = log_diff_exp(ph_log, pl_log)
-            with np.errstate(divide="ignore"):
-                lp = np.logaddexp(pl_log, np.log(u[lower]) + lmass)
-            p = np.exp(lp)
-            z = special.gammaincinv(aa, p)
-            # P underflowed: near 0 the density is ~ x^{a-1}, so x^a is uniform
-            under = ~(p > _TINY) | ~np.isfinite(z) | (z <= 0)
-            if under.any():
-                al = aa[under]
-                la_lo = al * np.log(np.maximum(xl[lower][under], _TINY))
-                la_hi = al * np.log(xh[lower][under])
-                with np.errstate(divide="ignore"):
-                    lv = np.logaddexp(la_lo, np.log(u[lower][under]) + log_diff_exp(la_hi, la_lo))
-                z[under] = np.exp(lv / al)
-            res[lower] = z
-        out[todo] = np.clip(res / r, l, h)
-    return out
-
-
 # ---------------------------------------------------------------------------------------
 # compiled scalar versions (numba), for the per-iteration kernels
 # ---------------------------------------------------------------------------------------
-# The same algorithms as above, one scalar at a time, drawing from a numpy ``Generator``
+# One scalar at a time, drawing from a numpy ``Generator``
 # passed into the kernel (one per chain, so draws do not depend on how chains are spread
 # over threads).  scipy's special functions are bound as *named* LLVM symbols, as in
 # ``gibbs_ss``: a ctypes address would be baked into the machine code and numba would
@@ -292,7 +225,8 @@ def nb_truncnorm(rng, mean, sd, lo, hi):
 
 @_jit
 def nb_truncgamma(rng, shape, rate, lo, hi):
-    """Scalar :func:`truncgamma_rvs`: Gamma(shape, rate) truncated to (lo, hi]."""
+    """Gamma(shape, rate) truncated to (lo, hi] (0 <= lo < hi <= inf): the same plain tries, then the
+    log-space inverse CDF -- of the upper tail Q right of the bulk, of P left of it."""
     for _ in range(PLAIN_TRIES):
         x = rng.standard_gamma(shape) / rate
         if x > lo and x <= hi:
@@ -354,30 +288,3 @@ def inverse_gaussian_recip(a, b, rng: np.random.Generator):
     with np.errstate(divide="ignore", invalid="ignore"):
         second = np.where(d > 0.0, (a / d) * a, a)
     return np.maximum(np.where(first, d, second), 2.2250738585072014e-308)
-
-
-@_jit
-def nb_truncnorm_many(rng, mean, sd, lo, hi, m):
-    """``m`` draws of :func:`nb_truncnorm` (tests)."""
-    out = np.empty(m)
-    for i in range(m):
-        out[i] = nb_truncnorm(rng, mean, sd, lo, hi)
-    return out
-
-
-@_jit
-def nb_truncgamma_many(rng, shape, rate, lo, hi, m):
-    """``m`` draws of :func:`nb_truncgamma` (tests)."""
-    out = np.empty(m)
-    for i in range(m):
-        out[i] = nb_truncgamma(rng, shape, rate, lo, hi)
-    return out
-
-
-@_jit
-def nb_inverse_gaussian_recip_many(rng, a, b, m):
-    """``m`` draws of :func:`nb_inverse_gaussian_recip` (tests)."""
-    out = np.empty(m)
-    for i in range(m):
-        out[i] = nb_inverse_gaussian_recip(rng, a, b)
-    return out

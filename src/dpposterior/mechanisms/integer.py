@@ -41,10 +41,11 @@ def is_integral(values) -> np.ndarray:
     return np.isfinite(v) & (v == np.round(v))
 
 
-#: the record keys any mechanism's record may carry besides its own ``record_fields`` (scale: a family's, naive-bayes)
-COMMON_RECORD_FIELDS = ("value", "mechanism", "sampler", "note", "scale")
+#: the record keys any mechanism's record may carry besides its own ``record_fields`` (the family derives the
+#: sensitivity; scale: naive-bayes's counts or proportions)
+COMMON_RECORD_FIELDS = ("value", "mechanism", "sampler", "note", "scale", "sensitivity")
 #: the record fields of the schema that belong to particular mechanisms (refused for one that does not list them)
-SCHEMA_RECORD_FIELDS = ("epsilon", "delta", "sensitivity", "sigma", "rho", "trials", "m")
+SCHEMA_RECORD_FIELDS = ("epsilon", "delta", "sigma", "rho", "trials", "m")
 
 
 def _record_get(record, key):

@@ -23,6 +23,7 @@ import contextvars
 import numpy as np
 
 from ..errors import InputError
+from .base import Mechanism
 
 #: set inside :func:`exact_statistics`: draw_noise returns its input (the audit's statistic probe)
 _EXACT = contextvars.ContextVar("dpposterior_exact_statistics", default=False)
@@ -60,6 +61,9 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     except InputError:
         raise ValueError(f"mechanism: cannot draw noise for {mechanism!r}") from None
     if seed is None:
+        if kind.opendp_noise.__func__ is Mechanism.opendp_noise.__func__:
+            raise ValueError(f"mechanism: {mechanism!r} has no publication sampler (opendp_noise): give --seed for "
+                             "a reproducible study release, which is not for publication")
         try:
             return kind.opendp_noise(values, scale), _opendp_name()
         except ImportError:  # pragma: no cover - opendp is a hard dependency

@@ -178,7 +178,7 @@ def robust_scale(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarray, train_index: np.ndarray,
-          config: FlowConfig, generator: torch.Generator, epoch_callback=None) -> dict:
+          config: FlowConfig, generator: torch.Generator) -> dict:
     """Minimise ``batch_loss(index_tensor)`` (mean loss of those rows) with early stopping.
 
     Returns {"epochs", "best_val", "train_loss"}; ``module`` ends at the best validation state.
@@ -229,8 +229,6 @@ def train(module: torch.nn.Module, batch_loss, n_train: int, val_index: np.ndarr
                 idx = val_idx[start:start + 500]
                 val += float(batch_loss(idx)) * len(idx)
             val /= max(len(val_idx), 1)
-        if epoch_callback is not None:
-            epoch_callback(epoch, last_train, val)
         improved = val < best - 1e-9
         if improved:
             best = val

@@ -45,8 +45,8 @@ def min_ess(dim: int) -> float:
     Below it the Liu–West kernel's weighted covariance rests on fewer than two effective points per
     free parameter of a d-dimensional mean and scale; a heuristic floor, not a published rule.  Above
     it but with PSIS k-hat over its threshold the weighted sample is still used (with a warning): on
-    every such run measured (linreg-ju eps = 10 and SIR eps = 10, 2 rounds; docs/benchmarks.md,
-    "A converged SIR reference, and SIR against sbi") it was closer to the exact posterior than the last round's flow."""
+    every such run measured (linreg-ju eps = 10 and SIR eps = 10, 2 rounds; docs/sbi.md, "Importance
+    correction") it was closer to the exact posterior than the last round's flow."""
     return 2.0 * (int(dim) + 1)
 
 

@@ -35,7 +35,7 @@ def atom_indices(batch: int, num_atoms: int, generator: torch.Generator | None =
     O(B * n_a): one draw of n_a - 1 distinct offsets in 1..B-1 and row i takes rows
     (i + offset) mod B.  The mini-batch is itself a uniformly random subset in random
     order, so each row's contrasting atoms are a uniformly random set of other rows
-    (the B x B ``torch.multinomial`` it replaces cost 45 ms at B = 1,000, 3.9 s at 10,000).
+    (a B x B ``torch.multinomial`` would cost 45 ms at B = 1,000, 3.9 s at 10,000).
     """
     num_atoms = min(num_atoms, batch)
     if device is None:

@@ -55,8 +55,7 @@ def _kernel_logpdf_matrix(new, old, chol_inv, log_norm):
 
 
 def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, tolerance: str = "adaptive",
-                quantile: float = 0.5, seed: int = 0, quiet: bool = True, max_generations: int = 1000,
-                generation_callback=None) -> SMCABCResult:
+                quantile: float = 0.5, seed: int = 0, quiet: bool = True, max_generations: int = 1000) -> SMCABCResult:
     """Algorithm 3 with a total simulation budget ``simulations``."""
     if tolerance not in ("adaptive", "fixed"):
         raise InputError("tolerance", "must be 'adaptive' or 'fixed'")
@@ -96,8 +95,6 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
     dists = np.concatenate(dist_acc)[:particles]
     weights = np.full(particles, 1.0 / particles)
     gens.append({"generation": 1, "tolerance": float(eps), "simulations": used, "acceptance": particles / used})
-    if generation_callback is not None:
-        generation_callback(1, theta, weights, gens[-1])
 
     t = 1
     done = False
@@ -146,8 +143,6 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
             weights = np.full(particles, 1.0 / particles)
         gens.append({"generation": t, "tolerance": float(eps), "simulations": used,
                      "acceptance": particles / gen_used, "ess": float(ess), "resampled": bool(resampled)})
-        if generation_callback is not None:
-            generation_callback(t, theta, weights, gens[-1])
     return SMCABCResult(theta=theta, weights=weights, distances=dists, tolerance=gens[-1]["tolerance"],
                         simulations=used, generations=gens)
 

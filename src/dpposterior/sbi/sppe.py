@@ -13,8 +13,8 @@ q~(theta_i | s_ij) = [q(theta_i|s_ij)/pi(theta_i)] / sum_{k in atoms_i} q(theta_
 the atoms being theta_i and ``num_atoms - 1`` other parameters of the mini-batch.
 Options ``rqmc=False`` (i.i.d. uniforms) and ``rqmc_points=1`` give the MC and
 "noise drawn once inside the simulator" variants of the Figure 7 ablation.
-``proposal="truncated"`` (TSNPE, Deistler et al. 2022; not the default, see
-docs/benchmarks.md): theta from the prior truncated to the 1 - 1e-4 highest-probability region of
+``proposal="truncated"`` (TSNPE, Deistler et al. 2022; not the default: docs/benchmarks.md,
+"Options measured and left off by default"): theta from the prior truncated to the 1 - 1e-4 highest-probability region of
 q(theta | s_dp^o), and l_PPE on all rounds' simulations (valid because every proposal is the prior
 restricted to a region holding the posterior; no atoms, about 10x cheaper per step).
 ``combined_loss=True`` (off by default; not in the paper) adds, in the atomic rounds,
@@ -22,7 +22,7 @@ the plain l_PPE term on the round-1 simulations, which were drawn from the prior
 (sbi's ``use_combined_loss``): the atomic loss only fixes ratios of q between
 atoms, so mass far from every atom is unconstrained and the tails of q can drift
 over rounds; the prior-sample term is meant to pin them (in one run on linreg-ju at
-eps = 1 it did not help: docs/benchmarks.md, "combined_loss").
+eps = 1 it did not help: docs/benchmarks.md, "Options measured and left off by default").
 
 Posterior.  ``correction="none"`` (the paper; run_sppe's default): draws from the last round's flow.
 ``"importance"`` / ``"auto"`` (the engine's default is "auto"): the importance sample of all
@@ -219,7 +219,7 @@ CORRECTIONS = ("auto", "importance", "none")
 #: the engine's ``correction`` (``dpposterior infer --method sppe --correction``); run_sppe's default is "none"
 DEFAULT_CORRECTION = "auto"
 #: the engine's default ``training`` preset per ``correction``: with the correction the flows only propose
-#: (and "fast" costs a third of "paper"); without it the flow is the posterior (the paper's preset)
+#: (and "fast" costs about half of "paper"); without it the flow is the posterior (the paper's preset)
 TRAINING_FOR_CORRECTION = {"auto": "fast", "importance": "fast", "none": "paper"}
 
 
@@ -240,8 +240,8 @@ def importance_correction(model, data: dict, proposal_log_densities: list, draws
 
 #: SPPE's training presets (option ``training``).  "paper": App. E of Xiong, Ju & Zhang as
 #: :class:`FlowConfig` holds it (8 transforms, batch 100, one RQMC replicate per simulation per step,
-#: 5% validation, patience 20, <= 200 epochs).  "fast" (docs/benchmarks.md "SPPE/SPLE vs sbi
-#: NPE-C"): 5 transforms; round 1 uses all M replicates of a simulation in each step (batch 100);
+#: 5% validation, patience 20, <= 200 epochs).  "fast" (docs/benchmarks.md, "SPPE vs sbi NPE-C on
+#: linreg-ju"): 5 transforms; round 1 uses all M replicates of a simulation in each step (batch 100);
 #: the atomic rounds batch 200 with <= 40 epochs and 5 atoms; 10% validation, patience 10.
 TRAINING = {
     "paper": {},
