@@ -363,3 +363,17 @@ def test_multinomial_posterior_matches_enumeration():
     mean = (w[:, None] * (alpha + tables) / (A + n)).sum(0)
     x = post.draws("p").reshape(-1, 3)
     assert np.all(np.abs(x.mean(0) - mean) < 4.5 * x.std(0) / math.sqrt(x.shape[0]))
+
+
+def test_curator_releases_through_skellam_at_a_rho():
+    """--mechanism skellam --rho: mu from from_rho at the family's sensitivity; the release reports that rho."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"x": [1, 0, 1, 1, 0, 0, 1, 0, 1, 1], "c": list("abbcabbcab")})
+    rel = dp.release_from_csv(frame, "binomial", column="x", mechanism="skellam", rho=0.5, seed=4)
+    rec = rel.statistics.successes
+    assert rec.model_extra["mu"] == Skellam.from_rho(0.5).mu and rec.rho == 0.5
+    assert rel.privacy().rho == pytest.approx(0.5, rel=1e-12)
+    rel = dp.release_from_csv(frame, "multinomial", column="c", mechanism="skellam", rho=0.5, seed=4)
+    assert rel.statistics.counts.model_extra["mu"] == Skellam.from_rho(0.5, math.sqrt(2)).mu == 2.0
+    assert rel.privacy().rho == pytest.approx(0.5, rel=1e-12)
