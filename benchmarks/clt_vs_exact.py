@@ -1,5 +1,5 @@
 """How far the old analysis (Gibbs-SS: continuous Laplace noise, CLT for the statistic) is from the exact
-posterior of an integer-noise count release, at small n and small noise (issue 27; docs/expfam.md).
+posterior of an integer-noise count release, at small n and small noise (docs/expfam.md).
 
 For each case a discrete-Laplace release is analysed twice: exactly (engine ``exact``, which knows the
 noise is integer and the statistic a count) and as the old engines had to, pretending the noise is

@@ -1,8 +1,8 @@
-"""Data-augmentation MCMC (Ju, Awan, Gong & Rao 2022; issue 13): speed of the record sweep and
+"""Data-augmentation MCMC (Ju, Awan, Gong & Rao 2022): speed of the record sweep and
 ESS per second on linreg-ju beside SMC-ABC and SPPE.
 
 1. Record updates per second of the compiled sweep (``inference.da_mcmc.record_sweep``, one
-   numba thread) on the issue-13 contract model (n = 200 Poisson counts clamped to [0, 10],
+   numba thread) on the contract model (n = 200 Poisson counts clamped to [0, 10],
    Laplace eps = 0.5, sensitivity 10): the kernel alone on pre-drawn proposals, and the whole
    record step (proposals rng.poisson + clamp + uniforms + kernel) per record.
 2. linreg-ju (Xiong et al. Tables 2-4, eps = 10, 1, 0.1): DA-MCMC (4 chains) -- bulk ESS per

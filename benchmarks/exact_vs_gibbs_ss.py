@@ -1,4 +1,4 @@
-"""Engine ``exact`` vs Gibbs-SS on Laplace count releases (issue 27): accuracy against the exact posterior
+"""Engine ``exact`` vs Gibbs-SS on Laplace count releases: accuracy against the exact posterior
 and min-ESS per second, side by side, each run in a fresh process, methods interleaved, 3 seeds.
 
 The reference is the exact engine itself at 400,000 draws (the engine is validated against brute-force

@@ -36,7 +36,7 @@ def chain_iterations(prob, chains, steps, joint, seed=0):
     from dpposterior.inference import gaussian_gibbs as gg
 
     # the compiled kernel, no warm-up (the initial proposal), one thread; the numpy-vectorised
-    # path these rates were first measured with (docs/benchmarks.md) was removed in issue 30
+    # path these rates were first measured with (docs/benchmarks.md) was removed
     gg.run_chains(prob, 1, 2, 0, np.random.default_rng(seed), joint_update=joint, workers=1)  # load the kernels
     start, cpu = time.perf_counter(), time.process_time()
     gg.run_chains(prob, chains, steps, 0, np.random.default_rng(seed), joint_update=joint, workers=1)

@@ -1,4 +1,4 @@
-"""Peer benchmark (issue 18): dpposterior's default ``infer`` against NumPyro NUTS on the same
+"""Peer benchmark: dpposterior's default ``infer`` against NumPyro NUTS on the same
 noise-aware models, in min-ESS per second.
 
 Cases

@@ -1,4 +1,4 @@
-"""SPPE / SPLE / SMC-ABC against sbi's sequential NPE-C (APT) at equal simulations (issue 19).
+"""SPPE / SPLE / SMC-ABC against sbi's sequential NPE-C (APT) at equal simulations.
 
 A user of the ``sbi`` package would put the Laplace noise inside the simulator and run
 sequential NPE-C.  This runs that side by side with dpposterior's engines on linreg-ju,

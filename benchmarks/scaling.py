@@ -1,4 +1,4 @@
-"""Scaling of one calibration study over the execution backends (issue 16, docs/scaling.md).
+"""Scaling of one calibration study over the execution backends (docs/scaling.md).
 
 The study is the issue's: ``dpposterior calibrate --family binomial --n 100 --epsilon 0.1
 --trials 2000 --methods gibbs-ss,naive`` (5,000 draws per posterior after 2,000 warm-up

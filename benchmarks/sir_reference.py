@@ -1,4 +1,4 @@
-"""A converged reference posterior for examples/releases/sir-eps10.json (issue 19, item 4).
+"""A converged reference posterior for examples/releases/sir-eps10.json.
 
 Method: :mod:`dpposterior.diagnostics.sir_reference` (time change tau = gamma t): every exact
 Gillespie trajectory simulated at (R0, gamma = 1) gives the release's likelihood at every gamma of

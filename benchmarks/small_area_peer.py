@@ -1,4 +1,4 @@
-"""Small-area peer benchmark (issue 28, item 5): ``infer(method="exact-da")`` against NumPyro NUTS.
+"""Small-area peer benchmark: ``infer(method="exact-da")`` against NumPyro NUTS.
 
 Model (families/small_area.py):  y_gc ~ Poisson(E_g exp(alpha_c + u_g)),  u_g ~ N(0, tau^2),
 alpha_c ~ N(1, 1),  tau ~ half-N(0, 1);  released y*_gc = y_gc + e_gc, e ~ discrete Gaussian

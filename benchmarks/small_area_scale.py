@@ -1,4 +1,4 @@
-"""Small-area exact-da at scale (issue 28): wall time and peak memory of one ``infer`` call on a simulated table.
+"""Small-area exact-da at scale: wall time and peak memory of one ``infer`` call on a simulated table.
 
     python benchmarks/small_area_scale.py --G 100000 --C 10 --draws 1000 --warmup 200          # 10^6 cells, serial
     python benchmarks/small_area_scale.py --G 1000000 --C 10 --draws 50 --warmup 25 \\

@@ -1,4 +1,4 @@
-"""Small-area simulation evidence (issue 28, item 5, the non-timing part): exact-da vs naive vs direct.
+"""Small-area simulation evidence (the non-timing part): exact-da vs naive vs direct.
 
 In repeated simulation from the model (``families.small_area.simulate``: theta from the prior, counts
 y_gc ~ Poisson(E_g exp(alpha_c + u_g)), released with discrete-Gaussian noise of scale ``sigma``), each

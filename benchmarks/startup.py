@@ -1,4 +1,4 @@
-"""Start-up benchmark (issue 29): what a user waits for before and around a posterior.
+"""Start-up benchmark: what a user waits for before and around a posterior.
 
 Three parts, each in fresh processes, repetitions interleaved (rep 1 of every row, then rep 2, ...), the
 1-minute load average recorded with every row:
@@ -19,9 +19,9 @@ Three parts, each in fresh processes, repetitions interleaved (rep 1 of every ro
   The NumPyro variant is the one ppl_peer.py found best at the first call (non-centred) unless given.
 
 Every timed process reads our modules' bytecode, written first into ``src``'s and ``benchmarks``' (git-ignored)
-``__pycache__`` as ``pip install`` writes an installed package's: the peers' site-packages have theirs.  The
-runs before session 8 compiled our modules from source in every process (this sandbox sets
-PYTHONDONTWRITEBYTECODE=1 and the package is installed editable); ``--no-bytecode`` reproduces that.
+``__pycache__`` as ``pip install`` writes an installed package's: the peers' site-packages have theirs.  Where
+PYTHONDONTWRITEBYTECODE=1 is set and the package is installed editable, every process compiles our modules from
+source; ``--no-bytecode`` measures that.
 
     python benchmarks/startup.py                       # everything, 5 reps -> startup.json (scratch; --update-results)
     python benchmarks/startup.py --reps 1 --parts commands pools   # quick look

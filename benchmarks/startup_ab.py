@@ -1,4 +1,4 @@
-"""A/B of start-up between two source trees (issue 29): the same command in fresh processes, interleaved.
+"""A/B of start-up between two source trees: the same command in fresh processes, interleaved.
 
 Source: the processes of ``benchmarks/startup.py`` -- its ``--peer-worker`` (Example 1, dpposterior side, one
 thread), its ``POOL_CODE`` (start-up C of a 1-worker forkserver pool) and the ``infer`` command -- run with each

@@ -1,4 +1,4 @@
-"""Probes behind issue 29's session-8 analysis (docs/benchmarks.md, "Session 8"): the smaller measurements
+"""Probes behind the start-up analysis (docs/benchmarks.md): the smaller measurements
 that explain the start-up numbers of ``benchmarks/startup.py``.  Each part runs fresh processes, in the order
 given, repetitions interleaved where two variants are compared, the 1-minute load printed with each line.
 

@@ -1,4 +1,4 @@
-"""The import direction of the package (issue 15; docs/architecture.md).
+"""The import direction of the package (docs/architecture.md).
 
 Walks every module's imports -- top-level and inside functions, absolute and relative -- and checks
 that each points at the same layer or below, and that no two modules import each other through any

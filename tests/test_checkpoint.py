@@ -171,7 +171,7 @@ CALIBRATE = ["calibrate", "--family", "binomial", "--n", "50", "--epsilon", "0.5
 
 
 def test_calibration_killed_with_sigkill_resumes_to_the_same_json(tmp_path):
-    """Done-when of issue 7: kill ``dpposterior calibrate`` mid-way (SIGKILL), resume it with
+    """Kill ``dpposterior calibrate`` mid-way (SIGKILL), resume it with
     ``--resume``, and get the JSON of an uninterrupted run (byte for byte)."""
     pytest.importorskip("dpposterior.diagnostics.calibration")
     from dpposterior.cli import main

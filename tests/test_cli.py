@@ -114,7 +114,7 @@ BAD = {
     "NIG negative nu0": (lambda t: _infer_cmd(t, _release(t), "--analysis", _toml(
         t, '[prior]\nkind = "normal-inverse-gamma"\nmu0 = 1.0\nsigma0_sq = 1.0\nkappa0 = 1.0\nnu0 = -1.0\n')),
                          "prior.nu0"),
-    # a top-level analysis key is an engine option: refused by the engine that runs (issue 30)
+    # a top-level analysis key is an engine option: refused by the engine that runs
     "unknown analysis key": (lambda t: _infer_cmd(t, _release(t), "--analysis", _toml(t, "colour = 1\n")),
                              "colour: not an option of gaussian/gibbs (options: "),
     "constrained not bool": (lambda t: _infer_cmd(t, _release(t), "--analysis", _toml(t, 'constrained = "yes"\n')),

@@ -1,4 +1,4 @@
-"""Typed curator options (issue 30), driven by the registry: every family in ``FAMILY_MODULES`` with a
+"""Typed curator options, driven by the registry: every family in ``FAMILY_MODULES`` with a
 curator names its options class (``Family.curator_options``, a ``CuratorOptions`` subclass), every option
 given to a curator that does not take it is refused in one line naming the option and the family before
 the data are read (parametrised over family x option), and the table in docs/cli.md ("Curator options")

@@ -1,4 +1,4 @@
-"""Data-augmentation MCMC (Ju et al. 2022; issue 13): the compiled record sweep, linreg-ju against
+"""Data-augmentation MCMC (Ju et al. 2022): the compiled record sweep, linreg-ju against
 the exact pseudo-marginal references (benchmarks/results/isref_*), simulation-based calibration
 for a user model and a family (and the naive method failing the same check), the CLI.
 

@@ -171,7 +171,7 @@ def reduced(argv: list[str]) -> list[str]:
         else:
             for option, value in (("--draws", 100), ("--warmup", 50), ("--chains", 2)):
                 if option == "--warmup" and not _takes_warmup(argv, method):
-                    continue  # an independent-draw engine refuses a warm-up (issue 30)
+                    continue  # an independent-draw engine refuses a warm-up
                 _set(argv, option, value)
         if "--quiet" not in argv:
             argv.append("--quiet")

@@ -1,4 +1,4 @@
-"""docs/models.md and the README's user model run as written (issue 13), and the CLI on a Model."""
+"""docs/models.md and the README's user model run as written, and the CLI on a Model."""
 
 from __future__ import annotations
 

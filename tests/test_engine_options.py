@@ -1,4 +1,4 @@
-"""Typed engine options (issue 30): every family x engine, driven by the registry.
+"""Typed engine options: every family x engine, driven by the registry.
 
 * every ``EngineSpec`` string resolves (engine, options class, batched path), for every family in
   ``FAMILY_MODULES`` and for the user ``Model``'s method table, so a typo fails here, not when a user

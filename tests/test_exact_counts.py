@@ -1,4 +1,4 @@
-"""Engine ``exact`` (issue 27): count releases under integer (and continuous) noise, by enumeration.
+"""Engine ``exact``: count releases under integer (and continuous) noise, by enumeration.
 
 Each case is checked against a brute-force reference written independently of the engine:
 * binomial / multinomial: enumerate every confidential statistic s (every table of n records), weight it by

@@ -125,7 +125,7 @@ def test_spawn_seeds_independent_of_count():
 # ---------------------------------------------------------------- the calibration command on every backend
 
 def test_calibration_json_identical_across_backends(tmp_path):
-    """Done-when of issue 7: a small calibration with serial, local processes and a Dask
+    """A small calibration with serial, local processes and a Dask
     LocalCluster gives identical JSON (byte for byte)."""
     pytest.importorskip("dpposterior.diagnostics.calibration")
     from dpposterior.cli import main

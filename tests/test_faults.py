@@ -1,4 +1,4 @@
-"""Issue 31: never lose a result, never trust a tampered one.
+"""Never lose a result, never trust a tampered one.
 
 Each case of the issue's list, as an independent tester found it, is a test here: tampered and
 inconsistent checkpoints (refused naming the unit, or recomputed with ``--repair``), a result and
@@ -169,7 +169,7 @@ def test_a_forged_hash_does_not_pass_an_inconsistent_unit(study, tamper, tmp_pat
 def test_a_checkpoint_without_hashes_is_refused_then_recomputed(study, tmp_path, capsys):
     reference, state = study
     old = {"fingerprint": state["fingerprint"], "total": state["total"], "results": state["results"]}
-    (tmp_path / "r.json.ckpt.json").write_text(json.dumps(old))  # the format before issue 31
+    (tmp_path / "r.json.ckpt.json").write_text(json.dumps(old))  # the older format
     code, _, err = _run([*STUDY, "--out", tmp_path / "r.json", "--resume"], capsys)
     _one_line_refusal(code, err, "no valid unit hashes", "--repair")
     code, _, err = _run([*STUDY, "--out", tmp_path / "r.json", "--resume", "--repair"], capsys)
@@ -374,7 +374,7 @@ def _safe_count(address: str) -> int:
 
 
 def _cluster_tools():
-    """The process helpers of the issue-16 cluster test (skips where dask.distributed is missing)."""
+    """The process helpers of the cluster test (skips where dask.distributed is missing)."""
     pytest.importorskip("distributed")
     import test_scaling_cluster
 

@@ -1,4 +1,4 @@
-"""No silent wrong answers (issue 17): a fuzz suite of bad and extreme inputs.
+"""No silent wrong answers: a fuzz suite of bad and extreme inputs.
 
 Every case must end in exactly one of two ways:
 
@@ -9,7 +9,7 @@ Every case must end in exactly one of two ways:
 
 The cases: release files of every family with each field broken in each way a careless tool
 breaks it; the curator's options; ``infer``, ``report`` and ``calibrate`` options and paths; the
-Python API; the inputs listed in issue 17; and a sweep of extreme epsilon, n, values and bounds
+Python API; the listed inputs; and a sweep of extreme epsilon, n, values and bounds
 over every family (hypothesis adds random extreme numbers on top).
 """
 
@@ -444,7 +444,7 @@ def test_extreme_gaussian_bounds_refused_or_finite(workspace, bounds, capsys, tm
                      out, capsys)
 
 
-# ------------------------------------------------------------------------------ issue 17's list
+# ------------------------------------------------------------------------------ the listed inputs
 
 def test_gaussian_mean_far_outside_bounds_refused(workspace, capsys, tmp_path):
     path = _mutated(workspace, "gaussian", lambda d: d["statistics"]["mean"].update(value=1e9), "mean1e9")

@@ -1,4 +1,4 @@
-"""Issue 16: property-based fuzzing of the compiled Gibbs-SS kernels (and the engines on top).
+"""Property-based fuzzing of the compiled Gibbs-SS kernels (and the engines on top).
 
 Over extreme n, epsilon (Laplace scale), released values, bounds and priors, every call
 either returns finite draws in the parameter's range or refuses the input with a one-line

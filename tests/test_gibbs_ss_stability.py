@@ -1,4 +1,4 @@
-"""Issue 16: the Gibbs-SS sigma^2 update never divides by zero (and is the right law).
+"""The Gibbs-SS sigma^2 update never divides by zero (and is the right law).
 
 numpy's ``wald(mu, lam)`` returns exactly 0 once mu/lam > ~1e15, i.e. when an imputed
 statistic s lands within ~1e-15 b of the release y; ``1 / wald`` was the

@@ -1,4 +1,4 @@
-"""Imports stay light (issue 29; docs/architecture.md): which heavy libraries each entry point loads, checked
+"""Imports stay light (docs/architecture.md): which heavy libraries each entry point loads, checked
 by the module list of a fresh interpreter -- not by timing.  torch, matplotlib, Dask and ArviZ cost seconds
 to import; pandas, xarray and scipy.stats most of a second."""
 

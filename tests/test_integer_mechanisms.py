@@ -1,4 +1,4 @@
-"""The integer mechanisms (issue 27): discrete Laplace and discrete Gaussian -- masses, samplers, transform,
+"""The integer mechanisms: discrete Laplace and discrete Gaussian -- masses, samplers, transform,
 zCDP accounting and its conversions, the curators' audit (a halved sigma is caught)."""
 
 from __future__ import annotations

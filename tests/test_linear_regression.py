@@ -179,7 +179,7 @@ def test_curator_round_trip(tmp_path, capsys):
     assert "total epsilon 1, delta 1e-06" in capsys.readouterr().out
     rel = load_release(out)
     assert [p.n for p in rel.parties] == [101, 100, 100]          # rows split in order
-    # delta default min(1e-6, 1/n^2) = 1e-6 here (issue 17; it was 1/n), parallel composition
+    # delta default min(1e-6, 1/n^2) = 1e-6 here (it was 1/n), parallel composition
     assert rel.total_privacy_cost() == (1.0, 1e-6)
     frame = pd.read_csv(data)
     X = frame[["x1", "x2"]].to_numpy()
@@ -266,7 +266,7 @@ def test_separate_composition_halves_and_min_variance(tmp_path):
 
     halves = rel("halves")
     assert halves.parties[0].composition == "separate"
-    # basic composition of the halves; delta default min(1e-6, 1/n^2) = 1e-6 (issue 17; it was 1/n)
+    # basic composition of the halves; delta default min(1e-6, 1/n^2) = 1e-6 (it was 1/n)
     assert halves.total_privacy_cost() == pytest.approx((1.0, 1e-6))
     dat = halves.regression_data()
     # replace-one: xtx alone sqrt(2) X^2 (d >= 2), xty alone 2 X Y

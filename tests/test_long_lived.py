@@ -1,5 +1,5 @@
 """numba's process-lifetime objects are frozen out of the collector's way once, after the first kernel
-(dpposterior/long_lived.py, issue 29); the forkserver's preload freezes what it imported and leaves the
+(dpposterior/long_lived.py); the forkserver's preload freezes what it imported and leaves the
 collector on."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def test_binomial_trajectory_mass_transform_and_cost():
     assert stats.chisquare(np.append(cw[keep], cw[~keep].sum()), exp).pvalue < 1e-3
 
 
-# ----------------------------------------------------------------------------- the registry (issue 15)
+# ----------------------------------------------------------------------------- the registry
 def _simulated_release_dict(family_name):
     from dpposterior.families import get_family
 

@@ -1,6 +1,6 @@
 """diagnostics.metrics computes its distances with compiled kernels (diagnostics/distance_kernels.py) in
 scipy.spatial.distance's order, so the calibration studies' MMD is what it was with ``cdist``/``pdist``, bit
-for bit (issue 29: scipy.spatial is no longer imported by calibration workers)."""
+for bit (scipy.spatial is no longer imported by calibration workers)."""
 
 from __future__ import annotations
 

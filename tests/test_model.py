@@ -1,4 +1,4 @@
-"""dpposterior.Model (issue 13): the contract model against a brute-force posterior, every engine on
+"""dpposterior.Model: the contract model against a brute-force posterior, every engine on
 the same object, parameter transforms, and one-line errors for bad models.
 
 Brute force: p(s_dp | lam) = sum_s P(S = s | lam) Laplace(s_dp - s; b) with S = sum of n clamped

@@ -1,4 +1,4 @@
-"""Posterior.to_netcdf writes with h5netcdf alone (issue 29): the file reads back through ArviZ identical to
+"""Posterior.to_netcdf writes with h5netcdf alone: the file reads back through ArviZ identical to
 the file ArviZ itself writes (``to_arviz().to_netcdf``) -- groups, variables, dtypes, dims, coords, values,
 attributes (all but the write time)."""
 

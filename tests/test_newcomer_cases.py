@@ -1,4 +1,4 @@
-"""Issue 32: the silent cases, tracebacks and refused valid inputs a newcomer hit, one test each,
+"""the silent cases, tracebacks and refused valid inputs a newcomer hit, one test each,
 named after the case.  Every test here failed before its fix (a wrong result printed without a word,
 a traceback, or a refusal of input that ``infer`` itself wrote)."""
 

@@ -1,4 +1,4 @@
-"""Issue 14: the five real-outbreak releases of Xiong, Ju & Zhang App. E.1.2, the ``sir`` family
+"""the five real-outbreak releases of Xiong, Ju & Zhang App. E.1.2, the ``sir`` family
 reading K / times / N from the release, the curator's ``--population --times --trials``, the
 non-private ODE baseline and ``dpposterior reproduce xiong-outbreaks``."""
 

@@ -53,7 +53,7 @@ def test_posterior_requires_chain_draw_axes():
 
 
 def test_engines_say_whether_their_draws_are_iid_and_the_file_keeps_it(tmp_path):
-    """Whether draws are independent is stored on the posterior by the engine (issue 15), not looked up
+    """Whether draws are independent is stored on the posterior by the engine, not looked up
     by method name: 'naive' is an exact conjugate sampler for the Gaussian family but a Gibbs chain
     (checked with R-hat/ESS) for linear regression."""
     import arviz as az

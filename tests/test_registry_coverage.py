@@ -1,4 +1,4 @@
-"""Registry-driven coverage (issue 30): every family in ``FAMILY_MODULES`` and every engine it names
+"""Registry-driven coverage: every family in ``FAMILY_MODULES`` and every engine it names
 runs, so a new family or engine cannot escape the tests.
 
 * every family x engine runs on the family's example release (its simulator's release from the

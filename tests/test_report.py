@@ -173,7 +173,7 @@ def screenshot(html_path: Path, png: Path, profile: Path, size=(1200, 2400)) -> 
 def test_report_renders_in_headless_chromium(files, tmp_path):
     from PIL import Image  # matplotlib depends on pillow
 
-    # the Done-when of issue 7: `report` on the demo's output renders (synthetic files if no demo)
+    # the `report` on the demo's output renders (synthetic files if no demo)
     demo = _demo_posteriors(tmp_path)
     post, compare = (demo[0], demo[1:]) if demo else (files / "post.nc", [files / "naive.nc"])
     html_path = write_report(post, tmp_path / "rep", compare=compare)

@@ -400,7 +400,7 @@ def test_metrics_on_known_distributions():
 
 def test_user_model_smc_abc_normal_mean():
     # the example the SimulatorModel docstring used to carry, now written as the public dpposterior.Model
-    # (SimulatorModel is the engines' internal view since issue 13): x_1..x_50 ~ N(mu, 1), s = sum of
+    # (SimulatorModel is the engines' internal view): x_1..x_50 ~ N(mu, 1), s = sum of
     # the records, released mean + Laplace(0.1/1) -> the posterior mean sits near the release 0.4
     # (prior N(0, 1) pulls it ~2%)
     import scipy.stats as st
@@ -411,7 +411,7 @@ def test_user_model_smc_abc_normal_mean():
     model = dpposterior.Model(params={"mu": st.norm(0.0, 1.0)},
                               records=lambda theta, size, rng: rng.normal(theta["mu"], 1.0, size=size),
                               # clamped to [-2.5, 2.5], so one replaced record moves the mean by at most
-                              # 0.1, the stated sensitivity (unclamped it broke the claim: refused, issue 32)
+                              # 0.1, the stated sensitivity (unclamped it broke the claim: refused)
                               statistic=lambda rec: np.clip(rec, -2.5, 2.5) / 50.0, clamp=(-0.05, 0.05),
                               mechanism=Laplace(epsilon=1.0, sensitivity=0.1), n=50)
     post = dpposterior.infer(model, observed=[0.4], method="smc-abc", simulations=20_000, draws=1000, chains=2,

@@ -1,4 +1,4 @@
-"""The importance-sampling correction of SPPE (dpposterior.sbi.importance; issue 19).
+"""The importance-sampling correction of SPPE (dpposterior.sbi.importance).
 
 Three checks, as for every engine: a closed form (the conjugate Gaussian mean with a Gaussian
 mechanism, and the Gaussian mean with Laplace noise by quadrature), simulation-based calibration

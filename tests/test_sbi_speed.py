@@ -1,4 +1,4 @@
-"""Issue 19: truncated (TSNPE) proposals, O(B * atoms) atom draws, the ``device`` option (CPU path;
+"""truncated (TSNPE) proposals, O(B * atoms) atom draws, the ``device`` option (CPU path;
 CI has no GPU), and the peer benchmark's scoring helpers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16: studies that scale.
+"""studies that scale.
 
 * every trial has its own SeedSequence child, so the calibration JSON is identical for any
   unit size, any backend and any worker count;
@@ -77,7 +77,7 @@ def test_worker_count_and_use_workers(monkeypatch):
 # ---------------------------------------------------------------- identical results
 
 def test_calibration_json_identical_across_unit_sizes_and_backends(tmp_path):
-    """Done-when of issue 16: identical JSON across unit sizes (1, 4, 7, 21, auto) and
+    """identical JSON across unit sizes (1, 4, 7, 21, auto) and
     backends (serial; 2 worker processes with units of 3)."""
     texts = {}
     for size in (1, 4, 7, 21, None):

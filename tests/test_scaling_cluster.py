@@ -1,4 +1,4 @@
-"""Issue 16: a real Dask cluster -- ``dask scheduler`` and two ``dask worker`` processes started
+"""a real Dask cluster -- ``dask scheduler`` and two ``dask worker`` processes started
 as separate processes on 127.0.0.1 -- runs a calibration study through
 ``--scheduler tcp://127.0.0.1:PORT``.
 

@@ -1,4 +1,4 @@
-"""The SIR reference posterior by time change (dpposterior.diagnostics.sir_reference; issue 19 item 4).
+"""The SIR reference posterior by time change (dpposterior.diagnostics.sir_reference).
 
 Small populations keep every simulation cheap; the identities checked do not depend on K.
 """

@@ -1,4 +1,4 @@
-"""Family ``small-area`` and engine ``exact-da`` (issue 28).
+"""Family ``small-area`` and engine ``exact-da``.
 
 * Small cases (G = 3, C = 2) against an independent long run: random-walk Metropolis on the parameters
   with the latent counts summed out exactly in the likelihood (numpy/scipy, no code shared with the

@@ -1,4 +1,4 @@
-"""Issue 28, Build 4: exact-da on Dask partitions gives the serial draws bit for bit -- for any number of
+"""exact-da on Dask partitions gives the serial draws bit for bit -- for any number of
 partitions, with parents, area totals and post-processing -- and survives a killed worker.
 
 The clusters are real: a LocalCluster with worker processes for the partitioning tests, and a

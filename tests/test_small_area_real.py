@@ -1,4 +1,4 @@
-"""Small-area, issue 28 item 6: the shipped NC SIDS data, their private release, the direct estimator,
+"""Small-area: the shipped NC SIDS data, their private release, the direct estimator,
 ``reproduce small-area`` (reduced) and the report's caterpillar plot."""
 
 from __future__ import annotations

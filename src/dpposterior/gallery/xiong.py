@@ -93,7 +93,7 @@ def run_xiong_linreg(ctx: Context) -> Result:
     notes = ["Cells: ours / paper, mean (2.5%, 97.5%). Budgets: "
              + "; ".join(f"{m}: {p['simulations']} simulations" + (f" x {p['rounds']} rounds" if "rounds" in p else "")
                          for m, p in plan.items())
-             + ". The issue's target is |mean difference| <= 0.2 at the paper's budgets (--full)."]
+             + ". The target is |mean difference| <= 0.2 at the paper's budgets (--full)."]
     return Result(fig, ["epsilon", "method", "beta_0 ours / paper", "beta_1 ours / paper", "beta_2 ours / paper",
                         "max abs mean diff"], rows, notes, {"cells": data})
 

@@ -10,7 +10,7 @@ A model lists its engines in the families' form, ``Model.methods`` (:class:`~dpp
   (App. C, Algorithms 1-2) on the model's :meth:`~dpposterior.Model.simulator_model` view.
 
 ``auto`` is ``Model.auto_method``: ``da-mcmc`` when the model has a record likelihood or a complete
-posterior, ``sppe`` otherwise (the issue-13 contract).  Engine options are the same keywords as for the
+posterior, ``sppe`` otherwise.  Engine options are the same keywords as for the
 built-in families, checked by the engine's options class.
 """
 
