@@ -155,10 +155,10 @@ def release_cmd(
 
         if SEEDED_INTEGER_NOTE in release.to_json():  # integer noise: an exact sampler, but a seeded generator
             typer.echo("note: --seed draws integer noise from a seeded numpy generator: reproducible, not for "
-                       "publication; omit --seed for OpenDP's samplers", err=True)
+                       "publication; omit --seed for the exact publication samplers (OpenDP's)", err=True)
         else:
             typer.echo("note: --seed draws numpy floating-point noise: reproducible, not for publication "
-                       "(Mironov 2012); omit --seed for OpenDP's samplers", err=True)
+                       "(Mironov 2012); omit --seed for the exact publication samplers (OpenDP's)", err=True)
 
 
 def _release_from_measurements(path, family, out, mechanism, exposure, postprocessing, given: dict) -> None:

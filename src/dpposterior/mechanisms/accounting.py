@@ -219,12 +219,23 @@ def _grouped(losses) -> list[tuple[Loss, int]]:
     return [(counts[k][0], counts[k][1]) for k in order]
 
 
+#: the discretisation of the coarse loss distribution that bounds an integer law's epsilon (sizing only)
+COARSE_INTERVAL = 1e-2
+
+
 def _upper_bound(losses, delta: float) -> float:
-    """A quick valid upper bound on the composed epsilon at ``delta`` (sizes the discretisation)."""
+    """A quick valid upper bound on the composed epsilon at ``delta`` (sizes the discretisation).  An integer law
+    with no closed form counts its own epsilon at delta / (2 k) from a coarse pessimistic loss distribution
+    (basic composition over the k components: valid, cheap)."""
     rho = sum(loss.rho() or 0.0 for loss in losses)
     pure = sum(loss.pure_epsilon() or 0.0 for loss in losses)
     approx = sum(loss.scale for loss in losses if loss.kind == "approximate" and loss.pure_epsilon() is None)
-    return max(pure + approx + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0), 1e-6)
+    integer = [loss for loss in losses if loss.kind == "integer"]
+    tabulated = 0.0
+    for loss, count in _grouped(integer):
+        coarse = _pld_of(loss, True, COARSE_INTERVAL)
+        tabulated += count * float(coarse.get_epsilon_for_delta(delta / (2.0 * len(losses))))
+    return max(pure + approx + tabulated + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0), 1e-6)
 
 
 def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float | None = None) -> float:
@@ -239,7 +250,7 @@ def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float 
         return 0.0
     if interval is None:
         k = sum(c for _, c in groups)
-        interval = min(1e-4, max(1e-9, PLD_RTOL * _upper_bound(losses, delta) / (2.0 * k)))
+        interval = min(1e-4, max(1e-9, PLD_RTOL * _upper_bound(losses, delta) / (2.0 * k)))  # inf: 1e-4
     total = None
     for loss, count in groups:
         one = _pld_of(loss, pessimistic, interval)

@@ -196,6 +196,13 @@ class Mechanism(ABC):
         raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")
 
     @classmethod
+    def publication_sampler(cls) -> str:
+        """The ``sampler`` string of :meth:`opendp_noise`'s draws (a release records which sampler drew it)."""
+        from .noise import opendp_sampler_name
+
+        return opendp_sampler_name()
+
+    @classmethod
     def opendp_noise(cls, values: np.ndarray, scale: float) -> np.ndarray:
         """``values`` plus OpenDP's (floating-point-safe) noise of ``scale``."""
         raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")

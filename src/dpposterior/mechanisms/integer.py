@@ -231,8 +231,12 @@ class IntegerNoise(Mechanism):
 
     @classmethod
     def _build(cls, kwargs: dict, sensitivity=None) -> "IntegerNoise":
+        from ..errors import InputError
+
         try:
             mech = cls(**kwargs)
+        except InputError:  # already names its field: the family prefixes its path
+            raise
         except (TypeError, ValueError, OverflowError) as exc:
             text = str(exc)
             head = text.partition(": ")[0]

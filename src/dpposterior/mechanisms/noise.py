@@ -65,7 +65,7 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
             raise ValueError(f"mechanism: {mechanism!r} has no publication sampler (opendp_noise): give --seed for "
                              "a reproducible study release, which is not for publication")
         try:
-            return kind.opendp_noise(values, scale), _opendp_name()
+            return kind.opendp_noise(values, scale), kind.publication_sampler()
         except ImportError:  # pragma: no cover - opendp is a hard dependency
             pass
     rng = np.random.default_rng(seed)
@@ -75,7 +75,8 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     return values + kind.numpy_noise(scale, values.shape, rng), name
 
 
-def _opendp_name():
+def opendp_sampler_name() -> str:
+    """'opendp-VERSION': the sampler string of OpenDP's draws."""
     import opendp
 
     version = getattr(opendp, "__version__", None)

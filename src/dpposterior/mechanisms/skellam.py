@@ -278,6 +278,11 @@ class Skellam(IntegerNoise):
         return cls(mu)
 
     @classmethod
+    def publication_sampler(cls) -> str:
+        return ("exact Skellam sampler: Poisson(mu) - Poisson(mu), Duchon & Duvignau's Poisson(1) on the OS's "
+                "CSPRNG (secrets); OpenDP has no Skellam sampler")
+
+    @classmethod
     def opendp_noise(cls, values, scale):
         """``values`` plus exact Skellam noise from the OS's CSPRNG (:func:`poisson_exact`; OpenDP has none).
 
