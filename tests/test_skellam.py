@@ -377,3 +377,49 @@ def test_curator_releases_through_skellam_at_a_rho():
     rel = dp.release_from_csv(frame, "multinomial", column="c", mechanism="skellam", rho=0.5, seed=4)
     assert rel.statistics.counts.model_extra["mu"] == Skellam.from_rho(0.5, math.sqrt(2)).mu == 2.0
     assert rel.privacy().rho == pytest.approx(0.5, rel=1e-12)
+
+
+def test_curator_meets_a_target_epsilon_from_the_mass_function(tmp_path):
+    """--target-epsilon: the largest rho (least noise) whose release's epsilon, from the mass function, meets it."""
+    from dpposterior.cli import main
+
+    data = tmp_path / "d.csv"
+    data.write_text("x\n" + "\n".join("1" if i % 3 else "0" for i in range(40)) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["release", str(data), "--family", "binomial", "--column", "x", "--mechanism", "skellam",
+                 "--target-epsilon", "1.0", "--seed", "2", "--out", str(out)]) == 0
+    rel = dp.load_release(out)
+    eps = rel.privacy().epsilon
+    assert eps <= 1.0 and eps > 0.99  # met, and not by much more noise than it needs
+    assert rel.accounting["target"]["epsilon"] == 1.0
+
+
+@pytest.mark.parametrize("family", ["binomial", "multinomial", "poisson", "naive-bayes"])
+def test_audit_passes_for_skellam_curators(family):
+    from dpposterior.privacy import audit
+
+    results = audit(family, draws=1000, samplers=("numpy",), restarts=2, variants=[f"{family} skellam"])
+    assert len(results) == 1 and results[0].ok, [r.to_dict() for r in results]
+
+
+def test_audit_catches_a_skellam_curator_that_draws_less_noise_than_it_records():
+    """A curator that draws at mu / 4 but records mu: the audit's empirical test rejects the claim."""
+    import dataclasses
+
+    from dpposterior.families import get_family
+    from dpposterior.privacy import audit
+
+    honest = get_family("binomial").curate
+
+    def cheat(frame, options):
+        if options.mechanism != "skellam":
+            return honest(frame, options)
+        out = honest(frame, dataclasses.replace(options, rho=4 * options.rho))  # mu / 4: a quarter of the noise
+        rec = out["statistics"]["successes"]
+        rec["mu"], rec["rho"] = Skellam.from_rho(options.rho).mu, options.rho
+        return out
+
+    ok = audit("binomial", draws=4000, samplers=("numpy",), variants=["binomial skellam"])
+    bad = audit("binomial", draws=4000, samplers=("numpy",), variants=["binomial skellam"], curate=cheat)
+    assert ok[0].ok
+    assert not bad[0].ok and not bad[0].samplers[0].ok

@@ -202,7 +202,7 @@ def _specs() -> dict[str, list[AuditSpec]]:
     # the count families again, released with integer noise
     for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
-        for mech in ("discrete-laplace", "discrete-gaussian"):
+        for mech in ("discrete-laplace", "discrete-gaussian", "skellam"):
             specs[fam].append(dataclasses.replace(
                 base_spec, name=f"{fam} {mech}", options={**base_spec.options, "mechanism": mech},
                 description=f"{base_spec.description}; {mech} noise"))
