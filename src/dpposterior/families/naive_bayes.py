@@ -596,13 +596,9 @@ def dirichlet_draw(alpha, rng):
     return g / g.sum()
 
 
-def _categorical(p, size, rng):
-    cum = np.cumsum(p)
-    return np.minimum(np.searchsorted(cum, rng.random(size) * cum[-1], side="right"), len(p) - 1)
-
-
 def da_model(release, prior):
-    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)`` (Karwa, Kifer & Slavkovic Sec. 4): a record is (y, x_1..x_K); t(x_i) = the
+    """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``
+    (Karwa, Kifer & Slavkovic Sec. 4): a record is (y, x_1..x_K); t(x_i) = the
     indicators of its K cells (y, x_k) on the release's scale; p | x and each table row | x are Dirichlet."""
     from ..mechanisms import Laplace
 

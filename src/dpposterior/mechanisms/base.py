@@ -207,10 +207,6 @@ class Mechanism(ABC):
         """``values`` plus OpenDP's (floating-point-safe) noise of ``scale``."""
         raise ValueError(f"mechanism: cannot draw noise for {cls.name!r}")
 
-    def log_likelihood(self, y, s, axis=-1) -> np.ndarray:
-        """Sum of :meth:`logpdf` over the coordinate axis."""
-        return np.sum(self.logpdf(y, s), axis=axis)
-
 
 def as_rng(rng) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
