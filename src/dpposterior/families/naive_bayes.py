@@ -600,7 +600,6 @@ def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``
     (Karwa, Kifer & Slavkovic Sec. 4): a record is (y, x_1..x_K); t(x_i) = the
     indicators of its K cells (y, x_k) on the release's scale; p | x and each table row | x are Dirichlet."""
-    from ..mechanisms import Laplace
 
     prior = parse_prior(prior, release)
     I, levels, n = release.classes, list(release.levels), release.n
@@ -609,10 +608,10 @@ def da_model(release, prior):
     unit = 1.0 if release.scale == "counts" else 1.0 / n
     observed = np.concatenate([np.asarray(v, float).ravel() for v in rec.value])
     dims = {"class_prob": ["class"], "feature_prob": ["feature", "class", "level"]}
-    # every cell gets Laplace(sensitivity / epsilon) on the release's scale (per table for counts)
+    # every cell gets the tables' noise on the release's scale (Laplace: sensitivity / epsilon per table for counts)
     return tables_record_model("naive-bayes", n, I, levels, np.asarray(prior.class_alpha, float), alpha_feat,
-                         Laplace(rec.epsilon, rec.sensitivity), unit, observed, "class_prob", "feature_prob", dims,
-                         release.coords())
+                               release.mechanism, unit, observed, "class_prob", "feature_prob", dims,
+                               release.coords())
 
 
 #: the module of the variational engine and its baselines
