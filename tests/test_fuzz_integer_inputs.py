@@ -269,20 +269,22 @@ def test_small_area_window_of_sigma_1e9_is_refused_before_allocating(eight_gib):
     release = {"format": "dpposterior-release/1", "family": "small-area", "areas": ["a", "b"], "cells": ["x"],
                "statistics": {"counts": {"value": [[3], [4]], "mechanism": "discrete-gaussian", "sigma": 1e9}}}
     from dpposterior.families.small_area import SmallAreaPrior
-    from dpposterior.inference.small_area import exact_da
+    from dpposterior.inference.small_area import SmallAreaOptions, exact_da
     from dpposterior.options import InferenceOptions
 
     with pytest.raises(RefusedError, match=r"^draws: exact-da: .*enumeration windows [0-9.]+ GiB.* too wide"):
-        exact_da(dp.load_release(release), SmallAreaPrior(), InferenceOptions(draws=100, chains=4, seed=1))
+        exact_da(dp.load_release(release), SmallAreaPrior(),
+                 SmallAreaOptions.from_inference(InferenceOptions(draws=100, chains=4, seed=1)))
 
 
 def test_binomial_window_of_sigma_1e8_is_refused_before_allocating(eight_gib):
     from dpposterior.families._expfam import parse_beta_prior
-    from dpposterior.inference.exact_counts import exact
+    from dpposterior.inference.exact_counts import ExactOptions, exact
     from dpposterior.options import InferenceOptions
 
     release = dp.load_release({"format": "dpposterior-release/1", "family": "binomial", "n": 2_000_000_000,
                                "statistics": {"successes": {"value": 10 ** 9, "mechanism": "discrete-gaussian",
                                                             "sigma": 1e8}}})
     with pytest.raises(RefusedError, match=r"^method: exact: the enumeration window .* needs about [0-9.]+ GiB"):
-        exact(release, parse_beta_prior(None), InferenceOptions(draws=1000, chains=4, seed=1))
+        exact(release, parse_beta_prior(None), ExactOptions.from_inference(InferenceOptions(draws=1000, chains=4,
+                                                                                              seed=1)))

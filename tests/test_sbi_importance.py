@@ -215,8 +215,11 @@ def test_engine_defaults_auto_with_the_fast_preset():
     from dpposterior.sbi.sppe import sppe_on_model
 
     def options(**extra):
-        return SimpleNamespace(draws=50, chains=1, seed=3, quiet=True,
-                               extra=dict(simulations=300, rounds=2, max_epochs=2, rqmc_points=2, **extra))
+        from dpposterior.sbi.sppe import SppeOptions
+
+        return SppeOptions.from_inference(SimpleNamespace(
+            draws=50, chains=1, seed=3, quiet=True,
+            extra=dict(simulations=300, rounds=2, max_epochs=2, rqmc_points=2, **extra)), "toy/sppe")
 
     model = gaussian_laplace_model()
     model.observed = np.array([1.0])

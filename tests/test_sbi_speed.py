@@ -195,8 +195,11 @@ def test_sppe_engine_training_option():
     from dpposterior.sbi.sppe import sppe_on_model
 
     def options(**extra):
-        return SimpleNamespace(draws=10, chains=1, seed=3, quiet=True,
-                               extra=dict(simulations=40, rounds=1, max_epochs=1, **extra))
+        from dpposterior.sbi.sppe import SppeOptions
+
+        return SppeOptions.from_inference(SimpleNamespace(
+            draws=10, chains=1, seed=3, quiet=True, extra=dict(simulations=40, rounds=1, max_epochs=1, **extra)),
+            "toy/sppe")
 
     post = sppe_on_model("toy", _model(), options(training="paper"))
     assert post.attrs["training"] == "paper" and post.attrs["num_atoms"] == 10

@@ -50,7 +50,8 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     # the engine's own options, before any work: an option it does not take is refused here, in one line
     engine_options = family.engine_options(resolved).from_inference(options, f"{family.name}/{resolved}")
     prior_obj = family.parse_prior(prior, release)
-    post = _run(lambda: engine(release, prior_obj, options), options, engine_options, family, prior_obj, release)
+    post = _run(lambda: engine(release, prior_obj, engine_options), options, engine_options, family, prior_obj,
+                release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
     if hasattr(engine_options, "constrained"):  # recorded only where the engine applies it
@@ -132,7 +133,7 @@ def _infer_model(model, observed, prior, method, *, draws, warmup, chains, seed,
     options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains)
     engine_options = resolve(model.methods[resolved].options).from_inference(options, f"{model.name}/{resolved}")
     obs = check_model(model, observed, resolved)  # before any work: the model against all the run will ask of it
-    return _run(lambda: infer_model(model, obs, options), options, engine_options)
+    return _run(lambda: infer_model(model, obs, resolved, engine_options), options, engine_options)
 
 
 def describe_prior(prior, prior_obj) -> str:

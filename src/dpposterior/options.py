@@ -8,10 +8,11 @@ calls it (docs/architecture.md).
 :class:`EngineOptions` is the base of every engine's own options class: a frozen
 dataclass whose fields are all the options the engine takes, with types, ranges and defaults
 (declared with :func:`option`), documented in the engine's module and named by the family's
-``EngineSpec(options=...)``.  ``XOptions.from_inference(options, "family/method")`` builds it and
-refuses, in one line naming the option and the engine, every option the engine does not take --
-``warmup`` for engines with no warm-up and ``constrained`` for engines that do not honour it
-included.  Engines read their options only from this object, never from ``InferenceOptions.extra``.
+``EngineSpec(options=...)``.  The orchestrator (``dpposterior.api``, ``calibrate``) builds it with
+``XOptions.from_inference(options, "family/method")``, which refuses, in one line naming the option and the
+engine, every option the engine does not take -- ``warmup`` for engines with no warm-up and ``constrained``
+for engines that do not honour it included -- and hands the engine this typed object: an engine is
+``engine(release, prior, options: XOptions)`` and never sees the untyped run.
 """
 
 from __future__ import annotations
@@ -154,6 +155,10 @@ class EngineOptions:
     chains: int = option(4, "int", "chains (independent draws: only the output's shape)", low=1)
     #: an int, or a ``numpy.random.SeedSequence`` in batched calibration paths
     seed: Any = option(None, "any", "random seed (none: fresh entropy)")
+    #: how the run reports and where it computes (not options of the engine's algorithm: not listed by
+    #: :meth:`names`): no progress output; the scheduler an engine with Dask partitions uses
+    quiet: bool = field(default=True, metadata={"run": True})
+    scheduler: str = field(default="serial", metadata={"run": True})
     #: False for an engine whose output has a fixed shape (a point estimate; OPS's fixed number of samples):
     #: draws and chains are then not among its options, and a given one is refused, not ignored
     takes_draws: ClassVar[bool] = True
@@ -161,7 +166,8 @@ class EngineOptions:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """All options of the engine: the run options first (draws, warmup, chains, seed, constrained)."""
-        own = [f.name for f in dataclasses.fields(cls) if cls.takes_draws or f.name not in ("draws", "chains")]
+        own = [f.name for f in dataclasses.fields(cls) if "run" not in f.metadata
+               and (cls.takes_draws or f.name not in ("draws", "chains"))]
         return tuple([n for n in RUN_OPTIONS if n in own] + [n for n in own if n not in RUN_OPTIONS])
 
     @classmethod
@@ -183,12 +189,15 @@ class EngineOptions:
 
         ``engine``: ``"family/method"`` for messages (default: the family-less method name).
         """
+        if isinstance(options, cls):  # already the engine's own (the orchestrator built it)
+            return options
         if engine is None:
             method = getattr(options, "method", None)
             engine = method if method not in (None, "auto") else cls.engine
         own = set(cls.names())
         specs = cls.specs()
-        values: dict[str, Any] = {"seed": options.seed}
+        values: dict[str, Any] = {"seed": options.seed, "quiet": bool(getattr(options, "quiet", True)),
+                                  "scheduler": getattr(options, "scheduler", "serial")}
         for name in ("draws", "chains"):
             if name in own:
                 values[name] = getattr(options, name)

@@ -380,7 +380,7 @@ def to_posterior(family_name: str, model, res: DAResult, attrs: dict | None = No
 
 def on_model(model, observed, options) -> Posterior:
     """Engine ``da-mcmc`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its checked release."""
-    opts = DaMcmcOptions.from_inference(options, f"{model.name}/da-mcmc")
+    opts = options
     return to_posterior(model.name, model, run_da_mcmc(model, observed, **opts.run_kwargs()))
 
 
@@ -388,7 +388,7 @@ def da_mcmc(release, prior, options) -> Posterior:
     """Engine ``da-mcmc`` of the built-in families: on the family's record model (its ``da_model`` hook)."""
     from ..families import get_family
 
-    opts = DaMcmcOptions.from_inference(options, f"{release.family}/da-mcmc")
+    opts = options
     hook = get_family(release.family, field="release.family").hooks.get("da_model")
     if hook is None:
         raise InputError("method", f"family {release.family!r} has no record model for da-mcmc")

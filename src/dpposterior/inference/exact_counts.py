@@ -411,7 +411,7 @@ def _inverse_cdf_piecewise_linear(x, dens, u):
 
 def exact(release, prior, options) -> Posterior:
     """Engine ``exact`` (binomial, multinomial, poisson, naive-bayes): exact iid posterior draws by enumeration."""
-    opts = ExactOptions.from_inference(options, f"{release.family}/exact")
+    opts = options
     rng = np.random.default_rng(np.random.SeedSequence(opts.seed) if not isinstance(opts.seed, np.random.SeedSequence)
                                 else opts.seed)
     run = {"binomial": exact_binomial, "multinomial": exact_multinomial, "poisson": exact_poisson,

@@ -218,7 +218,6 @@ class GridOptions(NaiveOptions):
 
 def grid(release, prior, options) -> Posterior:
     """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws)."""
-    options = GridOptions.from_inference(options, f"{release.family}/grid")
     size = options.grid_size
     prob = problem_from_release(release, prior, options.constrained)
     rng_grid, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
@@ -270,7 +269,6 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
 
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the posterior that ignores the privacy noise (baseline only)."""
-    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     lo, width = release.bounds[0], release.width
     sp = prior.scaled(lo, width)
     ybar = (release.statistics.mean.value - lo) / width

@@ -70,7 +70,6 @@ class AdasspOptions(EngineOptions):
     rho: float = option(0.05, "float", "adaSSP's budget share for its eigenvalue bound", low=0.0, high=1.0)
 
 def adassp(release, prior, options):
-    options = AdasspOptions.from_inference(options, f"{release.family}/adassp")
     data = release.regression_data()
     check_dims(data, prior)
     rho = options.rho

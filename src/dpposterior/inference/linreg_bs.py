@@ -388,7 +388,6 @@ class BSOptions(MCMCOptions):
                                  "its current value", low=0)
 
 def mcmc_bs(release, prior, options):
-    options = BSOptions.from_inference(options, f"{release.family}/mcmc-bs")
     data = release.regression_data()
     check_dims(data, prior)
     if prior.iw_scale is None or prior.iw_scale.shape[0] != len(data.features):

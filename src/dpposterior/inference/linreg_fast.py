@@ -49,7 +49,6 @@ class FastOptions(EngineOptions):
                                         low=0.0, nullable=True)
 
 def bayes_fixeds_fast(release, prior, options):
-    options = FastOptions.from_inference(options, f"{release.family}/bayes-fixeds-fast")
     data = release.regression_data()
     require_gaussian(data, "bayes-fixeds-fast")
     check_dims(data, prior)

@@ -201,7 +201,6 @@ class FixedSOptions(MCMCOptions):
 
 
 def mcmc_fixeds(release, prior, options):
-    options = FixedSOptions.from_inference(options, f"{release.family}/mcmc-fixeds")
     data = release.regression_data()
     require_gaussian(data, "mcmc-fixeds")
     check_dims(data, prior)

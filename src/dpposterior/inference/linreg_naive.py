@@ -37,7 +37,6 @@ class NaiveOptions(MCMCOptions):
 
 
 def naive(release, prior, options):
-    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     data = release.regression_data()
     check_dims(data, prior)
     rng = options.rng()

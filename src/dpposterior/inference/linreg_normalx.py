@@ -297,7 +297,6 @@ class NormalXOptions(MCMCOptions):
 
 
 def mcmc_normalx(release, prior, options):
-    options = NormalXOptions.from_inference(options, f"{release.family}/mcmc-normalx")
     data = release.regression_data()
     require_gaussian(data, "mcmc-normalx")
     check_dims(data, prior)

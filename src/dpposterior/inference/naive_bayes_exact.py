@@ -168,7 +168,6 @@ class ExactEnumerationOptions(EngineOptions):
 
 def exact_engine(release, prior, options):
     """Method ``exact-enumeration``: exact posterior (mixture of Dirichlets) for I = K = J = 2, n <= 100."""
-    options = ExactEnumerationOptions.from_inference(options, f"{release.family}/exact-enumeration")
     ex = exact_for_release(release, prior)
     rng = options.rng()
     size = options.chains * options.draws

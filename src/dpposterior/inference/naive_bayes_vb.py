@@ -472,7 +472,6 @@ class NonPrivateOptions(EngineOptions):
 def vb_engine(release, prior, options) -> Posterior:
     """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4."""
     quiet = options.quiet
-    options = VBOptions.from_inference(options, f"{release.family}/vb")
     tol, max_iter = options.tol, options.max_iter
     release.require_laplace("vb")
     pb = Problem.from_release(release, prior)
@@ -494,7 +493,6 @@ def vb_engine(release, prior, options) -> Posterior:
 def naive_engine(release, prior, options) -> Posterior:
     """Method ``naive``: noisy counts clipped to [0, n], rescaled to total n, plugged into the
     conjugate Dirichlet posterior as if they were the confidential counts."""
-    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     pb = Problem.from_release(release, prior)
     class_counts, feat = naive_counts(pb)
     a_c = pb.alpha_c + class_counts[0]
@@ -529,7 +527,6 @@ def confidential_tables(release, confidential) -> np.ndarray:
 
 def nonprivate_engine(release, prior, options) -> Posterior:
     """Method ``non-private`` (simulations only): Dirichlet(alpha + n) from the confidential counts."""
-    options = NonPrivateOptions.from_inference(options, f"{release.family}/non-private")
     tables = confidential_tables(release, options.confidential)
     _, mask = release.released_counts()
     a_c = np.asarray(prior.class_alpha, float) + tables[0].sum(axis=1)

@@ -265,7 +265,7 @@ def _check_memory(release, opts: SmallAreaOptions, tail: float | None, method: s
 
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
-    opts = SmallAreaOptions.from_inference(options, "small-area/exact-da")
+    opts = options
     _check_scheduler(opts, options.scheduler)
     _check_memory(release, opts, opts.tail_mass, "exact-da")
     totals = release.area_totals()
@@ -279,7 +279,7 @@ def exact_da(release, prior, options) -> Posterior:
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler --
     the latent counts are held at the clean table (a zero-width window)."""
-    opts = SmallAreaOptions.from_inference(options, "small-area/naive")
+    opts = options
     _check_scheduler(opts, options.scheduler)
     _check_memory(release, opts, None, "naive")
     G, C = release.G, release.C

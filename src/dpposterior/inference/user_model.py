@@ -47,11 +47,12 @@ def check_model(model, observed, method: str):
     return obs
 
 
-def infer_model(model, obs, options) -> Posterior:
-    """Run ``options.method`` (resolved, its options checked) on ``model`` given ``obs`` (from :func:`check_model`)."""
+def infer_model(model, obs, method: str, options) -> Posterior:
+    """Run ``method`` (resolved) on ``model`` given ``obs`` (from :func:`check_model`) with the engine's typed
+    ``options``."""
     from ..families import resolve
 
-    post = resolve(model.methods[options.method].run)(model, obs, options)
+    post = resolve(model.methods[method].run)(model, obs, options)
     post.attrs.setdefault("model", model.name)
     post.attrs.setdefault("observed", obs.tolist())
     post.attrs.setdefault("n", model.n)

@@ -68,7 +68,6 @@ def naive(release, prior, options):
     """Engine ``naive``: noise-ignoring NPE, 1 round x 1,000 simulations by default."""
     family, model = common.model_for(release, prior)
     quiet = options.quiet
-    options = NaiveNpeOptions.from_inference(options, f"{family.name}/naive")
     simulations, rounds, num_atoms = options.simulations, options.rounds, options.num_atoms
     config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains

@@ -175,7 +175,7 @@ def on_model(model, observed, options):
 
 def smc_abc_on_model(name: str, model, options):
     """SMC-ABC on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
-    opts = SmcAbcOptions.from_inference(options, f"{name}/smc-abc")
+    opts = options
     simulations, particles, tolerance, quantile = opts.simulations, opts.particles, opts.tolerance, opts.quantile
     if simulations < particles:  # before the run is announced (run_smc_abc refuses it too)
         raise InputError("simulations", f"the budget must cover at least one population ({particles})")

@@ -104,7 +104,6 @@ def on_model(model, observed, options):
 def sple_on_model(name: str, model, options):
     """SPLE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     quiet = options.quiet
-    options = SpleOptions.from_inference(options, f"{name}/sple")
     simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
     config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains

@@ -301,7 +301,6 @@ def on_model(model, observed, options):
 def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     quiet = options.quiet
-    options = SppeOptions.from_inference(options, f"{name}/sppe")
     simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
     correction = options.correction
     # the training preset follows the correction, and the atoms follow the preset, unless given
