@@ -19,7 +19,7 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
 * ``mechanisms``    -- the registered mechanisms (``mechanisms.registry``) its releases may use,
 * ``hooks``         -- named optional extras (e.g. the simulator model of the SBI families).
 
-Engines are called as ``engine(release, prior, options) -> Posterior``.
+Engines are called as ``engine(release, prior, options) -> Posterior`` with their own typed options.
 """
 
 from __future__ import annotations

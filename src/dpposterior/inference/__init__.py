@@ -1,7 +1,8 @@
 """Inference engines, one module per algorithm (the SBI engines live in ``dpposterior.sbi``).
 
 An engine is ``engine(release, prior, options) -> Posterior``: it receives the loaded release, the
-family's prior object and an :class:`~dpposterior.options.InferenceOptions`.  The entry point that
+family's prior object and its own typed options (a subclass of :class:`~dpposterior.options.EngineOptions`,
+built by the orchestrator).  The entry point that
 picks and runs an engine is :func:`dpposterior.infer` (``dpposterior.api``); this package never
 imports it (docs/architecture.md).  ``dpposterior.inference.infer`` is kept as a lazy alias of it.
 """
