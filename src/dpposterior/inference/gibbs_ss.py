@@ -182,11 +182,6 @@ def _regions(code, lo, hi):
 
 
 # --------------------------------------------------------------------------- kernels
-@numba.njit(cache=True)
-def _seed(seed):
-    np.random.seed(seed)
-
-
 #: smallest sigma^2 a kernel keeps (the smallest normal double): v + sigma^2 > 0 always
 SIGMA2_FLOOR = 2.2250738585072014e-308
 
