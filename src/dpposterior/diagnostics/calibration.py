@@ -234,7 +234,9 @@ def _refuse_method_for(family, method, sim, prior, mechanism: dict) -> None:
     batch = family.batch_path(method)
     if batch is None:
         return
-    options = InferenceOptions(method=method, draws=2, warmup=1, chains=1, seed=0)
+    # a warm-up only for an engine that has one: the batched path builds the engine's options, which refuse it
+    warmup = 1 if "warmup" in family.engine_options(method).names() else None
+    options = InferenceOptions(method=method, draws=2, warmup=warmup, chains=1, seed=0)
     try:
         with posterior_warnings_ignored():
             batch([sim], prior, options)
@@ -264,8 +266,10 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     """(T, S, D) draws of ``method`` for every simulated release."""
     batch = family.batch_path(method)  # the engine's own vectorised path (families.EngineSpec), if any
     if batch is not None:
-        options = InferenceOptions(method=method, draws=draws or DEFAULT_DRAWS, warmup=None, chains=1,
-                                   seed=seed_seq)
+        # what infer below is given: one chain, the study's draws, everything else the engine's own defaults
+        # (the batched path builds the engine's options from these, so warm-up and tuning are infer's)
+        options = InferenceOptions(method=method, chains=1, seed=seed_seq,
+                                   **({"draws": draws} if draws is not None else {}))
         out = batch(sims, prior, options)
         if out is not None:
             return np.asarray(out, float)

@@ -16,7 +16,8 @@
   It needs the confidential data (it *is* a release mechanism): simulations only.
 
 ``run_batch`` runs any of these (and Gibbs-SS) for a list of simulated
-releases at once; ``dpposterior calibrate`` uses it through the family's ``EngineSpec(batch=...)``.
+releases at once, with each engine's own options and defaults; ``dpposterior calibrate`` uses it
+through the family's ``EngineSpec(batch=...)``.
 
 What differs between the families (the conjugate update, the statistic's range, the confidential
 statistic) is asked of the release's model, ``release.expfam`` (``families._expfam.ExpFamModel``).
@@ -31,7 +32,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import InputError, RefusedError
-from ..options import EngineOptions, confidential_option
+from ..options import EngineOptions, InferenceOptions, confidential_option
 from ..families._expfam import RecordLaw, require_confidential
 from .gibbs_ss import make_posterior, release_arrays, sample_batch
 
@@ -148,16 +149,21 @@ def ops(release, prior, options):
 
 
 # --------------------------------------------------------------------------- calibration hook
-def run_batch(sims, prior, options):
+def run_batch(sims, prior, options: InferenceOptions):
     """Batched calibration path (``EngineSpec.batch``) of Gibbs-SS and the baselines: draws of
-    ``options.method`` for every simulated release, array (T, S, D), or None if not handled here.
+    ``options.method`` for every simulated release, array (T, chains x draws, D), or None if not handled here.
 
-    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.
+    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.  The method's engine
+    options are built from ``options`` by its options class, as the engine builds them: what is not given
+    (``warmup=None``) takes the engine's default, so the study checks the sampler ``infer`` runs.
     """
-    method, draws, warmup, seed = options.method, options.draws, options.warmup, options.seed
-    model = sims[0].release.expfam
-    draws = int(draws or 5000)
-    rng = np.random.default_rng(seed)
+    from ..families import get_family
+
+    method = options.method
+    release = sims[0].release
+    model = release.expfam
+    opts = get_family(release.family).engine_options(method).from_inference(options, f"{release.family}/{method}")
+    rng = np.random.default_rng(opts.seed)
     T = len(sims)
     n = np.array([float(sim.release.n) for sim in sims])
     if model.vector:
@@ -167,18 +173,19 @@ def run_batch(sims, prior, options):
     if method == "gibbs-ss":
         scale = np.array([sim.release.laplace_scale for sim in sims])
         bounds = np.array([sim.release.bounds for sim in sims]) if model.truncated else None
-        out = sample_batch(model, y, n, scale, prior, bounds=bounds, chains=1,
-                           warmup=2000 if warmup is None else int(warmup), draws=draws, seed=seed)
-        theta = out["theta"][:, 0]
+        out = sample_batch(model, y, n, scale, prior, bounds=bounds, chains=opts.chains, warmup=opts.warmup,
+                           draws=opts.draws, seed=opts.seed)
+        theta = out["theta"]  # (T, chains, draws[, K])
+        theta = theta.reshape((T, -1) + theta.shape[3:])
     elif method == "naive":
         if model.truncated:
             s = np.array([max(float(sim.confidential["noisy_full_sum"]), 0.0) for sim in sims])
         else:
             s = model.clip_statistic(y, n)
-        theta = model.conjugate_draws(s, n, prior, (draws,), rng)
+        theta = model.conjugate_draws(s, n, prior, (opts.chains * opts.draws,), rng)
     elif method == "non-private":
         s = np.array([np.asarray(sim.confidential[model.statistic], float) for sim in sims])
-        theta = model.conjugate_draws(s, n, prior, (draws,), rng)
+        theta = model.conjugate_draws(s, n, prior, (opts.chains * opts.draws,), rng)
     elif method == "ops" and model.record_law is RecordLaw.BERNOULLI:
         s = np.array([float(sim.confidential[model.statistic]) for sim in sims])
         eps = np.array([sim.release.noisy_record.epsilon for sim in sims])
