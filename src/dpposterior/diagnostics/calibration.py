@@ -120,6 +120,7 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
 
     A mechanism the simulator does not take, ``--rho`` without discrete-gaussian, ``--epsilon`` with it, and a
     missing budget are refused."""
+    from ..mechanisms.registry import MECHANISMS, get_mechanism
     from ..release import check_epsilon_range
 
     if mechanism is not None:
@@ -133,16 +134,17 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
                                  "only; --mechanism is for binomial, multinomial and poisson")
             raise InputError("mechanism", f"{mechanism!r} is not a mechanism of the {family.name} simulator "
                              f"(one of: {', '.join(offered)})")
-    if mechanism == "discrete-gaussian":
+    if mechanism is not None and get_mechanism(mechanism).accounts_rho:  # zCDP: the budget is rho
         if epsilon is not None:
-            raise InputError("epsilon", "not a budget of --mechanism discrete-gaussian (give its zCDP budget --rho)")
+            raise InputError("epsilon", f"not a budget of --mechanism {mechanism} (give its zCDP budget --rho)")
         if rho is None:
-            raise InputError("rho", "is required with --mechanism discrete-gaussian (its zCDP budget)")
+            raise InputError("rho", f"is required with --mechanism {mechanism} (its zCDP budget)")
         if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 1e-12 <= rho <= 1e6:
             raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {rho!r})")
         return {"name": mechanism, "rho": float(rho)}
     if rho is not None:
-        raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
+        in_rho = [name for name, cls in MECHANISMS.items() if cls.accounts_rho]
+        raise InputError("rho", f"is the budget of --mechanism {' or '.join(in_rho)} only (give --epsilon)")
     if epsilon is None:
         raise InputError("epsilon", "is required (the privacy budget of each simulated release)")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (
@@ -232,7 +234,9 @@ def _refuse_method_for(family, method, sim, prior, mechanism: dict) -> None:
     batch = family.batch_path(method)
     if batch is None:
         return
-    options = InferenceOptions(method=method, draws=2, warmup=1, chains=1, seed=0)
+    # a warm-up only for an engine that has one: the batched path builds the engine's options, which refuse it
+    warmup = 1 if "warmup" in family.engine_options(method).names() else None
+    options = InferenceOptions(method=method, draws=2, warmup=warmup, chains=1, seed=0)
     try:
         with posterior_warnings_ignored():
             batch([sim], prior, options)
@@ -262,8 +266,10 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     """(T, S, D) draws of ``method`` for every simulated release."""
     batch = family.batch_path(method)  # the engine's own vectorised path (families.EngineSpec), if any
     if batch is not None:
-        options = InferenceOptions(method=method, draws=draws or DEFAULT_DRAWS, warmup=None, chains=1,
-                                   seed=seed_seq)
+        # what infer below is given: one chain, the study's draws, everything else the engine's own defaults
+        # (the batched path builds the engine's options from these, so warm-up and tuning are infer's)
+        options = InferenceOptions(method=method, chains=1, seed=seed_seq,
+                                   **({"draws": draws} if draws is not None else {}))
         out = batch(sims, prior, options)
         if out is not None:
             return np.asarray(out, float)
@@ -651,13 +657,26 @@ def emit_study(result: dict, ranks, out, plot, quiet: bool) -> None:
 
 
 def budget_label(result: dict, short: bool = False) -> str:
-    """``epsilon=1``, or with an integer mechanism ``discrete-gaussian rho=0.5`` (``short``: eps, rho)."""
+    """``epsilon=1`` for the simulator's own mechanism, else the mechanism named with its budget,
+    ``discrete-gaussian rho=0.5`` (``short``: eps, rho)."""
     mech = result.get("mechanism") or {}
     eps = "eps" if short else "epsilon"
-    if mech.get("name") in (None, "laplace"):
+    if not mech or mech.get("name") == _own_mechanism(result.get("family")):
         return f"{eps}={result['epsilon']:g}"
     budget = f"rho={mech['rho']:g}" if "rho" in mech else f"{eps}={mech['epsilon']:g}"
     return f"{mech['name']} {budget}"
+
+
+def _own_mechanism(family) -> str | None:
+    """The mechanism ``family``'s simulator releases through unless told otherwise (None: not a family of the
+    registry, e.g. a user model's study, or one whose simulator takes no ``--mechanism``)."""
+    from ..families import get_family
+
+    try:
+        own = get_family(family).simulate_mechanisms
+    except InputError:
+        return None
+    return own[0] if own else None
 
 
 def _print_table(result: dict) -> None:

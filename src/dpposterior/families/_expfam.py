@@ -10,7 +10,9 @@ This module holds what the four family modules share:
   (Sec. 3.1: Delta_s = max ||t(x) - t(x')||_1; App. C for truncated families:
   Delta <= sum_j max{max_{x in [a,b]} |t_j(x)|, max_{x,y in [a,b]} |t_j(x) - t_j(y)|}),
 * conjugate priors (beta, dirichlet, gamma) parsed from the analysis ``[prior]`` table,
-* curators (CSV column -> release dict), and
+* curators (CSV column -> release dict),
+* the model the engines ask for (:class:`ExpFamModel`, carried by each release class as ``expfam``: the record
+  law, the conjugate update, the statistic's range), so that no engine compares a family's name, and
 * ``simulate`` hooks for ``dpposterior calibrate`` (theta ~ prior, data ~ model,
   release through the Laplace mechanism, or for the count families an integer mechanism).
 """
@@ -18,8 +20,9 @@ This module holds what the four family modules share:
 from __future__ import annotations
 
 from dataclasses import dataclass
+import enum
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -130,6 +133,8 @@ class BinomialRelease(_NoisyStatistic, ReleaseBase):
     family: Literal["binomial"]
     n: PositiveInt
     statistics: BinomialStatistics
+    #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
+    expfam: ClassVar["ExpFamModel"]
 
     @model_validator(mode="after")
     def _check(self):
@@ -165,6 +170,8 @@ class MultinomialRelease(_NoisyStatistic, ReleaseBase):
     #: optional public category labels (one per count)
     categories: list[str] | None = None
     statistics: MultinomialStatistics
+    #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
+    expfam: ClassVar["ExpFamModel"]
 
     @model_validator(mode="after")
     def _check(self):
@@ -220,6 +227,8 @@ class _TruncatedRelease(_NoisyStatistic, ReleaseBase):
     bounds: tuple[Annotated[float, Field(strict=True, allow_inf_nan=False)],
                   Annotated[float, Field(strict=True, allow_inf_nan=False)]]
     statistics: TruncatedStatistics
+    #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
+    expfam: ClassVar["ExpFamModel"]
 
     def _check_common(self, allowed=("laplace",)):
         lo, hi = self.bounds
@@ -469,56 +478,247 @@ def curate_multinomial(frame, options) -> dict:
             "statistics": {"counts": record}}
 
 
-def _curate_truncated(frame, options, family: str) -> dict:
+def _curate_truncated(frame, options) -> dict:
+    model = _model_of(options.family)
     col = _column(frame, options)
     x = _numeric(col, options.column)
     if options.bounds is None:
-        raise InputError("bounds", f"the {family} family needs public truncation bounds (--bounds A B)")
+        raise InputError("bounds", f"the {options.family} family needs public truncation bounds (--bounds A B)")
     lo, hi = (float(v) for v in options.bounds)
-    if family == "exponential" and np.any(x <= 0):
-        raise InputError("column", f"column {options.column!r} must hold positive values for the exponential family")
-    if family == "poisson" and (np.any(x < 0) or np.any(x != np.round(x))):
-        raise InputError("column", f"column {options.column!r} must hold non-negative integers for the poisson family")
+    model.check_records(x, options.column, options.family)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
         raise InputError("bounds", f"must be finite with 0 <= a < b (got [{lo:g}, {hi:g}])")
     inside = (x >= lo) & (x <= hi)
     sens = truncated_sensitivity(lo, hi)
-    if family == "poisson" and options.mechanism not in (None, "laplace"):
+    if model.integer_records and _integer_mechanism(getattr(options, "mechanism", None)):
         # integer records inside integer-valued public bounds: the truncated sum is an integer
         lo, hi = float(math.ceil(lo)), float(math.floor(hi))
         sens = truncated_sensitivity(lo, hi)
-    return {"format": FORMAT, "family": family, "n": int(len(x)), "bounds": [lo, hi],
+    return {"format": FORMAT, "family": options.family, "n": int(len(x)), "bounds": [lo, hi],
             "statistics": {"truncated_sum": noisy_record(options, [x[inside].sum()], sens, scalar=True)}}
 
 
 @curator(ExponentialCuratorOptions)
 def curate_exponential(frame, options) -> dict:
-    return _curate_truncated(frame, options, "exponential")
+    return _curate_truncated(frame, options)
 
 
 @curator(PoissonCuratorOptions)
 def curate_poisson(frame, options) -> dict:
-    return _curate_truncated(frame, options, "poisson")
+    return _curate_truncated(frame, options)
+
+
+# --------------------------------------------------------------------------- the model the engines ask for
+class RecordLaw(enum.Enum):
+    """The law of one record: it fixes the family's sufficient statistic, its conjugate update and which Gibbs-SS
+    kernel runs (Algorithm 1 for the bounded counts, Algorithm 2 with Lemma 1's region moments of the record law
+    for a truncated sum).  An engine asks a release's ``expfam.record_law``, never its family's name, as it asks
+    a mechanism its ``noise_shape``."""
+
+    #: 0/1 records, one released count of successes, Beta prior
+    BERNOULLI = "bernoulli"
+    #: one of K categories per record, one released count per category, Dirichlet prior
+    CATEGORICAL = "categorical"
+    #: positive real records, a released sum over public bounds, Gamma prior on the rate
+    EXPONENTIAL = "exponential"
+    #: non-negative integer records, a released sum over public bounds, Gamma prior on the rate
+    POISSON = "poisson"
+
+
+@dataclass(frozen=True)
+class ExpFamModel:
+    """What the exponential families' engines (Gibbs-SS, naive, non-private, OPS, exact) and simulators ask of a
+    family's model.  Each release class carries its own (``BinomialRelease.expfam``, ...), so an engine reads
+    ``release.expfam`` instead of comparing the release's family name."""
+
+    record_law: RecordLaw
+    #: the posterior's variable
+    variable: str
+    #: the confidential statistic's key in a simulation (``non-private`` and ``ops`` condition on it)
+    statistic: str
+
+    #: one released count per category: the statistic is a vector and the posterior has a ``category`` dim
+    vector: ClassVar[bool] = False
+    #: the statistic is a sum over public truncation bounds (Algorithm 2; the release has ``bounds``)
+    truncated: ClassVar[bool] = False
+
+    def prior_parameters(self, prior, k: int) -> list[float]:
+        """The prior's parameters (each must be finite and > 0); ``k``: the number of released counts."""
+        raise NotImplementedError
+
+    def conjugate_draws(self, s, n, prior, size: tuple, rng) -> np.ndarray:
+        """Conjugate posterior draws given statistics ``s`` (T,) or (T, K) of ``n`` records: (T, *size[, K])."""
+        raise NotImplementedError
+
+    def clip_statistic(self, y, n, bounds=None) -> np.ndarray:
+        """Noisy statistics clipped to the range a true statistic can take."""
+        raise NotImplementedError
+
+
+def _conjugate_arrays(s, n, size: tuple):
+    """``s`` and ``n`` as float arrays over the T releases, and the index that adds ``size``'s axes."""
+    s = np.asarray(s, float)
+    n = np.broadcast_to(np.asarray(n, float), (s.shape[0],))
+    return s, n, (slice(None),) + (None,) * len(size)
+
+
+@dataclass(frozen=True)
+class _BoundedCounts(ExpFamModel):
+    """Counts of n records (Algorithm 1): every count lies in [0, n]."""
+
+    def clip_statistic(self, y, n, bounds=None) -> np.ndarray:
+        y = np.asarray(y, float)
+        n = np.asarray(n, float)
+        nn = n.reshape(n.shape + (1,) * (y.ndim - n.ndim)) if n.ndim else n
+        return np.clip(y, 0.0, nn)
+
+
+@dataclass(frozen=True)
+class BetaBernoulli(_BoundedCounts):
+    def prior_parameters(self, prior, k: int) -> list[float]:
+        return [prior.alpha, prior.beta]
+
+    def conjugate_draws(self, s, n, prior, size: tuple, rng) -> np.ndarray:
+        s, n, expand = _conjugate_arrays(s, n, size)
+        return rng.beta((prior.alpha + s)[expand], (prior.beta + n - s)[expand], size=(s.shape[0], *size))
+
+
+@dataclass(frozen=True)
+class DirichletCategorical(_BoundedCounts):
+    vector: ClassVar[bool] = True
+
+    def prior_parameters(self, prior, k: int) -> list[float]:
+        return list(np.ravel(prior.vector(k)))
+
+    def conjugate_draws(self, s, n, prior, size: tuple, rng) -> np.ndarray:
+        s = np.asarray(s, float)
+        T, K = s.shape
+        conc = prior.vector(K)[None, :] + s  # (T, K)
+        g = rng.gamma(conc[(slice(None),) + (None,) * len(size) + (slice(None),)], size=(T, *size, K))
+        return g / g.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class _GammaTruncated(ExpFamModel):
+    """A rate with a Gamma prior, records released as their sum over public bounds [a, b] (Algorithm 2)."""
+
+    truncated: ClassVar[bool] = True
+    #: whether the records are integers (then an integer mechanism may release their truncated sum)
+    integer_records: ClassVar[bool] = False
+
+    def prior_parameters(self, prior, k: int) -> list[float]:
+        return [prior.shape, prior.rate]
+
+    def clip_statistic(self, y, n, bounds=None) -> np.ndarray:
+        y = np.asarray(y, float)
+        hi = np.inf if bounds is None else np.asarray(n, float) * np.asarray(bounds, float)[..., 1]
+        return np.clip(y, 0.0, hi)
+
+    def check_records(self, x: np.ndarray, column: str, family: str) -> None:
+        """Refuse, naming ``column``, records the model cannot have produced."""
+        raise NotImplementedError
+
+    def draw_records(self, rate: float, n: int, rng) -> np.ndarray:
+        """``n`` records of the model at ``rate``."""
+        raise NotImplementedError
+
+    def simulation_bounds(self, prior: GammaPrior) -> tuple[float, float]:
+        """Public truncation bounds for simulations: the central 95% of the prior predictive.
+
+        The paper keeps "the middle 95% of individuals"; choosing the bounds from the true theta would make
+        them informative about theta, so simulations use the prior predictive."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class GammaExponential(_GammaTruncated):
+    def conjugate_draws(self, s, n, prior, size: tuple, rng) -> np.ndarray:
+        s, n, expand = _conjugate_arrays(s, n, size)
+        return rng.gamma((prior.shape + n)[expand], 1.0 / (prior.rate + s)[expand], size=(s.shape[0], *size))
+
+    def check_records(self, x, column, family) -> None:
+        if np.any(x <= 0):
+            raise InputError("column", f"column {column!r} must hold positive values for the {family} family")
+
+    def draw_records(self, rate, n, rng) -> np.ndarray:
+        return rng.exponential(1.0 / rate, size=n)
+
+    def simulation_bounds(self, prior):
+        # Lomax prior predictive: P(X > x) = (rate / (rate + x))^shape  ->  x_p = rate * ((1 - p)^(-1/shape) - 1)
+        def q(p):
+            return prior.rate * ((1.0 - p) ** (-1.0 / prior.shape) - 1.0)
+
+        return float(q(0.025)), float(q(0.975))
+
+
+@dataclass(frozen=True)
+class GammaPoisson(_GammaTruncated):
+    integer_records: ClassVar[bool] = True
+
+    def conjugate_draws(self, s, n, prior, size: tuple, rng) -> np.ndarray:
+        s, n, expand = _conjugate_arrays(s, n, size)
+        return rng.gamma((prior.shape + s)[expand], 1.0 / (prior.rate + n)[expand], size=(s.shape[0], *size))
+
+    def check_records(self, x, column, family) -> None:
+        if np.any(x < 0) or np.any(x != np.round(x)):
+            raise InputError("column", f"column {column!r} must hold non-negative integers for the {family} family")
+
+    def draw_records(self, rate, n, rng) -> np.ndarray:
+        return rng.poisson(rate, size=n).astype(float)
+
+    def simulation_bounds(self, prior):
+        # negative binomial prior predictive; whole numbers, so the truncated sum of integer records is one too
+        from scipy import stats
+
+        nb = stats.nbinom(prior.shape, prior.rate / (1.0 + prior.rate))
+        lo, hi = float(nb.ppf(0.025)), float(nb.ppf(0.975))
+        hi = max(hi, lo + 1.0, 1.0)
+        return lo, hi
+
+
+BinomialRelease.expfam = BetaBernoulli(RecordLaw.BERNOULLI, "p", "successes")
+MultinomialRelease.expfam = DirichletCategorical(RecordLaw.CATEGORICAL, "p", "counts")
+ExponentialRelease.expfam = GammaExponential(RecordLaw.EXPONENTIAL, "rate", "sum")
+PoissonRelease.expfam = GammaPoisson(RecordLaw.POISSON, "rate", "sum")
+
+
+def _model_of(family: str) -> ExpFamModel:
+    """The model of a registered family (by the registry, as ``infer`` finds it)."""
+    from . import get_family
+
+    return get_family(family).release_model.expfam
 
 
 # --------------------------------------------------------------------------- simulation
 def _check_sim_args(n, epsilon, mechanism=None, rho=None):
     """``n`` and the budget of a simulated release: ``epsilon`` (Laplace, the default, and discrete-laplace)
-    or ``rho`` (discrete-gaussian, zCDP), exactly one."""
+    or ``rho`` (a mechanism accounted in zCDP: discrete-gaussian), exactly one."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError("n", f"must be an integer >= 1 (got {shown(n)})")
     if mechanism not in (None, *COUNT_MECHANISMS):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} (got {shown(mechanism)})")
-    if mechanism == "discrete-gaussian":
+    if _accounts_rho(mechanism):
         if epsilon is not None:
-            raise InputError("epsilon", "not a budget of mechanism discrete-gaussian (give its zCDP budget rho)")
+            raise InputError("epsilon", f"not a budget of mechanism {mechanism} (give its zCDP budget rho)")
         if isinstance(rho, bool) or not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
-            raise InputError("rho", f"must be a finite number > 0 with mechanism discrete-gaussian (got {shown(rho)})")
+            raise InputError("rho", f"must be a finite number > 0 with mechanism {mechanism} (got {shown(rho)})")
         return
     if rho is not None:
-        raise InputError("rho", "is the budget of mechanism discrete-gaussian only (give epsilon)")
+        raise InputError("rho", f"is the budget of mechanism {' or '.join(_rho_mechanisms())} only (give epsilon)")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
+
+
+def _accounts_rho(mechanism) -> bool:
+    """Whether ``mechanism`` (a name, None: the default Laplace) takes its budget as rho (zCDP)."""
+    from ..mechanisms.registry import get_mechanism
+
+    return mechanism is not None and get_mechanism(mechanism).accounts_rho
+
+
+def _rho_mechanisms() -> list[str]:
+    """The count families' mechanisms that are accounted in rho (for messages)."""
+    return [m for m in COUNT_MECHANISMS if _accounts_rho(m)]
 
 
 def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | float, rng, scalar: bool) -> dict:
@@ -529,7 +729,7 @@ def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | 
 
     kind = get_mechanism(mechanism)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
-    if mechanism == "discrete-gaussian":
+    if kind.accounts_rho:  # rho = sens^2 / (2 sigma^2)
         scale = sens / math.sqrt(2.0 * rho)
         budget = {"sigma": scale, "rho": float(rho)}
     else:
@@ -543,8 +743,12 @@ def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | 
 
 
 def _integer_mechanism(mechanism) -> bool:
-    """Whether a simulation asks for integer noise (None and laplace: the paper's continuous Laplace)."""
-    return mechanism not in (None, "laplace")
+    """Whether a simulation or curator asks for integer noise (None: the paper's continuous Laplace).  A name
+    that is no registered mechanism is False here, so that the caller's own check refuses it in its words."""
+    from ..mechanisms.registry import MECHANISMS
+
+    kind = MECHANISMS.get(mechanism) if isinstance(mechanism, str) else None
+    return kind is not None and kind.integer_valued
 
 
 def simulate_binomial(prior: BetaPrior, n: int, epsilon: float | None, rng, mechanism: str | None = None,
@@ -592,41 +796,22 @@ def simulate_multinomial(prior: DirichletPrior, n: int, epsilon: float | None, r
     return SimulatedRelease(theta={"p": p}, release=release, confidential={"counts": counts.tolist()})
 
 
-def simulation_bounds(family: str, prior: GammaPrior) -> tuple[float, float]:
-    """Public truncation bounds for simulations: the central 95% of the prior predictive.
-
-    The paper keeps "the middle 95% of individuals"; choosing the bounds from the
-    true theta would make them informative about theta, so simulations use the
-    prior predictive (Lomax for the exponential, negative binomial for the Poisson).
-    """
-    if family == "exponential":
-        # P(X > x) = (rate / (rate + x))^shape  ->  x_p = rate * ((1 - p)^(-1/shape) - 1)
-        def q(p):
-            return prior.rate * ((1.0 - p) ** (-1.0 / prior.shape) - 1.0)
-
-        return float(q(0.025)), float(q(0.975))
-    from scipy import stats
-
-    nb = stats.nbinom(prior.shape, prior.rate / (1.0 + prior.rate))
-    lo, hi = float(nb.ppf(0.025)), float(nb.ppf(0.975))
-    hi = max(hi, lo + 1.0, 1.0)
-    return lo, hi
-
-
 def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float | None, rng,
                        mechanism: str | None = None, rho: float | None = None):
     """theta ~ prior, records ~ model, the truncated sum released through ``mechanism`` (default Laplace at
-    ``epsilon``; poisson also discrete-laplace at ``epsilon`` or discrete-gaussian at ``rho``: the bounds
-    of the prior predictive are whole numbers, so the truncated sum is an integer)."""
-    from . import SimulatedRelease
+    ``epsilon``; for integer records (poisson) also discrete-laplace at ``epsilon`` or discrete-gaussian at
+    ``rho``: the bounds of the prior predictive are whole numbers, so the truncated sum is an integer)."""
+    from . import SimulatedRelease, get_family
 
-    if _integer_mechanism(mechanism) and family != "poisson":
+    release_cls = get_family(family).release_model
+    model = release_cls.expfam
+    if _integer_mechanism(mechanism) and not model.integer_records:
         raise InputError("mechanism", f"the {family} family's records are real numbers: laplace only "
                          f"(got {shown(mechanism)})")
     _check_sim_args(n, epsilon, mechanism, rho)
-    lo, hi = simulation_bounds(family, prior)
+    lo, hi = model.simulation_bounds(prior)
     rate = float(rng.gamma(prior.shape, 1.0 / prior.rate))
-    x = rng.exponential(1.0 / rate, size=n) if family == "exponential" else rng.poisson(rate, size=n).astype(float)
+    x = model.draw_records(rate, n, rng)
     inside = (x >= lo) & (x <= hi)
     sens = truncated_sensitivity(lo, hi)
     truncated_sum = float(x[inside].sum())
@@ -641,7 +826,6 @@ def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float | 
         record = {"value": float(y), "mechanism": "laplace", "epsilon": float(epsilon), "sensitivity": sens,
                   "sampler": "simulation"}
         noisy_full = None
-    release_cls = ExponentialRelease if family == "exponential" else PoissonRelease
     release = release_cls.model_validate(
         {"format": FORMAT, "family": family, "n": int(n), "bounds": [lo, hi],
          "statistics": {"truncated_sum": record}})
@@ -670,7 +854,12 @@ _BATCH = "dpposterior.inference.expfam_baselines:run_batch"
 def auto_for_noise(release) -> str:
     """``auto`` of the count families: Gibbs-SS (Bernstein & Sheldon) for continuous Laplace noise, the exact
     enumeration engine for every other mechanism (integer noise: there is no Laplace scale mixture)."""
-    return "gibbs-ss" if release.noisy_record.mechanism == "laplace" else "exact"
+    from ..mechanisms.base import NoiseShape
+    from ..mechanisms.registry import get_mechanism
+
+    kind = get_mechanism(release.noisy_record.mechanism)
+    continuous_laplace = kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
+    return "gibbs-ss" if continuous_laplace else "exact"
 
 
 def family_methods(ops: bool = False, exact: bool = False, da_mcmc: bool = False) -> dict[str, EngineSpec]:

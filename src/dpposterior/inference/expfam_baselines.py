@@ -16,7 +16,11 @@
   It needs the confidential data (it *is* a release mechanism): simulations only.
 
 ``run_batch`` runs any of these (and Gibbs-SS) for a list of simulated
-releases at once; ``dpposterior calibrate`` uses it through ``Family.hooks``.
+releases at once, with each engine's own options and defaults; ``dpposterior calibrate`` uses it
+through the family's ``EngineSpec(batch=...)``.
+
+What differs between the families (the conjugate update, the statistic's range, the confidential
+statistic) is asked of the release's model, ``release.expfam`` (``families._expfam.ExpFamModel``).
 """
 
 from __future__ import annotations
@@ -28,47 +32,15 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import InputError, RefusedError
-from ..options import EngineOptions, confidential_option
-from ..families._expfam import require_confidential
-from .gibbs_ss import TRUNCATED_CODES, make_posterior, release_arrays, sample_batch
+from ..options import EngineOptions, InferenceOptions, confidential_option
+from ..families._expfam import RecordLaw, require_confidential
+from .gibbs_ss import make_posterior, release_arrays, sample_batch
 
 OPS_SAMPLES = 100
 OPS_A0 = 0.1
 
 
 # --------------------------------------------------------------------------- vectorised draws
-def conjugate_draws(family: str, s, n, prior, size: tuple, rng) -> np.ndarray:
-    """Conjugate posterior draws given statistics ``s`` (T,) or (T, K): shape (T, *size[, K])."""
-    s = np.asarray(s, float)
-    n = np.asarray(n, float)
-    T = s.shape[0]
-    n = np.broadcast_to(n, (T,))
-    expand = (slice(None),) + (None,) * len(size)
-    if family == "binomial":
-        return rng.beta((prior.alpha + s)[expand], (prior.beta + n - s)[expand], size=(T, *size))
-    if family == "multinomial":
-        K = s.shape[1]
-        conc = prior.vector(K)[None, :] + s  # (T, K)
-        g = rng.gamma(conc[(slice(None),) + (None,) * len(size) + (slice(None),)], size=(T, *size, K))
-        return g / g.sum(axis=-1, keepdims=True)
-    if family == "exponential":
-        return rng.gamma((prior.shape + n)[expand], 1.0 / (prior.rate + s)[expand], size=(T, *size))
-    if family == "poisson":
-        return rng.gamma((prior.shape + s)[expand], 1.0 / (prior.rate + n)[expand], size=(T, *size))
-    raise InputError("family", f"no conjugate update for family {family!r}")
-
-
-def clip_statistic(family: str, y, n, bounds=None) -> np.ndarray:
-    """Noisy statistics clipped to the range a true statistic can take."""
-    y = np.asarray(y, float)
-    n = np.asarray(n, float)
-    if family in ("binomial", "multinomial"):
-        nn = n.reshape(n.shape + (1,) * (y.ndim - n.ndim)) if n.ndim else n
-        return np.clip(y, 0.0, nn)
-    hi = np.inf if bounds is None else n * np.asarray(bounds, float)[..., 1]
-    return np.clip(y, 0.0, hi)
-
-
 def ops_draws(s, n, prior, epsilon, rng, samples: int = OPS_SAMPLES, a0: float = OPS_A0) -> np.ndarray:
     """OPS for the binomial: (T, samples) draws, each at epsilon/samples."""
     from scipy import stats  # only OPS needs it (docs/architecture.md, "Imports stay light")
@@ -124,27 +96,28 @@ def _size(options):
 def naive(release, prior, options):
     """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
     options = NaiveOptions.from_inference(options, f"{release.family}/naive")
+    model = release.expfam
     arrays = release_arrays(release)
     rng = options.rng()
     conf = options.confidential
     note = "noisy statistics treated as exact (clipped to the valid range)"
-    if release.family in TRUNCATED_CODES:
+    if model.truncated:
         if isinstance(conf, dict) and "noisy_full_sum" in conf:
             s = np.array([max(float(conf["noisy_full_sum"]), 0.0)])
             note = ("CHEATING as in Bernstein & Sheldon Sec. 4: uses the noisy untruncated sum from the "
                     "simulation (same noise magnitude; not private)")
         else:
-            s = clip_statistic(release.family, arrays["y"], arrays["n"], arrays["bounds"])
+            s = model.clip_statistic(arrays["y"], arrays["n"], arrays["bounds"])
             note = "noisy truncated sum treated as the exact full sum (ignores noise and truncation)"
     else:
-        y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]
-        s = clip_statistic(release.family, y, arrays["n"])
-    theta = conjugate_draws(release.family, s, arrays["n"], prior, _size(options), rng)[0]
+        y = arrays["y"][None, ...] if model.vector else arrays["y"]
+        s = model.clip_statistic(y, arrays["n"])
+    theta = model.conjugate_draws(s, arrays["n"], prior, _size(options), rng)[0]
     return make_posterior(release, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
 
 
 def _confidential_statistic(release, conf) -> np.ndarray:
-    key = {"binomial": "successes", "multinomial": "counts"}.get(release.family, "sum")
+    key = release.expfam.statistic
     if key not in conf:
         raise InputError("confidential", f"missing the confidential statistic {key!r}")
     value = np.asarray(conf[key], float)
@@ -156,7 +129,7 @@ def non_private(release, prior, options):
     options = NonPrivateOptions.from_inference(options, f"{release.family}/non-private")
     conf = require_confidential(options, "non-private")
     s = _confidential_statistic(release, conf)
-    theta = conjugate_draws(release.family, s, float(release.n), prior, _size(options), options.rng())[0]
+    theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options), options.rng())[0]
     return make_posterior(release, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
                           iid=True)
 
@@ -164,11 +137,11 @@ def non_private(release, prior, options):
 def ops(release, prior, options):
     """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
     options = OpsOptions.from_inference(options, f"{release.family}/ops")
-    if release.family != "binomial":
-        raise RefusedError("method", "ops is implemented for the binomial family only")
+    if release.expfam.record_law is not RecordLaw.BERNOULLI:  # its utility is the Bernoulli log-likelihood
+        raise RefusedError("method", "ops is implemented for Bernoulli records (the binomial family) only")
     conf = require_confidential(options, "ops")
     s = _confidential_statistic(release, conf)
-    eps = release.statistics.successes.epsilon
+    eps = release.noisy_record.epsilon
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
     return make_posterior(release, "ops", theta[None, :],
                           _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
@@ -176,41 +149,46 @@ def ops(release, prior, options):
 
 
 # --------------------------------------------------------------------------- calibration hook
-def run_batch(sims, prior, options):
+def run_batch(sims, prior, options: InferenceOptions):
     """Batched calibration path (``EngineSpec.batch``) of Gibbs-SS and the baselines: draws of
-    ``options.method`` for every simulated release, array (T, S, D), or None if not handled here.
+    ``options.method`` for every simulated release, array (T, chains x draws, D), or None if not handled here.
 
-    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.
+    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.  The method's engine
+    options are built from ``options`` by its options class, as the engine builds them: what is not given
+    (``warmup=None``) takes the engine's default, so the study checks the sampler ``infer`` runs.
     """
-    method, draws, warmup, seed = options.method, options.draws, options.warmup, options.seed
-    family = sims[0].release.family
-    draws = int(draws or 5000)
-    rng = np.random.default_rng(seed)
+    from ..families import get_family
+
+    method = options.method
+    release = sims[0].release
+    model = release.expfam
+    opts = get_family(release.family).engine_options(method).from_inference(options, f"{release.family}/{method}")
+    rng = np.random.default_rng(opts.seed)
     T = len(sims)
     n = np.array([float(sim.release.n) for sim in sims])
-    if family == "multinomial":
+    if model.vector:
         y = np.stack([sim.release.released for sim in sims])
     else:
         y = np.array([sim.release.released[0] for sim in sims])
     if method == "gibbs-ss":
         scale = np.array([sim.release.laplace_scale for sim in sims])
-        bounds = np.array([sim.release.bounds for sim in sims]) if family in TRUNCATED_CODES else None
-        out = sample_batch(family, y, n, scale, prior, bounds=bounds, chains=1,
-                           warmup=2000 if warmup is None else int(warmup), draws=draws, seed=seed)
-        theta = out["theta"][:, 0]
+        bounds = np.array([sim.release.bounds for sim in sims]) if model.truncated else None
+        out = sample_batch(model, y, n, scale, prior, bounds=bounds, chains=opts.chains, warmup=opts.warmup,
+                           draws=opts.draws, seed=opts.seed)
+        theta = out["theta"]  # (T, chains, draws[, K])
+        theta = theta.reshape((T, -1) + theta.shape[3:])
     elif method == "naive":
-        if family in TRUNCATED_CODES:
+        if model.truncated:
             s = np.array([max(float(sim.confidential["noisy_full_sum"]), 0.0) for sim in sims])
         else:
-            s = clip_statistic(family, y, n)
-        theta = conjugate_draws(family, s, n, prior, (draws,), rng)
+            s = model.clip_statistic(y, n)
+        theta = model.conjugate_draws(s, n, prior, (opts.chains * opts.draws,), rng)
     elif method == "non-private":
-        key = {"binomial": "successes", "multinomial": "counts"}.get(family, "sum")
-        s = np.array([np.asarray(sim.confidential[key], float) for sim in sims])
-        theta = conjugate_draws(family, s, n, prior, (draws,), rng)
-    elif method == "ops" and family == "binomial":
-        s = np.array([float(sim.confidential["successes"]) for sim in sims])
-        eps = np.array([sim.release.statistics.successes.epsilon for sim in sims])
+        s = np.array([np.asarray(sim.confidential[model.statistic], float) for sim in sims])
+        theta = model.conjugate_draws(s, n, prior, (opts.chains * opts.draws,), rng)
+    elif method == "ops" and model.record_law is RecordLaw.BERNOULLI:
+        s = np.array([float(sim.confidential[model.statistic]) for sim in sims])
+        eps = np.array([sim.release.noisy_record.epsilon for sim in sims])
         theta = ops_draws(s, n, prior, eps, rng)
     else:
         return None

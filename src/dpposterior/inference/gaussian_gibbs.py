@@ -739,23 +739,26 @@ def gibbs(release, prior, options) -> Posterior:
 
 
 def run_batch(sims, prior, options):
-    """Batched calibration path (``EngineSpec.batch``): (trials, draws, 2) draws of (mu, sigma2).
+    """Batched calibration path (``EngineSpec.batch``): (trials, chains x draws, 2) draws of (mu, sigma2).
 
-    Runs one chain per simulated release, all in one call of :func:`run_chains` (unconstrained, as
-    ``dpposterior calibrate`` analyses); None for releases off [0, 1], which then run one by one.
+    Runs the engine's chains for every simulated release, all in one call of :func:`run_chains` (warm-up
+    adaptation pooled per release, as :func:`gibbs` pools it over its chains), with the engine's own options
+    (:class:`GibbsOptions` built from ``options``: what is not given takes its default, so the study checks
+    the sampler ``infer`` runs); None for releases off [0, 1], which then run one by one.
     """
     from ..families.gaussian import GaussianPrior, parse_prior
 
-    draws, warmup, seed = options.draws, options.warmup, options.seed
+    opts = GibbsOptions.from_inference(options, "gaussian/gibbs")
     prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
     rel = [s.release for s in sims]
     if any(r.bounds != (0.0, 1.0) for r in rel):
         return None
+    T, chains = len(sims), opts.chains
     n = np.array([r.n for r in rel], float)
     prob = make_problem(n, [r.statistics.mean.value for r in rel], [r.statistics.variance.value for r in rel],
                         np.array([r.epsilon_mean for r in rel]), np.array([r.epsilon_variance for r in rel]),
-                        prior, False)
-    rng = np.random.default_rng(seed)
-    res = run_chains(prob, len(sims), int(draws), int(warmup if warmup is not None else max(200, draws // 2)), rng,
-                     groups=np.arange(len(sims)))
-    return np.stack([res["mu"], res["sigma2"]], axis=-1)
+                        prior, opts.constrained).expand(chains)
+    rng = np.random.default_rng(opts.seed)
+    res = run_chains(prob, T * chains, opts.draws, opts.warmup, rng, joint_update=opts.joint_update,
+                     groups=np.repeat(np.arange(T), chains))
+    return np.stack([res["mu"], res["sigma2"]], axis=-1).reshape(T, chains * opts.draws, 2)

@@ -54,6 +54,7 @@ import numpy as np
 from numba.extending import get_cython_function_address
 
 from ..errors import InputError
+from ..families._expfam import ExpFamModel, RecordLaw
 from ..options import MCMCOptions
 from ..posterior import Posterior
 
@@ -79,11 +80,13 @@ _gammainc = numba.types.ExternalFunction("dpposterior_scipy_gammainc",
 _gammaincc = numba.types.ExternalFunction("dpposterior_scipy_gammaincc",
                                           numba.types.float64(numba.types.float64, numba.types.float64))
 
+#: codes of the truncated kernel's record laws (Lemma 1's region moments and the conjugate update of line 9)
 EXPONENTIAL, POISSON = 0, 1
 #: the rates a truncated kernel can hold: (1/rate)^2 and rate^2 stay finite, no division by 0
 RATE_MIN, RATE_MAX = 1e-150, 1e150
 LOG_RATE_MIN, LOG_RATE_MAX = math.log(RATE_MIN), math.log(RATE_MAX)
-TRUNCATED_CODES = {"exponential": EXPONENTIAL, "poisson": POISSON}
+#: the truncated kernel's code of each record law it handles
+TRUNCATED_CODES = {RecordLaw.EXPONENTIAL: EXPONENTIAL, RecordLaw.POISSON: POISSON}
 
 
 # --------------------------------------------------------------------------- Lemma 1, closed forms
@@ -182,11 +185,6 @@ def _regions(code, lo, hi):
 
 
 # --------------------------------------------------------------------------- kernels
-@numba.njit(cache=True)
-def _seed(seed):
-    np.random.seed(seed)
-
-
 #: smallest sigma^2 a kernel keeps (the smallest normal double): v + sigma^2 > 0 always
 SIGMA2_FLOOR = 2.2250738585072014e-308
 
@@ -498,65 +496,95 @@ def _per_trial(value, T):
     return np.broadcast_to(arr, (T,)) if arr.ndim == 0 else arr
 
 
-def _check_inputs(family, y, n, scale, prior, bounds) -> None:
+def model_of(family) -> ExpFamModel:
+    """The model Gibbs-SS samples: a family's name (looked up in the registry, as ``infer`` does), or the model
+    itself (``release.expfam``)."""
+    if isinstance(family, ExpFamModel):
+        return family
+    from ..families import get_family
+
+    model = getattr(get_family(family, field="family").release_model, "expfam", None)
+    if model is None:
+        raise InputError("family", f"gibbs-ss does not handle family {family!r}")
+    return model
+
+
+def _check_inputs(model: ExpFamModel, y, n, scale, prior, bounds) -> None:
     """What the kernels need, else a one-line :class:`InputError` (never a crash or a hang in a kernel)."""
     if not np.all(np.isfinite(y)):
         raise InputError("release.released", "must be finite numbers")
+    if model.vector and y.ndim != 2:
+        raise InputError("release.released", "must hold one row of counts per release")
     n = np.asarray(n, float)
     if not np.all(np.isfinite(n)) or not np.all(n >= 1):
         raise InputError("release.n", "must be a finite number >= 1")
     scale = np.asarray(scale, float)
     if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
         raise InputError("release.scale", "the Laplace scale (sensitivity / epsilon) must be finite and > 0")
-    params = ([prior.alpha, prior.beta] if family == "binomial" else
-              list(np.ravel(prior.vector(y.shape[1]))) if family == "multinomial" and y.ndim == 2 else
-              [prior.shape, prior.rate] if family in TRUNCATED_CODES else [])
+    params = model.prior_parameters(prior, y.shape[-1])
     if not all(math.isfinite(float(v)) and float(v) > 0 for v in params):
         raise InputError("prior", f"parameters must be finite and > 0 (got {params})")
-    if family in TRUNCATED_CODES:
+    if model.truncated:
         bnd = np.asarray(bounds, float) if bounds is not None else np.empty((0, 2))
         if bnd.shape[-1:] != (2,) or not np.all(np.isfinite(bnd)) or not np.all(bnd[..., 0] >= 0) \
                 or not np.all(bnd[..., 1] > bnd[..., 0]):
             raise InputError("release.bounds", "must be finite with 0 <= lower < upper")
 
 
-def sample_batch(family: str, y, n, scale, prior, *, bounds=None, chains: int = 1, warmup: int = PAPER_WARMUP,
-                 draws: int = PAPER_DRAWS, seed=None) -> dict:
-    """Gibbs-SS for T releases at once.
-
-    ``y``: released statistics, shape (T,) or (T, K) for the multinomial; ``n``,
-    ``scale`` (Laplace b = Delta/eps): scalars or (T,); ``bounds``: (T, 2) or (2,) for
-    truncated families; ``prior``: the family's prior object.  Returns a dict with
-    ``theta`` of shape (T, chains, draws[, K]), ``statistic`` (imputed full s, same
-    shape) and ``fallbacks`` (T, chains): iterations whose s proposals were all rejected.
-    """
-    y = np.asarray(y, float)
+def _bernoulli(y, n_t, b_t, prior, bounds, chains, warmup, draws, seed):
     T = y.shape[0]
-    _check_inputs(family, y, n, scale, prior, bounds)
-    n_t = np.repeat(_per_trial(n, T), chains)
-    b_t = np.repeat(_per_trial(scale, T), chains)
-    seed = numba_seed(seed)
-    if family == "binomial":
-        yy = np.repeat(y.reshape(T), chains)
-        a = np.full(T * chains, prior.alpha)
-        bb = np.full(T * chains, prior.beta)
-        theta, stat, fb = binomial_kernel(yy, n_t, b_t, a, bb, int(warmup), int(draws), seed)
-    elif family == "multinomial":
-        K = y.shape[1]
-        yy = np.repeat(y, chains, axis=0)
-        a = np.tile(prior.vector(K), (T * chains, 1))
-        theta, stat, fb = multinomial_kernel(yy, n_t, b_t, a, int(warmup), int(draws), seed)
-    elif family in TRUNCATED_CODES:
+    yy = np.repeat(y.reshape(T), chains)
+    a = np.full(T * chains, prior.alpha)
+    bb = np.full(T * chains, prior.beta)
+    return binomial_kernel(yy, n_t, b_t, a, bb, warmup, draws, seed)
+
+
+def _categorical(y, n_t, b_t, prior, bounds, chains, warmup, draws, seed):
+    T, K = y.shape
+    yy = np.repeat(y, chains, axis=0)
+    a = np.tile(prior.vector(K), (T * chains, 1))
+    return multinomial_kernel(yy, n_t, b_t, a, warmup, draws, seed)
+
+
+def _truncated(code):
+    def run(y, n_t, b_t, prior, bounds, chains, warmup, draws, seed):
+        T = y.shape[0]
         bounds = np.broadcast_to(np.asarray(bounds, float), (T, 2))
         yy = np.repeat(y.reshape(T), chains)
         lo = np.repeat(bounds[:, 0], chains)
         hi = np.repeat(bounds[:, 1], chains)
         sh = np.full(T * chains, prior.shape)
         rt = np.full(T * chains, prior.rate)
-        theta, stat, fb = truncated_kernel(TRUNCATED_CODES[family], yy, n_t, b_t, lo, hi, sh, rt,
-                                           int(warmup), int(draws), seed)
-    else:
-        raise InputError("family", f"gibbs-ss does not handle family {family!r}")
+        return truncated_kernel(code, yy, n_t, b_t, lo, hi, sh, rt, warmup, draws, seed)
+    return run
+
+
+#: the kernel of each record law: Algorithm 1 (bounded counts) or Algorithm 2 (truncated sums)
+KERNELS = {RecordLaw.BERNOULLI: _bernoulli, RecordLaw.CATEGORICAL: _categorical,
+           **{law: _truncated(code) for law, code in TRUNCATED_CODES.items()}}
+
+
+def sample_batch(family, y, n, scale, prior, *, bounds=None, chains: int = 1, warmup: int = PAPER_WARMUP,
+                 draws: int = PAPER_DRAWS, seed=None) -> dict:
+    """Gibbs-SS for T releases at once.
+
+    ``family``: the family's name or its model (``release.expfam``, :class:`~dpposterior.families._expfam.
+    ExpFamModel`); ``y``: released statistics, shape (T,) or (T, K) for a vector of counts; ``n``,
+    ``scale`` (Laplace b = Delta/eps): scalars or (T,); ``bounds``: (T, 2) or (2,) for
+    truncated families; ``prior``: the family's prior object.  Returns a dict with
+    ``theta`` of shape (T, chains, draws[, K]), ``statistic`` (imputed full s, same
+    shape) and ``fallbacks`` (T, chains): iterations whose s proposals were all rejected.
+    """
+    model = model_of(family)
+    kernel = KERNELS.get(model.record_law)
+    if kernel is None:
+        raise InputError("family", f"gibbs-ss has no kernel for {model.record_law.value} records")
+    y = np.asarray(y, float)
+    T = y.shape[0]
+    _check_inputs(model, y, n, scale, prior, bounds)
+    n_t = np.repeat(_per_trial(n, T), chains)
+    b_t = np.repeat(_per_trial(scale, T), chains)
+    theta, stat, fb = kernel(y, n_t, b_t, prior, bounds, chains, int(warmup), int(draws), numba_seed(seed))
     shape = (T, chains) + theta.shape[1:]
     return {"theta": theta.reshape(shape), "statistic": stat.reshape(shape), "fallbacks": fb.reshape(T, chains)}
 
@@ -564,21 +592,18 @@ def sample_batch(family: str, y, n, scale, prior, *, bounds=None, chains: int = 
 def release_arrays(release) -> dict:
     """(y, n, scale, bounds) of a release as the kernels want them."""
     out = {"y": release.released, "n": float(release.n), "scale": release.noise_scale, "bounds": None}
-    if release.family in TRUNCATED_CODES:
+    if release.expfam.truncated:
         out["bounds"] = np.asarray(release.bounds, float)
     return out
-
-
-def variable_of(family: str) -> str:
-    return "rate" if family in TRUNCATED_CODES else "p"
 
 
 def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
                    iid: bool = False) -> Posterior:
     """Wrap draws of shape (chain, draw[, K]) as a Posterior with the family's variable name."""
-    var = variable_of(release.family)
+    model = release.expfam
+    var = model.variable
     dims, coords = {}, {}
-    if release.family == "multinomial":
+    if model.vector:
         dims = {var: ["category"]}
         coords = {"category": release.category_labels}
         if sample_stats:
@@ -601,13 +626,14 @@ def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
     options = GibbsSSOptions.from_inference(options, f"{release.family}/gibbs-ss")
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
+    model = release.expfam
     arrays = release_arrays(release)
-    y = arrays["y"][None, ...] if release.family == "multinomial" else arrays["y"]
-    out = sample_batch(release.family, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],
+    y = arrays["y"][None, ...] if model.vector else arrays["y"]
+    out = sample_batch(model, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],
                        chains=options.chains, warmup=options.warmup, draws=options.draws, seed=options.seed)
     fallbacks = int(out["fallbacks"].sum())
     attrs = {"algorithm": "Bernstein & Sheldon 2018, " + ("Algorithm 2 + RS-CLT (Algorithm 3)"
-                                                          if release.family in TRUNCATED_CODES else "Algorithm 1"),
+                                                          if model.truncated else "Algorithm 1"),
              "prior": str(prior.to_dict()), "warmup": options.warmup, "rejection_fallbacks": fallbacks}
     return make_posterior(release, "gibbs-ss", out["theta"][0], attrs,
                           sample_stats={"statistic": out["statistic"][0]})
