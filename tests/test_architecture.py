@@ -152,3 +152,15 @@ def test_the_walker_sees_function_level_and_relative_imports():
     assert "dpposterior.inference.user_model" in GRAPH["dpposterior.api"]
     assert "dpposterior.errors" in GRAPH["dpposterior.families.gaussian"]
     assert layer_of("dpposterior.families.gaussian") > layer_of("dpposterior.families")
+
+
+def test_nothing_outside_mechanisms_dispatches_on_a_mechanism_or_family_name():
+    """Families, engines, curators and the audit ask a mechanism its capabilities and a release its own methods
+    (docs/adding-a-mechanism.md); only ``mechanisms/`` and the release-file parser read names."""
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    from _name_dispatch import name_dispatches
+
+    found = name_dispatches()
+    assert not found, "\n".join(f"{rel}:{line}: {text}" for rel, line, text in found)

@@ -134,7 +134,7 @@ def test_laplace_simulation_is_unchanged_by_the_mechanism_option():
     (["--family", "binomial", "--mechanism", "discrete-gaussian"],
      "error: rho: is required with --mechanism discrete-gaussian (its zCDP budget)"),
     (["--family", "binomial", "--mechanism", "discrete-laplace", "--rho", "1"],
-     "error: rho: is the budget of --mechanism discrete-gaussian only (give --epsilon)"),
+     "error: rho: is the budget of --mechanism discrete-gaussian or skellam only (give --epsilon)"),
     (["--family", "binomial", "--mechanism", "discrete-laplace"], "error: epsilon: is required"),
     (["--family", "poisson", "--mechanism", "gaussian", "--epsilon", "1"],
      "error: mechanism: 'gaussian' is not a mechanism of the poisson simulator (one of: laplace, discrete-laplace, "

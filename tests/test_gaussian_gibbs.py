@@ -254,7 +254,9 @@ def test_simulation_based_calibration_ranks_uniform_and_naive_not():
     sims = [FAMILY.simulate(prior, 50, 1.0, rng) for _ in range(300)]
     truth = np.array([[s.theta["mu"], s.theta["sigma2"]] for s in sims])
     # one chain per release, as calibrate asks; warm-up and the rest: the gibbs engine's defaults
-    draws = FAMILY.batch_path("gibbs")(sims, prior, InferenceOptions(method="gibbs", draws=1000, chains=1, seed=22))
+    opts = FAMILY.engine_options("gibbs").from_inference(InferenceOptions(method="gibbs", draws=1000, chains=1,
+                                                                          seed=22), "gaussian/gibbs")
+    draws = FAMILY.batch_path("gibbs")(sims, prior, "gibbs", opts)
     assert draws.shape == (300, 1000, 2)
     ranks = (draws < truth[:, None, :]).mean(axis=1)
     for d in range(2):

@@ -292,8 +292,10 @@ def test_calibration_batch_hook_shapes():
     from dpposterior.options import InferenceOptions
 
     for method in ("auto", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
-        options = InferenceOptions(method=lr.FAMILY.resolve_method(method), draws=20, warmup=10,
-                                   seed=np.random.SeedSequence(0))
-        out = lr.FAMILY.batch_path(method)(sims, prior, options)
+        resolved = lr.FAMILY.resolve_method(method)
+        cls = lr.FAMILY.engine_options(resolved)
+        run = InferenceOptions(method=resolved, draws=20, warmup=10 if "warmup" in cls.names() else None,
+                               seed=np.random.SeedSequence(0))
+        out = lr.FAMILY.batch_path(method)(sims, prior, resolved, cls.from_inference(run, f"linear-regression/{resolved}"))
         assert out.shape == (3, 20, 2) and np.all(np.isfinite(out))
     assert lr.FAMILY.batch_path("mcmc-bs") is None

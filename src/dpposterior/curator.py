@@ -141,7 +141,10 @@ def check_budget(options: CuratorOptions) -> None:
             raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {shown(rho)})")
         return
     if rho is not None:
-        raise InputError("rho", "is the budget of --mechanism discrete-gaussian only (give --epsilon)")
+        from .mechanisms.registry import MECHANISMS
+
+        in_rho = " or ".join(name for name, kind in MECHANISMS.items() if kind.accounts_rho)
+        raise InputError("rho", f"is the budget of --mechanism {in_rho} only (give --epsilon)")
     if options.epsilon is None:
         raise InputError("epsilon", "is required (the privacy budget)")
     if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):

@@ -189,8 +189,6 @@ class EngineOptions:
 
         ``engine``: ``"family/method"`` for messages (default: the family-less method name).
         """
-        if isinstance(options, cls):  # already the engine's own (the orchestrator built it)
-            return options
         if engine is None:
             method = getattr(options, "method", None)
             engine = method if method not in (None, "auto") else cls.engine

@@ -10,9 +10,9 @@ MMD (Gretton et al. 2012) between the method's posterior and the non-private
 posterior (utility, Fig. 1c).
 
 Generic over families: it needs only ``Family.simulate`` and ``dpposterior.infer``;
-an engine may offer a batched path (``families.EngineSpec.batch``: ``batch(sims, prior,
-options)``) returning draws of shape (trials, draws, coordinates) for all trials at once
-(vectorised), or None to fall back to ``infer`` per trial.
+an engine may offer a batched path (``families.EngineSpec.batch``: ``batch(sims, prior, method,
+options)``, with the method's typed options built as ``infer`` builds them) returning draws of shape (trials,
+draws, coordinates) for all trials at once (vectorised), or None to fall back to ``infer`` per trial.
 
 Every trial draws its randomness from its own ``SeedSequence`` child
 (``execution.trial_seed``); trials are grouped into units (sized from the work and the
@@ -234,12 +234,13 @@ def _refuse_method_for(family, method, sim, prior, mechanism: dict) -> None:
     batch = family.batch_path(method)
     if batch is None:
         return
-    # a warm-up only for an engine that has one: the batched path builds the engine's options, which refuse it
+    # a warm-up only for an engine that has one (its options refuse it otherwise)
     warmup = 1 if "warmup" in family.engine_options(method).names() else None
-    options = InferenceOptions(method=method, draws=2, warmup=warmup, chains=1, seed=0)
+    options = family.engine_options(method).from_inference(
+        InferenceOptions(method=method, draws=2, warmup=warmup, chains=1, seed=0), f"{family.name}/{method}")
     try:
         with posterior_warnings_ignored():
-            batch([sim], prior, options)
+            batch([sim], prior, method, options)
     except Exception as exc:  # noqa: BLE001 - every failure is this method's, said in one line
         reason = exc.reason if isinstance(exc, RefusedError) else one_line(exc)
         raise InputError("methods", f"{method!r} cannot analyse releases of --mechanism {mechanism['name']} "
@@ -267,10 +268,10 @@ def _method_draws(family, method, sims, prior, draws, seed_seq) -> np.ndarray:
     batch = family.batch_path(method)  # the engine's own vectorised path (families.EngineSpec), if any
     if batch is not None:
         # what infer below is given: one chain, the study's draws, everything else the engine's own defaults
-        # (the batched path builds the engine's options from these, so warm-up and tuning are infer's)
-        options = InferenceOptions(method=method, chains=1, seed=seed_seq,
-                                   **({"draws": draws} if draws is not None else {}))
-        out = batch(sims, prior, options)
+        # (the engine's typed options, built as infer builds them: warm-up and tuning are infer's)
+        run = InferenceOptions(method=method, chains=1, seed=seed_seq, **({"draws": draws} if draws is not None else {}))
+        options = family.engine_options(method).from_inference(run, f"{family.name}/{method}")
+        out = batch(sims, prior, method, options)
         if out is not None:
             return np.asarray(out, float)
     from ..api import infer

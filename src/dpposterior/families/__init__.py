@@ -54,10 +54,10 @@ class EngineSpec:
     (a subclass of :class:`dpposterior.options.EngineOptions`): every option the engine takes, with
     types, ranges and defaults; the orchestrator builds it before any work and refuses any other
     option (docs/architecture.md).  ``batch`` (optional): the engine's
-    vectorised calibration path, ``batch(sims, prior, options) -> array (trials, draws, d)`` of the
-    unconstrained theta of every simulated release at once (``options.method`` says which method,
-    ``options.seed`` may be a ``numpy.random.SeedSequence``), or None where it cannot batch these
-    releases; ``dpposterior calibrate`` then runs ``run`` one release at a time.
+    vectorised calibration path, ``batch(sims, prior, method, options) -> array (trials, draws, d)`` of the
+    unconstrained theta of every simulated release at once (``options``: the method's typed options, built
+    as ``infer`` builds them; ``options.seed`` may be a ``numpy.random.SeedSequence``), or None where it
+    cannot batch these releases; ``dpposterior calibrate`` then runs ``run`` one release at a time.
     """
 
     run: str

@@ -32,7 +32,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import InputError, RefusedError
-from ..options import EngineOptions, InferenceOptions, confidential_option
+from ..options import EngineOptions, confidential_option
 from ..families._expfam import RecordLaw, require_confidential
 from .gibbs_ss import make_posterior, release_arrays, sample_batch
 
@@ -95,7 +95,6 @@ def _size(options):
 
 def naive(release, prior, options):
     """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
-    options = NaiveOptions.from_inference(options, f"{release.family}/naive")
     model = release.expfam
     arrays = release_arrays(release)
     rng = options.rng()
@@ -126,7 +125,6 @@ def _confidential_statistic(release, conf) -> np.ndarray:
 
 def non_private(release, prior, options):
     """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
-    options = NonPrivateOptions.from_inference(options, f"{release.family}/non-private")
     conf = require_confidential(options, "non-private")
     s = _confidential_statistic(release, conf)
     theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options), options.rng())[0]
@@ -136,7 +134,6 @@ def non_private(release, prior, options):
 
 def ops(release, prior, options):
     """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
-    options = OpsOptions.from_inference(options, f"{release.family}/ops")
     if release.expfam.record_law is not RecordLaw.BERNOULLI:  # its utility is the Bernoulli log-likelihood
         raise RefusedError("method", "ops is implemented for Bernoulli records (the binomial family) only")
     conf = require_confidential(options, "ops")
@@ -149,20 +146,15 @@ def ops(release, prior, options):
 
 
 # --------------------------------------------------------------------------- calibration hook
-def run_batch(sims, prior, options: InferenceOptions):
-    """Batched calibration path (``EngineSpec.batch``) of Gibbs-SS and the baselines: draws of
-    ``options.method`` for every simulated release, array (T, chains x draws, D), or None if not handled here.
+def run_batch(sims, prior, method: str, opts):
+    """Batched calibration path (``EngineSpec.batch``) of Gibbs-SS and the baselines: draws of ``method`` for
+    every simulated release, array (T, chains x draws, D), or None if not handled here.
 
-    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family.  The method's engine
-    options are built from ``options`` by its options class, as the engine builds them: what is not given
-    (``warmup=None``) takes the engine's default, so the study checks the sampler ``infer`` runs.
+    ``sims``: list of :class:`~dpposterior.families.SimulatedRelease` of one family; ``opts``: the method's typed
+    options, built by the study as ``infer`` builds them (so the study checks the sampler ``infer`` runs).
     """
-    from ..families import get_family
-
-    method = options.method
     release = sims[0].release
     model = release.expfam
-    opts = get_family(release.family).engine_options(method).from_inference(options, f"{release.family}/{method}")
     rng = np.random.default_rng(opts.seed)
     T = len(sims)
     n = np.array([float(sim.release.n) for sim in sims])

@@ -717,7 +717,6 @@ class GibbsOptions(MCMCOptions):
 
 def gibbs(release, prior, options) -> Posterior:
     """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
-    options = GibbsOptions.from_inference(options, f"{release.family}/gibbs")
     joint_update = options.joint_update
     prob = problem_from_release(release, prior, options.constrained)
     seq = np.random.SeedSequence(options.seed)
@@ -738,17 +737,16 @@ def gibbs(release, prior, options) -> Posterior:
     )
 
 
-def run_batch(sims, prior, options):
+def run_batch(sims, prior, method: str, opts: "GibbsOptions"):
     """Batched calibration path (``EngineSpec.batch``): (trials, chains x draws, 2) draws of (mu, sigma2).
 
     Runs the engine's chains for every simulated release, all in one call of :func:`run_chains` (warm-up
-    adaptation pooled per release, as :func:`gibbs` pools it over its chains), with the engine's own options
-    (:class:`GibbsOptions` built from ``options``: what is not given takes its default, so the study checks
-    the sampler ``infer`` runs); None for releases off [0, 1], which then run one by one.
+    adaptation pooled per release, as :func:`gibbs` pools it over its chains), with the engine's typed options
+    (built by the study as ``infer`` builds them, so it checks the sampler ``infer`` runs); None for releases
+    off [0, 1], which then run one by one.
     """
     from ..families.gaussian import GaussianPrior, parse_prior
 
-    opts = GibbsOptions.from_inference(options, "gaussian/gibbs")
     prior = parse_prior(prior) if not isinstance(prior, GaussianPrior) else prior
     rel = [s.release for s in sims]
     if any(r.bounds != (0.0, 1.0) for r in rel):

@@ -624,7 +624,6 @@ class GibbsSSOptions(MCMCOptions):
 
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
-    options = GibbsSSOptions.from_inference(options, f"{release.family}/gibbs-ss")
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
     model = release.expfam
     arrays = release_arrays(release)

@@ -21,11 +21,12 @@ from .linreg_naive import naive_inputs
 from .linreg_normalx import run_normalx, start_s
 
 
-def run_batch(sims, prior, options):
+def run_batch(sims, prior, method: str, options):
     """(trials, draws, d) theta draws of every simulated release at once (one chain per release; the
-    samplers' batch axis runs over releases).  None where the releases differ in shape or are not
-    Gaussian-noised; those trials then go through ``infer`` one by one."""
-    method, draws, warmup, seed = options.method, options.draws, options.warmup, options.seed
+    samplers' batch axis runs over releases), with ``method``'s typed options.  None where the releases differ
+    in shape or are not Gaussian-noised; those trials then go through ``infer`` one by one."""
+    draws, seed = options.draws, options.seed
+    warmup = getattr(options, "warmup", None)
     if method not in ("mcmc-fixeds", "mcmc-normalx", "naive", "bayes-fixeds-fast"):
         return None
     data = [load_release(sim.release).regression_data() for sim in sims]

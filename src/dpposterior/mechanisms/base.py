@@ -198,8 +198,6 @@ class Mechanism(ABC):
     @classmethod
     def publication_sampler(cls) -> str:
         """The ``sampler`` string of :meth:`opendp_noise`'s draws (a release records which sampler drew it)."""
-        from .noise import opendp_sampler_name
-
         return opendp_sampler_name()
 
     @classmethod
@@ -223,3 +221,18 @@ def opendp_vector(values, make_measurement) -> np.ndarray:
     meas = make_measurement(dp.vector_domain(dp.atom_domain(T=float, nan=False)))
     flat = [float(v) for v in values.ravel()]
     return np.asarray(meas(flat), dtype=float).reshape(values.shape)
+
+
+def opendp_sampler_name() -> str:
+    """'opendp-VERSION': the sampler string of OpenDP's draws."""
+    import opendp
+
+    version = getattr(opendp, "__version__", None)
+    if version is None:  # opendp 0.16 has no __version__; the installed distribution knows it
+        from importlib.metadata import PackageNotFoundError, version as dist_version
+
+        try:
+            version = dist_version("opendp")
+        except PackageNotFoundError:  # pragma: no cover
+            version = "unknown"
+    return f"opendp-{version}"

@@ -73,18 +73,3 @@ def draw_noise(mechanism: str, values, scale: float, seed: int | None = None):
     if kind.integer_valued:  # exact integer samplers on numpy's (non-cryptographic) generator
         name = f"numpy-{np.__version__} (seed {seed}; {SEEDED_INTEGER_NOTE})"
     return values + kind.numpy_noise(scale, values.shape, rng), name
-
-
-def opendp_sampler_name() -> str:
-    """'opendp-VERSION': the sampler string of OpenDP's draws."""
-    import opendp
-
-    version = getattr(opendp, "__version__", None)
-    if version is None:  # opendp 0.16 has no __version__; the installed distribution knows it
-        from importlib.metadata import PackageNotFoundError, version as dist_version
-
-        try:
-            version = dist_version("opendp")
-        except PackageNotFoundError:  # pragma: no cover
-            version = "unknown"
-    return f"opendp-{version}"
