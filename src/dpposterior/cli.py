@@ -62,8 +62,8 @@ def release_cmd(
     epsilon: Optional[float] = typer.Option(None, "--epsilon",
                                             help="Total privacy budget (per table for naive-bayes counts)."),
     out: Path = typer.Option(..., "--out", help="Release file to write (JSON)."),
-    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
-                                        "(instead of --epsilon)."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian or "
+                                        "skellam (instead of --epsilon)."),
     target_epsilon: Optional[float] = typer.Option(None, "--target-epsilon", help="Instead of --epsilon/--rho: the "
                                                    "smallest noise whose tight epsilon for the whole release is at "
                                                    "most this (at --delta, or the default delta)."),
@@ -310,9 +310,10 @@ def calibrate_cmd(
                                             "(a --model has its own mechanism)."),
     mechanism: Optional[str] = typer.Option(None, "--mechanism", help="Release the simulated data through this "
                                             "mechanism (count families: laplace, discrete-laplace with --epsilon, "
-                                            "discrete-gaussian with --rho; default: the family's own)."),
-    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian "
-                                        "(instead of --epsilon)."),
+                                            "discrete-gaussian or skellam with --rho, or a registered integer "
+                                            "noise law; default: the family's own)."),
+    rho: Optional[float] = typer.Option(None, "--rho", help="zCDP budget of --mechanism discrete-gaussian or "
+                                        "skellam (instead of --epsilon)."),
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: calibrate a dpposterior.Model "
                                         "instead of a family."),
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),

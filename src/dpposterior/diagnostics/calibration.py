@@ -128,7 +128,11 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
             raise InputError("mechanism", f"must be a mechanism name (got {mechanism!r})")
         mechanism = mechanism.strip().lower()
         offered = tuple(family.simulate_mechanisms)
-        if mechanism not in offered:
+        kind = MECHANISMS.get(mechanism)
+        # a count simulator takes any registered integer noise law (exact integer noise from its own sampler)
+        integer_law = (family.simulates_integer_noise and kind is not None and kind.integer_valued
+                       and kind.additive_symmetric)
+        if mechanism not in offered and not integer_law:
             if not offered:
                 raise InputError("mechanism", f"the {family.name} simulator releases through its own mechanism "
                                  "only; --mechanism is for binomial, multinomial and poisson")

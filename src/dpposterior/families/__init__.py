@@ -124,6 +124,9 @@ class Family:
     #: ``dpposterior calibrate --mechanism``), the simulator's own first (released at ``epsilon``); empty: only
     #: the family's own simulated mechanism
     simulate_mechanisms: tuple[str, ...] = ()
+    #: whether ``simulate`` also releases through any other registered integer, additive, symmetric noise law
+    #: (drawn by the law's own sampler at the budget its ``noise_for_budget`` states)
+    simulates_integer_noise: bool = False
     #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
     auto_rule: Callable[[Any], str] | None = None

@@ -695,8 +695,9 @@ def _check_sim_args(n, epsilon, mechanism=None, rho=None):
     or ``rho`` (a mechanism accounted in zCDP: discrete-gaussian), exactly one."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError("n", f"must be an integer >= 1 (got {shown(n)})")
-    if mechanism not in (None, *COUNT_MECHANISMS):
-        raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} (got {shown(mechanism)})")
+    if mechanism not in (None, *COUNT_MECHANISMS) and not (isinstance(mechanism, str) and _integer_noise(mechanism)):
+        raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} or a registered integer noise "
+                         f"law (got {shown(mechanism)})")
     if _accounts_rho(mechanism):
         if epsilon is not None:
             raise InputError("epsilon", f"not a budget of mechanism {mechanism} (give its zCDP budget rho)")
@@ -717,8 +718,10 @@ def _accounts_rho(mechanism) -> bool:
 
 
 def _rho_mechanisms() -> list[str]:
-    """The count families' mechanisms that are accounted in rho (for messages)."""
-    return [m for m in COUNT_MECHANISMS if _accounts_rho(m)]
+    """The registered mechanisms accounted in rho (for messages)."""
+    from ..mechanisms.registry import MECHANISMS
+
+    return [name for name, kind in MECHANISMS.items() if kind.accounts_rho]
 
 
 def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | float, rng, scalar: bool) -> dict:
@@ -729,12 +732,10 @@ def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | 
 
     kind = get_mechanism(mechanism)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
-    if kind.accounts_rho:  # rho = sens^2 / (2 sigma^2)
-        scale = sens / math.sqrt(2.0 * rho)
-        budget = {"sigma": scale, "rho": float(rho)}
+    if kind.accounts_rho:
+        scale, budget = kind.noise_for_budget(sens, rho=rho)
     else:
-        scale = sens / epsilon
-        budget = {"epsilon": float(epsilon)}
+        scale, budget = kind.noise_for_budget(sens, epsilon=epsilon)
     values = np.asarray(values, float)
     noisy = values + kind.numpy_noise(scale, values.shape, rng)
     vals = [int(v) for v in np.round(noisy)]

@@ -42,6 +42,7 @@ FAMILY = Family(
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
     simulate_mechanisms=COUNT_MECHANISMS,
+    simulates_integer_noise=True,
     parse_prior=parse_beta_prior,
     curate=curate_binomial,
     naive_method="naive",

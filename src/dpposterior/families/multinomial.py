@@ -48,6 +48,7 @@ FAMILY = Family(
     auto_rule=auto_for_noise,
     mechanisms=COUNT_MECHANISMS,
     simulate_mechanisms=COUNT_MECHANISMS,
+    simulates_integer_noise=True,
     parse_prior=parse_dirichlet_prior,
     curate=curate_multinomial,
     naive_method="naive",
