@@ -57,10 +57,10 @@ class PlainGeometric(IntegerNoise):
     """P(k) proportional to exp(-|k| / scale) on the integers: the discrete Laplace's law, written from scratch."""
 
     name = "test-plain-geometric"
-    record_fields = ("scale",)
+    record_fields = ("b",)
 
-    def __init__(self, scale):
-        self.scale = float(scale)
+    def __init__(self, b):
+        self.scale = float(b)
 
     def log_kernel(self, k):
         return -np.abs(np.asarray(k, float)) / self.scale
@@ -124,6 +124,13 @@ def test_registration_refuses_a_law_missing_a_member_and_a_taken_name():
 
     with pytest.raises(dp.InputError, match="registered already"):
         register(Taken)
+
+    class Reserved(PlainGeometric):
+        name = "test-reserved-field"
+        record_fields = ("scale",)  # naive-bayes's counts/proportions in every release record
+
+    with pytest.raises(dp.InputError, match="scale is a field of every release record"):
+        register(Reserved)
 
 
 def test_records_are_checked_by_the_law_itself():
@@ -293,7 +300,7 @@ def test_small_area_tabulated_law_agrees_with_the_builtin_kernels():
                         statistics={"counts": {"value": [[3, 5], [7, 2], [4, 4], [0, 6]], **mechanism}})
 
     scale = 2.0
-    mine = dp.infer(table({"mechanism": PlainGeometric.name, "scale": scale}), seed=6, draws=2000, warmup=1000,
+    mine = dp.infer(table({"mechanism": PlainGeometric.name, "b": scale}), seed=6, draws=2000, warmup=1000,
                     chains=2)
     builtin = dp.infer(table({"mechanism": "discrete-laplace", "epsilon": 2.0 / scale}), seed=7, draws=2000,
                        warmup=1000, chains=2)
@@ -307,7 +314,7 @@ def test_small_area_tabulated_law_agrees_with_the_builtin_kernels():
         assert np.all(np.abs(ma.mean(axis=0).ravel() - mb.mean(axis=0).ravel()) < 4.5 * se), var
     # the table's privacy: two cells shifted by one under the law's own loss distribution (pure 2 / scale; at
     # the reported delta a hair less), never below the exact profile
-    cost = dp.load_release(table({"mechanism": PlainGeometric.name, "scale": scale})).privacy()
+    cost = dp.load_release(table({"mechanism": PlainGeometric.name, "b": scale})).privacy()
     assert cost.epsilon == pytest.approx(2.0 / scale, rel=2e-3)
     assert _exact_delta(PlainGeometric(scale), cost.epsilon, 2) <= cost.delta * (1 + 1e-6)
 
@@ -324,3 +331,17 @@ def test_naive_bayes_da_mcmc_under_the_law_agrees_with_exact():
     got = np.asarray(da.posterior["feature_prob"]).reshape(-1, 2, 2, 2)
     ess = got.shape[0] / 10  # conservative for data-augmentation chains
     assert np.all(np.abs(got.mean(0) - ref.mean(0)) < 4.5 * ref.std(0) / math.sqrt(ess))
+
+
+def test_a_law_breaking_the_contract_is_refused_when_built():
+    class Lopsided(PlainGeometric):
+        name = "test-lopsided"
+
+        def log_kernel(self, k):
+            k = np.asarray(k, float)
+            return np.where(k >= 0, -k / self.scale, 2.0 * k / self.scale)
+
+    register(Lopsided)
+    with pytest.raises(dp.InputError, match="symmetric in k"):
+        dp.load_release(_release("binomial", n=30, statistics={"successes": {"value": 11, "mechanism": Lopsided.name,
+                                                                             "b": 2.0}}))

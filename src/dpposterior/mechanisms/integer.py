@@ -44,6 +44,8 @@ def is_integral(values) -> np.ndarray:
 #: the record keys any mechanism's record may carry besides its own ``record_fields`` (the family derives the
 #: sensitivity; scale: naive-bayes's counts or proportions)
 COMMON_RECORD_FIELDS = ("value", "mechanism", "sampler", "note", "scale", "sensitivity")
+#: record keys a law may not take for its own parameters: they mean something else in every release record
+RESERVED_RECORD_FIELDS = ("value", "mechanism", "sampler", "note", "scale")
 #: the record fields of the schema that belong to particular mechanisms (refused for one that does not list them)
 SCHEMA_RECORD_FIELDS = ("epsilon", "delta", "sigma", "rho", "trials", "m")
 
@@ -243,7 +245,22 @@ class IntegerNoise(Mechanism):
             raise ValueError(text if head in cls.record_fields else f"mechanism: {cls.name}: {text}") from None
         if not hasattr(mech, "sensitivity"):  # a law whose constructor does not take it: the family's sensitivity
             mech.sensitivity = float(sensitivity if sensitivity is not None else kwargs.get("sensitivity") or 1.0)
+        cls._check_law(mech)
         return mech
+
+    @classmethod
+    def _check_law(cls, mech) -> None:
+        """What the contract promises and every derived method relies on: log_kernel 0 at k = 0 and symmetric, a
+        finite log_norm, a whole-number tail window (checked on the law as built, in one line)."""
+        k = np.arange(1.0, 6.0)
+        at0 = float(np.asarray(mech.log_kernel(np.array([0.0])), float)[0])
+        pos, neg = np.asarray(mech.log_kernel(k), float), np.asarray(mech.log_kernel(-k), float)
+        if at0 != 0.0 or not np.array_equal(pos, neg) or not math.isfinite(float(mech.log_norm)):
+            raise ValueError(f"mechanism: {cls.name}'s log_kernel must be 0 at k = 0 and symmetric in k, and its "
+                             "log_norm finite (the IntegerNoise contract)")
+        w = mech.tail_window(DEFAULT_TAIL)
+        if isinstance(w, bool) or int(w) != w or w < 0:
+            raise ValueError(f"mechanism: {cls.name}'s tail_window must return a whole number >= 0 (got {w!r})")
 
     @classmethod
     def from_record(cls, record, sensitivity=None):

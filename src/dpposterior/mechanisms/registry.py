@@ -64,6 +64,12 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
         fields = getattr(cls, "record_fields", ())
         if not isinstance(fields, tuple) or not all(isinstance(f, str) and f.isidentifier() for f in fields):
             raise InputError("mechanism", f"{cls.__name__}.record_fields must be a tuple of field names")
+        from .integer import RESERVED_RECORD_FIELDS
+
+        taken = [f for f in fields if f in RESERVED_RECORD_FIELDS]
+        if taken:
+            raise InputError("mechanism", f"{cls.__name__}.record_fields: {', '.join(taken)} is a field of every "
+                             f"release record (reserved: {', '.join(RESERVED_RECORD_FIELDS)})")
         errors.add_record_fields(fields)
     MECHANISMS[name] = cls
     return cls
