@@ -1,8 +1,8 @@
 """Scaling of one calibration study over the execution backends (docs/scaling.md).
 
-The study is the issue's: ``dpposterior calibrate --family binomial --n 100 --epsilon 0.1
---trials 2000 --methods gibbs-ss,naive`` (5,000 draws per posterior after 2,000 warm-up
-iterations), run through ``diagnostics.calibration.calibrate`` on
+The study: ``dpposterior calibrate --family binomial --n 100 --epsilon 0.1
+--trials 2000 --methods gibbs-ss,naive`` (5,000 draws per posterior after the engine's warm-up,
+as ``infer`` runs it; the recorded results were measured after 2,000), run through ``diagnostics.calibration.calibrate`` on
 
 * ``serial``                      -- the calling process, no pool;
 * ``processes:1``, ``processes:2`` -- a pool of 1 / 2 spawned worker processes;
