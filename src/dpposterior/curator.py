@@ -118,18 +118,11 @@ def read_public_list(path, kind: str) -> list[str]:
     return ids
 
 
-def accounts_rho(mechanism) -> bool:
-    """Whether a registered mechanism's budget is rho (zCDP: ``--rho``, ``--target-rho``); False for None or a name
-    that is not registered (refused where it is read)."""
-    from .mechanisms.registry import MECHANISMS
-
-    kind = MECHANISMS.get(mechanism) if isinstance(mechanism, str) else None
-    return bool(kind is not None and kind.accounts_rho)
-
-
 def check_budget(options: CuratorOptions) -> None:
     """Exactly one budget: ``--rho`` for the discrete Gaussian (zCDP), ``--epsilon`` for everything else."""
     from .release import check_epsilon_range
+
+    from .mechanisms.registry import accounts_rho, rho_mechanisms
 
     rho = getattr(options, "rho", None)  # a curator with no discrete Gaussian takes no rho
     if accounts_rho(getattr(options, "mechanism", None)):
@@ -141,10 +134,7 @@ def check_budget(options: CuratorOptions) -> None:
             raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {shown(rho)})")
         return
     if rho is not None:
-        from .mechanisms.registry import MECHANISMS
-
-        in_rho = " or ".join(name for name, kind in MECHANISMS.items() if kind.accounts_rho)
-        raise InputError("rho", f"is the budget of --mechanism {in_rho} only (give --epsilon)")
+        raise InputError("rho", f"is the budget of --mechanism {' or '.join(rho_mechanisms())} only (give --epsilon)")
     if options.epsilon is None:
         raise InputError("epsilon", "is required (the privacy budget)")
     if not (isinstance(options.epsilon, (int, float)) and options.epsilon > 0 and options.epsilon < float("inf")):
@@ -250,6 +240,8 @@ def _target_budget(typed, target: dict) -> str:
     for budget in ("epsilon", "rho"):
         if getattr(typed, budget, None) is not None:
             raise InputError(budget, f"give either --{budget} or --{field}, not both (the target sets the noise)")
+    from .mechanisms.registry import accounts_rho
+
     zcdp = accounts_rho(getattr(typed, "mechanism", None))
     if key == "target_rho" and not zcdp:
         raise InputError(field, "is the target of --mechanism discrete-gaussian (zCDP); give --target-epsilon")

@@ -120,7 +120,7 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
 
     A mechanism the simulator does not take, ``--rho`` without discrete-gaussian, ``--epsilon`` with it, and a
     missing budget are refused."""
-    from ..mechanisms.registry import MECHANISMS, get_mechanism
+    from ..mechanisms.registry import accounts_rho, is_integer_noise, rho_mechanisms
     from ..release import check_epsilon_range
 
     if mechanism is not None:
@@ -128,17 +128,14 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
             raise InputError("mechanism", f"must be a mechanism name (got {mechanism!r})")
         mechanism = mechanism.strip().lower()
         offered = tuple(family.simulate_mechanisms)
-        kind = MECHANISMS.get(mechanism)
         # a count simulator takes any registered integer noise law (exact integer noise from its own sampler)
-        integer_law = (family.simulates_integer_noise and kind is not None and kind.integer_valued
-                       and kind.additive_symmetric)
-        if mechanism not in offered and not integer_law:
+        if mechanism not in offered and not (family.simulates_integer_noise and is_integer_noise(mechanism)):
             if not offered:
                 raise InputError("mechanism", f"the {family.name} simulator releases through its own mechanism "
                                  "only; --mechanism is for binomial, multinomial and poisson")
             raise InputError("mechanism", f"{mechanism!r} is not a mechanism of the {family.name} simulator "
                              f"(one of: {', '.join(offered)})")
-    if mechanism is not None and get_mechanism(mechanism).accounts_rho:  # zCDP: the budget is rho
+    if accounts_rho(mechanism):  # zCDP: the budget is rho
         if epsilon is not None:
             raise InputError("epsilon", f"not a budget of --mechanism {mechanism} (give its zCDP budget --rho)")
         if rho is None:
@@ -147,8 +144,7 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
             raise InputError("rho", f"must be a number in [1e-12, 1e6] (got {rho!r})")
         return {"name": mechanism, "rho": float(rho)}
     if rho is not None:
-        in_rho = [name for name, cls in MECHANISMS.items() if cls.accounts_rho]
-        raise InputError("rho", f"is the budget of --mechanism {' or '.join(in_rho)} only (give --epsilon)")
+        raise InputError("rho", f"is the budget of --mechanism {' or '.join(rho_mechanisms())} only (give --epsilon)")
     if epsilon is None:
         raise InputError("epsilon", "is required (the privacy budget of each simulated release)")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not (

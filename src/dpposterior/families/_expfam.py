@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
+from ..mechanisms.registry import accounts_rho, get_mechanism, is_continuous_laplace, is_integer_noise, rho_mechanisms
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
 from ._curate import curator, curator_options, numeric_values, require_column
 
@@ -43,32 +44,14 @@ PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 COUNT_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 
-def _integer_noise(name: str) -> bool:
-    """A registered mechanism adding integer, additive, symmetric noise: every count engine can use it by
-    asking it (log-mass, tail window, sampler), so the count families take it without naming it."""
-    from ..mechanisms.registry import MECHANISMS
-
-    cls = MECHANISMS.get(name)
-    return cls is not None and cls.integer_valued and cls.additive_symmetric
-
-
-def _is_continuous_laplace(name: str) -> bool:
-    """Laplace-shaped noise on the reals (Bernstein & Sheldon's engines model exactly that)."""
-    from ..mechanisms.base import NoiseShape
-    from ..mechanisms.registry import get_mechanism
-
-    kind = get_mechanism(name)
-    return kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
-
-
 def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
                      allowed: tuple[str, ...] = ("laplace",)) -> None:
     """The record's mechanism is one the family takes; its sensitivity is derived in the mechanism's norm
     (``derived``: a number, or {"L1": .., "L2": ..}) when omitted, refused when given and different."""
-    if record.mechanism not in allowed and not (allowed is COUNT_MECHANISMS and _integer_noise(record.mechanism)):
+    if record.mechanism not in allowed and not (allowed is COUNT_MECHANISMS and is_integer_noise(record.mechanism)):
         raise ValueError(f"statistics.{name}.mechanism: must be one of {', '.join(allowed)} for this family "
                          f"(got {shown(record.mechanism)})")
-    from ..mechanisms.registry import from_record, get_mechanism
+    from ..mechanisms.registry import from_record
 
     if isinstance(derived, dict):
         derived = derived[get_mechanism(record.mechanism).sensitivity_norm]
@@ -86,7 +69,7 @@ def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
             from_record(record)
         except InputError as exc:
             raise ValueError(f"statistics.{name}.{exc.field}: {exc.reason}") from None
-    if _is_continuous_laplace(record.mechanism) and (record.sigma is not None or record.delta is not None):
+    if is_continuous_laplace(record.mechanism) and (record.sigma is not None or record.delta is not None):
         raise ValueError(f"statistics.{name}: sigma/delta are not fields of a Laplace release")
 
 
@@ -109,7 +92,7 @@ class _NoisyStatistic:
     def laplace_scale(self) -> float:
         """The continuous-Laplace scale b (Bernstein & Sheldon's engines need Laplace noise)."""
         rec = self.noisy_record
-        if not _is_continuous_laplace(rec.mechanism):
+        if not is_continuous_laplace(rec.mechanism):
             raise RefusedError("release.mechanism", f"this engine assumes continuous Laplace noise (Bernstein & "
                                f"Sheldon 2018); the release uses {rec.mechanism!r}: use method 'exact' (auto)")
         return rec.sensitivity / rec.epsilon
@@ -405,18 +388,13 @@ def noisy_record(options, values, sensitivity: dict | float, scalar: bool) -> di
 
     ``sensitivity``: the replace-one sensitivity, a number or {"L1": .., "L2": ..} by the mechanism's norm.
     """
-    from ..mechanisms.registry import get_mechanism
-
     name = getattr(options, "mechanism", None) or "laplace"  # the exponential curator takes none
-    if name not in COUNT_MECHANISMS and not _integer_noise(name):
+    if name not in COUNT_MECHANISMS and not is_integer_noise(name):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} for the {options.family} "
                          f"curator (got {shown(name)})")
     kind = get_mechanism(name)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
-    if kind.accounts_rho:
-        scale, budget = kind.noise_for_budget(sens, rho=options.rho)
-    else:
-        scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
+    scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon, rho=getattr(options, "rho", None))
     noisy, sampler = draw_noise(name, np.asarray(values, float), scale, options.seed)
     if kind.integer_valued:
         vals = [int(v) for v in np.round(noisy)]  # already integers: exact integer noise on integer counts
@@ -490,7 +468,7 @@ def _curate_truncated(frame, options) -> dict:
         raise InputError("bounds", f"must be finite with 0 <= a < b (got [{lo:g}, {hi:g}])")
     inside = (x >= lo) & (x <= hi)
     sens = truncated_sensitivity(lo, hi)
-    if model.integer_records and _integer_mechanism(getattr(options, "mechanism", None)):
+    if model.integer_records and is_integer_noise(getattr(options, "mechanism", None)):
         # integer records inside integer-valued public bounds: the truncated sum is an integer
         lo, hi = float(math.ceil(lo)), float(math.floor(hi))
         sens = truncated_sensitivity(lo, hi)
@@ -695,61 +673,33 @@ def _check_sim_args(n, epsilon, mechanism=None, rho=None):
     or ``rho`` (a mechanism accounted in zCDP: discrete-gaussian), exactly one."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError("n", f"must be an integer >= 1 (got {shown(n)})")
-    if mechanism not in (None, *COUNT_MECHANISMS) and not (isinstance(mechanism, str) and _integer_noise(mechanism)):
+    if mechanism not in (None, *COUNT_MECHANISMS) and not is_integer_noise(mechanism):
         raise InputError("mechanism", f"must be one of {', '.join(COUNT_MECHANISMS)} or a registered integer noise "
                          f"law (got {shown(mechanism)})")
-    if _accounts_rho(mechanism):
+    if accounts_rho(mechanism):
         if epsilon is not None:
             raise InputError("epsilon", f"not a budget of mechanism {mechanism} (give its zCDP budget rho)")
         if isinstance(rho, bool) or not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
             raise InputError("rho", f"must be a finite number > 0 with mechanism {mechanism} (got {shown(rho)})")
         return
     if rho is not None:
-        raise InputError("rho", f"is the budget of mechanism {' or '.join(_rho_mechanisms())} only (give epsilon)")
+        raise InputError("rho", f"is the budget of mechanism {' or '.join(rho_mechanisms())} only (give epsilon)")
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
-
-
-def _accounts_rho(mechanism) -> bool:
-    """Whether ``mechanism`` (a name, None: the default Laplace) takes its budget as rho (zCDP)."""
-    from ..mechanisms.registry import get_mechanism
-
-    return mechanism is not None and get_mechanism(mechanism).accounts_rho
-
-
-def _rho_mechanisms() -> list[str]:
-    """The registered mechanisms accounted in rho (for messages)."""
-    from ..mechanisms.registry import MECHANISMS
-
-    return [name for name, kind in MECHANISMS.items() if kind.accounts_rho]
 
 
 def _simulated_record(mechanism: str, epsilon, rho, values, sensitivity: dict | float, rng, scalar: bool) -> dict:
     """The statistic record of integer ``values`` released through the integer mechanism ``mechanism``
     (discrete-laplace at ``epsilon``, discrete-gaussian at ``rho``), with exact integer noise from the
     mechanism's own sampler on ``rng`` -- the noise the curator draws with a seed (``noisy_record``)."""
-    from ..mechanisms.registry import get_mechanism
-
     kind = get_mechanism(mechanism)
     sens = sensitivity[kind.sensitivity_norm] if isinstance(sensitivity, dict) else float(sensitivity)
-    if kind.accounts_rho:
-        scale, budget = kind.noise_for_budget(sens, rho=rho)
-    else:
-        scale, budget = kind.noise_for_budget(sens, epsilon=epsilon)
+    scale, budget = kind.noise_for_budget(sens, epsilon=epsilon, rho=rho)
     values = np.asarray(values, float)
     noisy = values + kind.numpy_noise(scale, values.shape, rng)
     vals = [int(v) for v in np.round(noisy)]
     return {"value": vals[0] if scalar else vals, "mechanism": mechanism, **budget, "sensitivity": sens,
             "sampler": "simulation"}
-
-
-def _integer_mechanism(mechanism) -> bool:
-    """Whether a simulation or curator asks for integer noise (None: the paper's continuous Laplace).  A name
-    that is no registered mechanism is False here, so that the caller's own check refuses it in its words."""
-    from ..mechanisms.registry import MECHANISMS
-
-    kind = MECHANISMS.get(mechanism) if isinstance(mechanism, str) else None
-    return kind is not None and kind.integer_valued
 
 
 def simulate_binomial(prior: BetaPrior, n: int, epsilon: float | None, rng, mechanism: str | None = None,
@@ -761,7 +711,7 @@ def simulate_binomial(prior: BetaPrior, n: int, epsilon: float | None, rng, mech
     _check_sim_args(n, epsilon, mechanism, rho)
     p = float(rng.beta(prior.alpha, prior.beta))
     s = int(rng.binomial(n, p))
-    if _integer_mechanism(mechanism):
+    if is_integer_noise(mechanism):
         record = _simulated_record(mechanism, epsilon, rho, [s], 1.0, rng, scalar=True)
     else:
         y = s + rng.laplace(0.0, 1.0 / epsilon)
@@ -785,7 +735,7 @@ def simulate_multinomial(prior: DirichletPrior, n: int, epsilon: float | None, r
     alpha = prior.vector(DEFAULT_SIM_CATEGORIES if prior.symmetric else len(prior.alpha))
     p = rng.dirichlet(alpha)
     counts = rng.multinomial(n, p)
-    if _integer_mechanism(mechanism):
+    if is_integer_noise(mechanism):
         record = _simulated_record(mechanism, epsilon, rho, counts, {"L1": 2.0, "L2": math.sqrt(2.0)}, rng,
                                    scalar=False)
     else:
@@ -806,7 +756,7 @@ def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float | 
 
     release_cls = get_family(family).release_model
     model = release_cls.expfam
-    if _integer_mechanism(mechanism) and not model.integer_records:
+    if is_integer_noise(mechanism) and not model.integer_records:
         raise InputError("mechanism", f"the {family} family's records are real numbers: laplace only "
                          f"(got {shown(mechanism)})")
     _check_sim_args(n, epsilon, mechanism, rho)
@@ -817,7 +767,7 @@ def simulate_truncated(family: str, prior: GammaPrior, n: int, epsilon: float | 
     sens = truncated_sensitivity(lo, hi)
     truncated_sum = float(x[inside].sum())
     full_sum = float(x.sum())
-    if _integer_mechanism(mechanism):
+    if is_integer_noise(mechanism):
         record = _simulated_record(mechanism, epsilon, rho, [truncated_sum], sens, rng, scalar=True)
         # the "cheating" naive baseline sees the untruncated sum with the same noise (same mechanism, scale)
         noisy_full = float(_simulated_record(mechanism, epsilon, rho, [full_sum], sens, rng, scalar=True)["value"])
@@ -855,12 +805,7 @@ _BATCH = "dpposterior.inference.expfam_baselines:run_batch"
 def auto_for_noise(release) -> str:
     """``auto`` of the count families: Gibbs-SS (Bernstein & Sheldon) for continuous Laplace noise, the exact
     enumeration engine for every other mechanism (integer noise: there is no Laplace scale mixture)."""
-    from ..mechanisms.base import NoiseShape
-    from ..mechanisms.registry import get_mechanism
-
-    kind = get_mechanism(release.noisy_record.mechanism)
-    continuous_laplace = kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
-    return "gibbs-ss" if continuous_laplace else "exact"
+    return "gibbs-ss" if is_continuous_laplace(release.noisy_record.mechanism) else "exact"
 
 
 def family_methods(ops: bool = False, exact: bool = False, da_mcmc: bool = False) -> dict[str, EngineSpec]:

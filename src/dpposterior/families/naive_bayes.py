@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError, shown
-from ..mechanisms.base import NoiseShape
 from ..mechanisms.noise import draw_noise
+from ..mechanisms.registry import get_mechanism, is_continuous_laplace, is_integer_noise
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
 from ._curate import class_feature_tables, curator, curator_options
 
@@ -45,26 +45,10 @@ SCALES = ("counts", "proportions")
 NB_MECHANISMS = ("laplace", "discrete-laplace", "discrete-gaussian")
 
 
-def get_mechanism(name):
-    from ..mechanisms.registry import get_mechanism as lookup
-
-    return lookup(name)
-
-
 def accepts_mechanism(name) -> bool:
     """Laplace (Karwa et al.'s model), or integer, additive, symmetric noise on the counts (the exact engine
     enumerates it from its mass function)."""
-    from ..mechanisms.registry import MECHANISMS
-
-    kind = MECHANISMS.get(name)
-    if kind is None:
-        return False
-    return name in NB_MECHANISMS or (kind.integer_valued and kind.additive_symmetric)
-
-
-def _is_continuous_laplace(name) -> bool:
-    kind = get_mechanism(name)
-    return kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
+    return name in NB_MECHANISMS or is_integer_noise(name)
 
 
 class _FieldError(ValueError):
@@ -244,7 +228,7 @@ class NaiveBayesRelease(ReleaseBase):
     def require_laplace(self, method: str) -> None:
         """Karwa et al.'s engines model Laplace noise (a scale mixture): refuse integer noise in one line."""
         mech = self.statistics.tables.mechanism
-        if not _is_continuous_laplace(mech):
+        if not is_continuous_laplace(mech):
             raise RefusedError("method", f"{method!r} models Laplace noise; these tables carry {mech!r} noise: "
                                "use method 'exact' (auto)")
 
@@ -425,13 +409,12 @@ def curate(frame, options) -> dict:
     if kind.accounts_rho:
         # one replaced record moves one cell pair in each of the K tables: L2 sqrt(2K); --rho is the total
         sens = math.sqrt(2.0 * K)
-        noise, budget = kind.noise_for_budget(sens, rho=options.rho)
         note = "rho is the total over the K tables (L2 sensitivity sqrt(2K))"
     else:
         sens = sensitivity_for(scale, n, K)
-        noise, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
         note = ("epsilon per table; K tables compose to K*epsilon" if scale == "counts"
                 else "epsilon is the total over the K proportion tables")
+    noise, budget = kind.noise_for_budget(sens, epsilon=options.epsilon, rho=options.rho)
     # one call draws the noise of every cell of every table (independent noise of one scale each)
     flat = np.concatenate([(t if scale == "counts" else t / n).ravel() for t in tables])
     out, sampler = draw_noise(mechanism, flat, noise, options.seed)
@@ -632,7 +615,7 @@ FAMILY = Family(
     hooks={"da_model": da_model},
     auto_method="vb",
     # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
-    auto_rule=lambda release: "vb" if _is_continuous_laplace(release.statistics.tables.mechanism) else "exact",
+    auto_rule=lambda release: "vb" if is_continuous_laplace(release.statistics.tables.mechanism) else "exact",
     mechanisms=NB_MECHANISMS,
     parse_prior=parse_prior,
     curate=curate,

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
 from ..mechanisms.base import NoiseShape
+from ..mechanisms.registry import get_mechanism, is_integer_noise
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, check_epsilon_range
 from ._curate import curator, curator_options
 
@@ -36,19 +37,10 @@ from ._curate import curator, curator_options
 SMALL_AREA_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "gaussian", "laplace")
 
 
-def get_mechanism(name):
-    from ..mechanisms.registry import get_mechanism as lookup
-
-    return lookup(name)
-
-
 def accepts_mechanism(name) -> bool:
     """The four built-in tables' mechanisms, or any registered integer, additive, symmetric noise law (the
     engine tabulates its mass function)."""
-    from ..mechanisms.registry import MECHANISMS
-
-    kind = MECHANISMS.get(name)
-    return kind is not None and (name in SMALL_AREA_MECHANISMS or (kind.integer_valued and kind.additive_symmetric))
+    return name in SMALL_AREA_MECHANISMS or is_integer_noise(name)
 POSTPROCESSING = ("none", "nonnegative")
 #: the largest |count| a table may hold: float64 and int64 represent every integer up to 2^53 exactly
 MAX_COUNT = 2.0 ** 53
@@ -463,12 +455,9 @@ def curate(frame, options) -> dict:
                          "laplace or a registered integer noise law")
     # replace-one: one person moves between two cells: L1 = 2, L2 = sqrt(2) (rho of the worst pair = 1/sigma^2)
     sens = math.sqrt(2.0) if kind.sensitivity_norm == "L2" else 2.0
-    if kind.accounts_rho:
-        if options.rho is None:
-            raise InputError("rho", f"is required with --mechanism {mech} (its zCDP budget)")
-        scale, budget = kind.noise_for_budget(sens, rho=options.rho)
-    else:
-        scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon)
+    if kind.accounts_rho and options.rho is None:
+        raise InputError("rho", f"is required with --mechanism {mech} (its zCDP budget)")
+    scale, budget = kind.noise_for_budget(sens, epsilon=options.epsilon, rho=options.rho)
     record = {"mechanism": mech, **budget, "sensitivity": sens}
     noisy, sampler = draw_noise(mech, table.ravel(), scale, options.seed)
     noisy = noisy.reshape(table.shape)

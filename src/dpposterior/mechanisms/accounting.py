@@ -238,19 +238,22 @@ def _upper_bound(losses, delta: float) -> float:
     return max(pure + approx + tabulated + (zcdp_epsilon(rho, delta / 2.0) if rho > 0 else 0.0), 1e-6)
 
 
-def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float | None = None) -> float:
+def pld_epsilon(losses, delta: float, pessimistic: bool = True, interval: float | None = None,
+                upper: float | None = None) -> float:
     """epsilon at ``delta`` of the composition of ``losses`` by Google's dp-accounting PLDs.
 
     ``pessimistic``: an upper bound on the tight epsilon (the reported value); False gives dp-accounting's
     optimistic estimate (a lower bound).  ``interval``: the discretisation of the privacy loss (default
-    sized from a quick upper bound so the pessimistic value is within ~PLD_RTOL of the tight one).
+    sized from an upper bound on epsilon -- ``upper`` where the caller knows one, else a quick one -- so the
+    pessimistic value is within ~PLD_RTOL of the tight one).
     """
     groups = _grouped(losses)
     if not groups:
         return 0.0
     if interval is None:
         k = sum(c for _, c in groups)
-        interval = min(1e-4, max(1e-9, PLD_RTOL * _upper_bound(losses, delta) / (2.0 * k)))  # inf: 1e-4
+        bound = _upper_bound(losses, delta) if upper is None else upper
+        interval = min(1e-4, max(1e-9, PLD_RTOL * bound / (2.0 * k)))  # an infinite bound: 1e-4
     total = None
     for loss, count in groups:
         one = _pld_of(loss, pessimistic, interval)

@@ -184,10 +184,13 @@ class Mechanism(ABC):
     def noise_for_budget(cls, sensitivity: float, epsilon: float | None = None,
                          rho: float | None = None) -> tuple[float, dict]:
         """(noise scale, the record's budget fields) of a statistic of ``sensitivity`` (in :attr:`sensitivity_norm`)
-        released at ``epsilon`` -- or at ``rho`` for a mechanism accounted in rho (:attr:`accounts_rho`): what a
-        curator draws (``draw_noise(name, values, scale)``) and writes beside the value."""
-        if cls.accounts_rho:
-            raise ValueError(f"mechanism: {cls.name!r} states how rho sets its noise")
+        released at the budget this mechanism is accounted in: ``epsilon`` here, ``rho`` for one accounted in rho
+        (:attr:`accounts_rho`, which overrides this) -- what a curator draws (``draw_noise(name, values, scale)``)
+        and writes beside the value.  Callers pass the budget they have; the mechanism takes its own."""
+        if epsilon is None:
+            from ..errors import InputError
+
+            raise InputError("epsilon", f"is the budget of mechanism {cls.name!r}")
         return float(sensitivity) / float(epsilon), {"epsilon": float(epsilon)}
 
     @classmethod

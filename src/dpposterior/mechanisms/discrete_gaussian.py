@@ -204,6 +204,7 @@ class DiscreteGaussian(IntegerNoise):
 
     @classmethod
     def noise_for_budget(cls, sensitivity, epsilon=None, rho=None):
+        require(rho is not None, "rho", f"is the budget of mechanism {cls.name!r} (zCDP)")
         sigma = float(sensitivity) / math.sqrt(2.0 * float(rho))
         return sigma, {"sigma": sigma, "rho": float(rho)}
 

@@ -11,11 +11,12 @@ module and one entry below (docs/adding-a-mechanism.md); a mechanism defined out
 from __future__ import annotations
 
 from ..errors import InputError, add_record_fields
-from .base import Mechanism
+from .base import Mechanism, NoiseShape
 from .binomial_trajectory import BinomialTrajectory
 from .discrete_gaussian import DiscreteGaussian
 from .discrete_laplace import DiscreteLaplace
 from .gaussian import Gaussian
+from .integer import RESERVED_RECORD_FIELDS, IntegerNoise
 from .laplace import Laplace
 from .skellam import Skellam
 
@@ -39,6 +40,35 @@ def from_record(record, sensitivity: float | None = None) -> Mechanism:
     return get_mechanism(record.mechanism).from_record(record, sensitivity)
 
 
+# --------------------------------------------------------------------------- capabilities, asked by name
+def _registered(name):
+    return MECHANISMS.get(name) if isinstance(name, str) else None
+
+
+def is_integer_noise(name) -> bool:
+    """A registered law of integer, additive, symmetric noise: the count families, naive-bayes, small-area and the
+    exact engines take it without naming it (False for None or a name that is not registered)."""
+    kind = _registered(name)
+    return kind is not None and kind.integer_valued and kind.additive_symmetric
+
+
+def is_continuous_laplace(name) -> bool:
+    """Laplace-shaped noise on the reals (the Laplace scale-mixture engines model exactly that)."""
+    kind = _registered(name)
+    return kind is not None and kind.noise_shape is NoiseShape.LAPLACE and not kind.integer_valued
+
+
+def accounts_rho(name) -> bool:
+    """Whether a registered mechanism's budget is rho (zCDP: ``--rho``, ``--target-rho``)."""
+    kind = _registered(name)
+    return kind is not None and kind.accounts_rho
+
+
+def rho_mechanisms() -> list[str]:
+    """The registered mechanisms whose budget is rho (for messages)."""
+    return [name for name, kind in MECHANISMS.items() if kind.accounts_rho]
+
+
 def register(cls: type[Mechanism]) -> type[Mechanism]:
     """Add a mechanism class defined outside the package (the :class:`~dpposterior.mechanisms.IntegerNoise`
     contract, docs/adding-a-mechanism.md) under its ``name``; returns the class, so it can decorate it.
@@ -46,9 +76,6 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     Refused in one line: a class that is not a Mechanism, a name that is not a non-empty string or that another
     class holds already, an integer law missing one of the members the contract asks for.
     """
-    from .. import errors
-    from .integer import IntegerNoise
-
     if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
         raise InputError("mechanism", f"register takes a Mechanism subclass (got {cls!r})")
     name = getattr(cls, "name", None)
@@ -64,12 +91,10 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
         fields = getattr(cls, "record_fields", ())
         if not isinstance(fields, tuple) or not all(isinstance(f, str) and f.isidentifier() for f in fields):
             raise InputError("mechanism", f"{cls.__name__}.record_fields must be a tuple of field names")
-        from .integer import RESERVED_RECORD_FIELDS
-
         taken = [f for f in fields if f in RESERVED_RECORD_FIELDS]
         if taken:
             raise InputError("mechanism", f"{cls.__name__}.record_fields: {', '.join(taken)} is a field of every "
                              f"release record (reserved: {', '.join(RESERVED_RECORD_FIELDS)})")
-        errors.add_record_fields(fields)
+        add_record_fields(fields)
     MECHANISMS[name] = cls
     return cls

@@ -38,7 +38,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import InputError, check_number, require, shown
-from .accounting import PLD_RTOL, PrivacyCost, check_delta, pld_epsilon, zcdp_epsilon
+from .accounting import PrivacyCost, check_delta, pld_epsilon, zcdp_epsilon
 from .integer import DEFAULT_TAIL, REPORT_DELTA, IntegerNoise
 
 #: the mu a Skellam mechanism may have: below, rho exceeds 1e5 (no privacy); above, the worst pair's loss
@@ -309,11 +309,8 @@ class Skellam(IntegerNoise):
         l1, l2sq = _shift_norms(shifts)
         rho = zcdp_rho(self.mu, l1, l2sq)
         losses = self.privacy_losses(shifts)
-        # the discretisation is sized from a valid upper bound on epsilon (the zCDP conversion of rho), as
-        # pld_epsilon sizes it for laws whose Loss states its own rho
-        upper = zcdp_epsilon(rho, delta) if rho > 0 else 0.0
-        interval = min(1e-4, max(1e-9, PLD_RTOL * upper / (2.0 * max(len(losses), 1))))
-        eps = pld_epsilon(losses, delta, interval=interval) if losses else 0.0
+        # the discretisation is sized from a valid upper bound on epsilon: the zCDP conversion of rho
+        eps = pld_epsilon(losses, delta, upper=zcdp_epsilon(rho, delta) if rho > 0 else 0.0)
         return PrivacyCost(eps, delta, rho, "zcdp",
                            "(epsilon, delta): privacy loss distribution of the Skellam mass function at the worst "
                            "pair, composed by Google's dp-accounting (pessimistic estimate); rho: Agarwal, Kairouz "
