@@ -79,17 +79,27 @@ class Mechanism(ABC):
         from .accounting import PrivacyCost
 
         eps, dlt = self.privacy_cost()
-        sens = getattr(self, "sensitivity", None)
-        if shifts is None and sens:
-            if dim == 1:
-                shifts = (float(sens),)
-            elif self.integer_valued:
-                from .accounting import unit_shifts
-
-                shifts = unit_shifts(float(sens), self.sensitivity_norm)
+        shifts = self.worst_shifts(dim, shifts)
         losses = (self.privacy_losses(shifts) if shifts else None) or ()
         return PrivacyCost(float(eps), float(dlt), None, "approximate" if dlt > 0 else "pure",
                            "approximate (epsilon, delta)-DP" if dlt > 0 else "pure epsilon-DP", losses=losses)
+
+    def worst_shifts(self, dim: int = 1, shifts=None, sensitivity: float | None = None) -> tuple | None:
+        """The coordinates' moves in the worst neighbouring pair: ``shifts`` as given; else ``sensitivity`` (default:
+        this mechanism's) for one coordinate, and unit moves of that norm for an integer vector
+        (``accounting.unit_shifts``); None where they are not known."""
+        if shifts is not None:
+            return tuple(float(s) for s in shifts)
+        sens = getattr(self, "sensitivity", None) if sensitivity is None else sensitivity
+        if not sens:
+            return None
+        if dim == 1:
+            return (float(sens),)
+        if self.integer_valued:
+            from .accounting import unit_shifts
+
+            return unit_shifts(float(sens), self.sensitivity_norm)
+        return None
 
     def tail_window(self, tail: float = 1e-12) -> float:
         """A half-width W with P(|noise| > W) <= tail (additive mechanisms)."""

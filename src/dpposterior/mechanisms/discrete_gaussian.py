@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import check_number, require
 from .base import NoiseShape
-from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, unit_shifts, zcdp_epsilon
+from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import REPORT_DELTA, IntegerNoise, two_sided_geometric
 
@@ -144,11 +144,6 @@ class DiscreteGaussian(IntegerNoise):
         """The worst neighbouring pair as loss components: one per coordinate, shifted by ``shifts``."""
         return tuple(Loss(self.loss_kind, self.sigma, float(math.floor(s + 1e-9))) for s in shifts)
 
-    def _shifts(self, dim: int, shifts) -> tuple:
-        if shifts is not None:
-            return tuple(float(s) for s in shifts)
-        return (self.sensitivity,) if dim == 1 else unit_shifts(self.sensitivity, "L2")
-
     def _epsilon(self, delta: float, shifts) -> tuple[float, str]:
         """(epsilon at ``delta``, how): the exact profile (CKS Thm 7) of one count; the worst pair's composed loss
         distributions, or the zCDP conversion beyond PLD_MAX_SIGMA (``accounting.zcdp_pair_epsilon``)."""
@@ -163,14 +158,14 @@ class DiscreteGaussian(IntegerNoise):
         """epsilon at ``delta``: the exact profile (CKS Thm 7) of one count; the composed privacy loss
         distributions of the worst pair (dp-accounting, pessimistic) of a vector; the zCDP conversion (CKS
         Cor. 13) beyond PLD_MAX_SIGMA."""
-        return self._epsilon(check_delta(delta, "delta"), self._shifts(dim, shifts))[0]
+        return self._epsilon(check_delta(delta, "delta"), self.worst_shifts(dim, shifts))[0]
 
     def privacy_cost(self):
         return (self.epsilon_at(self.delta), self.delta)
 
     def privacy_accounting(self, delta=None, dim=1, shifts=None) -> PrivacyCost:
         delta = self.delta if delta is None else check_delta(delta, "delta")
-        shifts = self._shifts(dim, shifts)
+        shifts = self.worst_shifts(dim, shifts)
         eps, how = self._epsilon(delta, shifts)
         rho = sum(s * s for s in shifts) / (2.0 * self.sigma ** 2)
         return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}", losses=self.privacy_losses(shifts))

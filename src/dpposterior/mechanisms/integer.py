@@ -100,12 +100,8 @@ class IntegerNoise(Mechanism):
         return tuple(Loss("integer", 0.0, float(int(s + 1e-9)), mechanism=self) for s in shifts if s >= 1)
 
     def _worst_shifts(self, dim: int, shifts):
-        if shifts is not None:
-            return tuple(float(s) for s in shifts)
-        from .accounting import unit_shifts
-
-        sens = float(getattr(self, "sensitivity", None) or 1.0)
-        return (sens,) if dim == 1 else unit_shifts(sens, self.sensitivity_norm)
+        """:meth:`worst_shifts`, a law built without a sensitivity moving by one."""
+        return self.worst_shifts(dim, shifts, getattr(self, "sensitivity", None) or 1.0)
 
     def privacy_accounting(self, delta=None, dim=1, shifts=None):
         """A law with a closed-form accountant (``loss_kind``) states it; any other: epsilon at ``delta`` of the
@@ -288,11 +284,8 @@ class IntegerNoise(Mechanism):
 
     @classmethod
     def audit_epsilon(cls, noise, sensitivity):
-        from .accounting import unit_shifts
-
         mech, dim = noise[2], noise[4]
-        sens = max(float(sensitivity), 1.0)
-        shifts = (sens,) if dim == 1 else unit_shifts(sens, mech.sensitivity_norm)
+        shifts = mech.worst_shifts(dim, sensitivity=max(float(sensitivity), 1.0))
         return mech.privacy_accounting(noise[1], dim, shifts).epsilon
 
     @classmethod
