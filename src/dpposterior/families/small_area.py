@@ -24,7 +24,7 @@ import math
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
@@ -103,6 +103,8 @@ class SmallAreaRelease(ReleaseBase):
     statistics: SmallAreaStatistics
     invariants: Invariants | None = None
     postprocessing: str = "none"
+    #: :meth:`cell_mechanisms`, computed once (np.unique over G x C: 1.2 s at 10^7 cells)
+    _cell_mechanisms: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self):
@@ -248,7 +250,10 @@ class SmallAreaRelease(ReleaseBase):
         return np.full((self.G, self.C), self.cell_mechanism().noise_scale)  # a registered law: its sd
 
     def cell_mechanisms(self) -> tuple[np.ndarray, np.ndarray, list]:
-        """(the distinct noise scales, each cell's index into them (G x C), the mechanism of each distinct scale)."""
+        """(the distinct noise scales, each cell's index into them (G x C), the mechanism of each distinct scale);
+        computed once per release (the engine's memory estimate, its noise tables and the direct estimator ask)."""
+        if self._cell_mechanisms is not None:
+            return self._cell_mechanisms
         sigma = self.noise_sigma()
         distinct, inverse = np.unique(sigma, return_inverse=True)
         kind = get_mechanism(self.statistics.counts.mechanism)
@@ -256,7 +261,8 @@ class SmallAreaRelease(ReleaseBase):
             mechs = [self.cell_mechanism()] * len(distinct)
         else:
             mechs = [kind.with_scale(float(s)) for s in distinct]
-        return distinct, inverse.reshape(sigma.shape), mechs
+        self._cell_mechanisms = (distinct, inverse.reshape(sigma.shape), mechs)
+        return self._cell_mechanisms
 
     def cell_mechanism(self):
         """The mechanism of every cell, where one law with one set of parameters covers the table (a Laplace-shaped
