@@ -23,11 +23,11 @@ LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory",
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
-                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.netcdf",
+                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.netcdf",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),
-    ("schemas and models", ["dpposterior.release", "dpposterior.model", "dpposterior.checks",
+    ("schemas and models", ["dpposterior.release", "dpposterior.model", "dpposterior.checks", "dpposterior.observation",
                             # the simulator models of the SBI families (not the engines)
                             "dpposterior.sbi=", "dpposterior.sbi.model", "dpposterior.sbi.sir_simulator"]),
     ("families", ["dpposterior.families"]),
@@ -39,6 +39,8 @@ LAYERS = [
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.geometry", "dpposterior.console",
                   "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
+                  "dpposterior.synthetic", "dpposterior.marginals_commands", "dpposterior.marginals_io",
+                  "dpposterior.combine",
                   "dpposterior.worker_preload"]),
 ]
 

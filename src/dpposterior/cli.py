@@ -1,4 +1,5 @@
-"""Command-line interface: ``dpposterior release | infer | audit | demo | calibrate | report | reproduce``.
+"""Command-line interface: ``dpposterior release | infer | audit | demo | calibrate | report | reproduce | marginal |
+synthesize``.
 
 Every bad input ends in one line on stderr, ``error: FIELD: REASON``, and exit
 code 2 -- never a traceback.  Contracts (option names) are documented in
@@ -103,6 +104,9 @@ def release_cmd(
                                          "(or a CSV with a 'cell' column)."),
     drop_missing: bool = typer.Option(False, "--drop-missing", help="Leave out rows with a missing value in a "
                                       "column read (default: refuse them)."),
+    cliques: Optional[str] = typer.Option(None, "--cliques", help="marginals: the marginals to release, attributes "
+                                          "by commas, cliques by semicolons (\"age,income;sex\"), or mst (all "
+                                          "one-way marginals and a privately chosen tree of two-way ones)."),
     from_measurements: Optional[Path] = typer.Option(None, "--from-measurements", help="small-area: a long-format "
                                                      "CSV of noisy measurements (area, cell, noisy_value, "
                                                      "noise_variance) written as a release, adding no noise."),
@@ -120,7 +124,7 @@ def release_cmd(
                  "epsilon-split": epsilon_split, "scale": scale, "parties": parties if parties != 1 else None,
                  "intercept": intercept or None, "population": population, "times": times, "trials": trials,
                  "design": design, "area-column": area_column, "cell-column": cell_column, "areas": areas,
-                 "cells": cells, "drop-missing": drop_missing or None}
+                 "cells": cells, "drop-missing": drop_missing or None, "cliques": cliques}
         return _release_from_measurements(from_measurements, family, out, mechanism, exposure, postprocessing,
                                           given)
     if data is None:
@@ -138,6 +142,7 @@ def release_cmd(
         postprocessing=postprocessing, exposure=read_exposure(exposure) if exposure is not None else None,
         areas=read_public_list(areas, "area") if areas is not None else None,
         cells=read_public_list(cells, "cell") if cells is not None else None, drop_missing=drop_missing or None,
+        cliques=cliques,
     )
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", CuratorWarning)
@@ -388,6 +393,35 @@ def report_cmd(
             html = _impl("report", "write_report")(posterior, out, compare=list(compare or []), geometry=geometry,
                                                    geometry_key=geometry_key)
     typer.echo(f"wrote {html}")
+
+
+@app.command("marginal")
+def marginal_cmd(
+    posterior: Path = typer.Argument(..., help="Posterior (netCDF) of a marginals release."),
+    attributes: str = typer.Option(..., "--attributes", help="Comma-separated attributes of the marginal "
+                                   "(measured or not)."),
+    out: Path = typer.Option(..., "--out", help="CSV to write: one row per cell, its median and interval."),
+    level: float = typer.Option(0.9, "--level", help="Probability of the central interval."),
+    counts: bool = typer.Option(False, "--counts", help="Counts (n times the probabilities) instead of "
+                                "probabilities."),
+):
+    """The posterior of any marginal table: median and central interval per cell."""
+    path = _impl("marginals_commands", "marginal_command")(posterior, attributes, out, level, counts)
+    typer.echo(f"wrote {path}")
+
+
+@app.command("synthesize")
+def synthesize_cmd(
+    posterior: Path = typer.Argument(..., help="Posterior (netCDF) of a marginals release."),
+    m: int = typer.Option(10, "--m", help="Number of synthetic data sets (one posterior draw each)."),
+    out: Path = typer.Option(..., "--out", help="Folder to write synthetic-1.csv ... synthetic-M.csv into."),
+    rows: Optional[int] = typer.Option(None, "--rows", help="Rows per data set (default: the release's n)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the draws and the rows."),
+):
+    """Noise-aware synthetic data: M data sets from the posterior predictive (analyse each; combine with
+    dpposterior.combine)."""
+    paths = _impl("marginals_commands", "synthesize_command")(posterior, m, out, rows, seed)
+    typer.echo(f"wrote {len(paths)} data sets to {out}")
 
 
 @app.command("reproduce")

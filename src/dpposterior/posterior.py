@@ -171,6 +171,94 @@ class Posterior:
     def mean(self, name: str) -> np.ndarray:
         return self.draws(name).mean(axis=0)
 
+    # ------------------------------------------------------------------ tables of categorical attributes
+    def junction_tree(self):
+        """The :class:`~dpposterior.cliques.JunctionTree` of a posterior over a table's clique tables (the
+        ``marginals`` family), from its ``junction_tree`` attribute; a one-line error for any other posterior."""
+        import json
+
+        from .cliques import JunctionTree
+        from .errors import InputError
+
+        record = self.attrs.get("junction_tree")
+        if record is None:
+            raise InputError("posterior", f"holds no table model (family {self.family!r}); marginal() and "
+                             "synthesize() take a posterior of noisy marginals")
+        return JunctionTree.from_record(json.loads(record) if isinstance(record, str) else record)
+
+    def clique_tables(self) -> list[np.ndarray]:
+        """The draws of each junction-tree clique's joint table, (chain, draw, *clique shape), in tree order."""
+        tree = self.junction_tree()
+        return [np.asarray(self.posterior["p[" + ",".join(c) + "]"], float) for c in tree.cliques]
+
+    def marginal(self, attributes, counts: bool = False):
+        """Draws of the marginal table of ``attributes`` (a list, or a string "a,b"), measured or not, as an
+        ``xarray.DataArray`` with dims (chain, draw, *attributes) labelled by the attributes' levels.
+
+        Probabilities by default; ``counts=True`` gives n times them, the expected counts of a table of the
+        release's n records (``n`` public; refused otherwise)."""
+        import xarray as xr
+
+        from .errors import InputError
+
+        if isinstance(attributes, str):
+            attributes = [a.strip() for a in attributes.split(",") if a.strip()]
+        attributes = list(attributes)
+        if not attributes:
+            raise InputError("attributes", "name at least one attribute")
+        tree = self.junction_tree()
+        values = tree.marginal(self.clique_tables(), attributes)
+        if counts:
+            n = self.attrs.get("n")
+            if n is None:
+                raise InputError("counts", "the release did not publish n: only probabilities can be given")
+            values = values * float(n)
+        coords = {"chain": np.arange(self.nchains), "draw": np.arange(self.ndraws)}
+        for a in attributes:
+            labels = self.coords.get(a)
+            coords[a] = list(labels) if labels is not None and len(labels) == tree.sizes[a] else np.arange(tree.sizes[a])
+        return xr.DataArray(values, dims=("chain", "draw", *attributes), coords=coords,
+                            name=("count" if counts else "p") + "[" + ",".join(attributes) + "]")
+
+    @classmethod
+    def from_arviz(cls, idata) -> "Posterior":
+        """A Posterior from an ``arviz.InferenceData`` (a posterior file read back)."""
+        ds = idata.posterior
+        posterior, dims, coords = {}, {}, {}
+        for name, var in ds.data_vars.items():
+            posterior[name] = np.asarray(var.values)
+            event = [d for d in var.dims if d not in ("chain", "draw")]
+            if event:
+                dims[name] = event
+            for d in event:
+                coords.setdefault(d, [v.item() if hasattr(v, "item") else v for v in ds[d].values])
+        attrs = dict(ds.attrs)
+        family, method = str(attrs.pop("family", "")), str(attrs.pop("method", ""))
+        sample_stats = {}
+        if hasattr(idata, "sample_stats"):
+            sample_stats = {k: np.asarray(v.values) for k, v in idata.sample_stats.data_vars.items()}
+        out = cls(family=family, method=method, posterior=posterior, dims=dims, coords=coords,
+                  sample_stats=sample_stats, attrs=attrs, iid=bool(int(attrs.get("iid_draws", 0) or 0)))
+        if isinstance(out.attrs.get("n"), (np.integer, np.floating)):
+            out.attrs["n"] = int(out.attrs["n"])
+        return out
+
+    @classmethod
+    def read(cls, path, field: str = "posterior") -> "Posterior":
+        """A posterior file (netCDF, as ``infer --out`` writes it) read back; a one-line error naming ``field``."""
+        import arviz as az
+
+        from .errors import InputError, check_input_file
+
+        check_input_file(path, field)
+        try:
+            idata = az.from_netcdf(str(path))
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(field, f"cannot read a posterior file ({type(exc).__name__}: {exc})") from None
+        if not hasattr(idata, "posterior"):
+            raise InputError(field, "holds no posterior group")
+        return cls.from_arviz(idata)
+
 
 def draws_sha256(posterior: dict) -> str:
     """SHA-256 of the posterior draws (each variable's name, dtype, shape and bytes, by name): the

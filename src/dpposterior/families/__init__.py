@@ -43,6 +43,7 @@ FAMILY_MODULES: dict[str, str] = {
     "sir": "dpposterior.families.sir",
     "loglinear": "dpposterior.families.loglinear",
     "small-area": "dpposterior.families.small_area",
+    "marginals": "dpposterior.families.marginals",
 }
 
 

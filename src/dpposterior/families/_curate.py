@@ -131,6 +131,8 @@ exposure          any     public exposure per area (--exposure: a CSV of area, e
 postprocessing    any     none (default) or nonnegative (--postprocessing)
 areas             any     the public area list (Python extra; default: read from the data)
 cells             any     the public cell list (Python extra; default: read from the data)
+cliques           any     the marginals to release, attributes by commas, cliques by semicolons (--cliques "a,b;c")
+domain            any     the public levels of each attribute, {attr: [levels]} (Python extra; default: read from the data)
 """
 _OPTION_ROWS = {name: (kind, doc) for name, kind, doc in
                 (line.split(None, 2) for line in CURATOR_OPTION_TABLE.strip().splitlines())}

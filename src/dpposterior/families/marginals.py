@@ -1,0 +1,451 @@
+"""Family ``marginals``: many noisy marginal tables of one categorical table (OpenDP's MST/AIM contingency
+tables, Private-PGM, the Census noisy measurements).
+
+The release (docs/marginals.md; the contract)::
+
+    {"format": "dpposterior-release/1", "family": "marginals", "n": 48842,
+     "domain": {"age": 5, "sex": 2, "income": 2},
+     "measurements": [
+       {"clique": ["age", "income"], "value": [[...], ...], "mechanism": "discrete-gaussian", "sigma": 12.0},
+       {"clique": ["sex"], "value": [...], "mechanism": "discrete-laplace", "epsilon": 0.5, "sensitivity": 2}]}
+
+Each measurement is the count table of its clique (C order over the clique's attributes) plus noise of a
+registered mechanism.  Replacing one record moves one count of every marginal down by one and another up by one:
+L1 sensitivity 2, L2 sensitivity sqrt(2), L-infinity 1, the same worst pair for every measurement at once, so the
+release's privacy is the composition of every measurement's worst pair (``ReleaseBase.privacy``).
+
+Model: n records x_i ~ p, p Markov with respect to the triangulated graph of the measured cliques (a decomposable
+log-linear model, the maximum-entropy model of the measured marginals), with the hyper-Dirichlet prior of Dawid &
+Lauritzen (1993) of total concentration A (``prior.concentration``, default 1: alpha_C(x_C) = A / |dom C|).
+Posterior variables: the joint table of each clique of the junction tree, ``p[a,b]`` with dims (a, b).
+The latent statistic is the confidential records (their marginal tables are the exact integer counts), which the
+``da`` engine resamples one attribute at a time given every measurement's exact noise law.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from ..cliques import JunctionTree
+from ..errors import InputError
+from ..mechanisms.registry import from_record, get_mechanism, is_integer_noise
+from ..observation import RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
+from ..release import (FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord, record_cost, flag_large_delta,
+                       require_noise_at_least)
+from . import EngineSpec, Family, SimulatedRelease
+from ._curate import curator, curator_options
+
+#: the mechanisms a measurement may name; any other registered integer noise law is accepted too
+MARGINAL_MECHANISMS = ("discrete-gaussian", "discrete-laplace", "skellam", "laplace", "gaussian")
+#: the replace-one sensitivity of one marginal count table, by the norm a mechanism measures it in
+SENSITIVITY = {"L1": 2.0, "L2": math.sqrt(2.0), "Linf": 1.0}
+#: the most attributes and the most categories of one attribute a release may declare
+MAX_ATTRIBUTES = 64
+MAX_CATEGORIES = 100_000
+#: the default total concentration A of the hyper-Dirichlet prior
+DEFAULT_CONCENTRATION = 1.0
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
+
+
+def accepts_mechanism(name) -> bool:
+    return name in MARGINAL_MECHANISMS or is_integer_noise(name)
+
+
+class MarginalMeasurement(StatisticRecord):
+    """One noisy marginal: ``clique`` (attribute names) and its noisy count table ``value``."""
+
+    clique: list[str]
+
+    @field_validator("clique")
+    @classmethod
+    def _clique(cls, v):
+        if not v:
+            raise ValueError("must name at least one attribute")
+        if any(not isinstance(a, str) or not a for a in v):
+            raise ValueError("attribute names must be non-empty strings")
+        if len(set(v)) != len(v):
+            raise ValueError(f"lists an attribute twice ({', '.join(v)})")
+        return v
+
+
+class MarginalsRelease(ReleaseBase):
+    family: Literal["marginals"]
+    #: the number of records (public under replace-one); absent: not published
+    n: PositiveInt | None = None
+    #: attribute -> number of categories (codes 0 .. size-1), in the table's order
+    domain: dict[str, PositiveInt]
+    #: optional attribute -> one label per code
+    labels: dict[str, list[str]] | None = None
+    measurements: list[MarginalMeasurement] = Field(min_length=1)
+    #: the private selection of the cliques, when the curator chose them (its privacy cost is composed)
+    selection: dict[str, Any] | None = None
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, v):
+        if not v:
+            raise ValueError("must declare at least one attribute")
+        if len(v) > MAX_ATTRIBUTES:
+            raise ValueError(f"declares {len(v)} attributes; at most {MAX_ATTRIBUTES}")
+        for name, size in v.items():
+            if not name or not name.strip():
+                raise ValueError("attribute names must be non-empty")
+            if size > MAX_CATEGORIES:
+                raise ValueError(f"{name}: {size} categories; at most {MAX_CATEGORIES}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.labels is not None:
+            for name, labels in self.labels.items():
+                if name not in self.domain:
+                    raise ValueError(f"labels.{name}: not an attribute of domain")
+                if len(labels) != self.domain[name]:
+                    raise ValueError(f"labels.{name}: has {len(labels)} labels, domain says {self.domain[name]}")
+                if len(set(labels)) != len(labels):
+                    raise ValueError(f"labels.{name}: must be distinct")
+        for j, rec in enumerate(self.measurements):
+            where = f"measurements.{j}"
+            for a in rec.clique:
+                if a not in self.domain:
+                    raise ValueError(f"{where}.clique: {a!r} is not an attribute of domain "
+                                     f"({', '.join(self.domain)})")
+            if not accepts_mechanism(rec.mechanism):
+                raise ValueError(f"{where}.mechanism: {rec.mechanism!r} is not a mechanism of this family (one of "
+                                 f"{', '.join(MARGINAL_MECHANISMS)} or a registered integer noise law)")
+            shape = tuple(self.domain[a] for a in rec.clique)
+            try:
+                arr = np.asarray(rec.value, dtype=float)
+            except ValueError:
+                raise ValueError(f"{where}.value: ragged nesting; must be a table of shape {shape}") from None
+            if arr.shape != shape:
+                raise ValueError(f"{where}.value: has shape {arr.shape}, the clique ({', '.join(rec.clique)}) has "
+                                 f"shape {shape}")
+            kind = get_mechanism(rec.mechanism)
+            derived = SENSITIVITY[kind.sensitivity_norm]
+            if rec.sensitivity is not None:
+                try:
+                    require_noise_at_least(f"{where}.sensitivity", float(rec.sensitivity), derived, release=self)
+                except InputError as exc:
+                    raise ValueError(f"{exc.field}: {exc.reason}") from None
+            else:
+                rec.sensitivity = derived
+            try:
+                mech = from_record(rec, rec.sensitivity)
+                scale = float(mech.noise_scale)
+            except (InputError, ValueError) as exc:
+                raise ValueError(f"{where}: {getattr(exc, 'reason', exc)}") from None
+            if self.n is not None:
+                lo, hi = -INCONSISTENCY_SCALES * scale, self.n + INCONSISTENCY_SCALES * scale
+                bad = (arr < lo) | (arr > hi)
+                if bad.any():
+                    v = arr[bad].ravel()[0]
+                    raise ValueError(f"{where}.value: {v:g} is more than {INCONSISTENCY_SCALES:g} noise scales "
+                                     f"({scale:g}) outside [0, n = {self.n}]: the release is inconsistent with n")
+        if self.selection is not None:
+            from .marginals_select import Selection
+
+            try:
+                Selection.check_record(self.selection)
+            except InputError as exc:
+                raise ValueError(f"selection.{exc.field}: {exc.reason}") from None
+        return self
+
+    # ------------------------------------------------------------------ what the engines read
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return tuple(self.domain)
+
+    def label_list(self, attr: str) -> list:
+        if self.labels is not None and attr in self.labels:
+            return list(self.labels[attr])
+        return list(range(self.domain[attr]))
+
+    def mechanism(self, j: int):
+        rec = self.measurements[j]
+        return from_record(rec, rec.sensitivity)
+
+    def values(self, j: int) -> np.ndarray:
+        return np.asarray(self.measurements[j].value, float)
+
+    def privacy(self):
+        from ..mechanisms.accounting import PrivacyCost, compose
+
+        delta = self.reporting_delta()
+        parts = [record_cost(rec, delta, rec.sensitivity) for rec in self.measurements]
+        if self.selection is not None:
+            from .marginals_select import Selection
+
+            rho = Selection.privacy_rho(self.selection)
+            eps = float(self.selection["rounds"]) * float(self.selection["epsilon_per_round"])
+            parts.append(PrivacyCost(eps, 0.0, rho, "zcdp", "private selection of the cliques (exponential "
+                                     "mechanism, bounded range: epsilon^2/8-zCDP per round)"))
+        return flag_large_delta(compose(parts, delta), self.n)
+
+
+# --------------------------------------------------------------------------- prior and model
+class MarginalsPrior:
+    """The hyper-Dirichlet prior: total concentration ``concentration`` (A) and the model's cliques beyond the
+    measured ones (``cliques``).  For ``dpposterior calibrate``: ``domain`` and ``measure`` (the cliques a
+    simulated release measures)."""
+
+    def __init__(self, concentration: float = DEFAULT_CONCENTRATION, cliques=(), domain=None, measure=None):
+        self.concentration = float(concentration)
+        self.cliques = tuple(tuple(c) for c in cliques)
+        self.domain = dict(domain) if domain is not None else None
+        self.measure = [tuple(c) for c in measure] if measure is not None else None
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"kind": "hyper-dirichlet", "concentration": self.concentration}
+        if self.cliques:
+            out["cliques"] = [list(c) for c in self.cliques]
+        return out
+
+
+#: the small table ``dpposterior calibrate --family marginals`` simulates unless the prior says otherwise
+SIMULATION_DOMAIN = {"a": 2, "b": 3, "c": 2}
+SIMULATION_MEASURE = [("a", "b"), ("b", "c")]
+
+
+def parse_prior(prior, release=None) -> MarginalsPrior:
+    if prior is None:
+        out = MarginalsPrior()
+    elif isinstance(prior, MarginalsPrior):
+        out = prior
+    elif isinstance(prior, dict):
+        allowed = {"kind", "concentration", "cliques", "domain", "measure"}
+        for key in prior:
+            if key not in allowed:
+                raise InputError(f"prior.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        kind = prior.get("kind", "hyper-dirichlet")
+        if kind != "hyper-dirichlet":
+            raise InputError("prior.kind", f"must be 'hyper-dirichlet' (got {kind!r})")
+        conc = prior.get("concentration", DEFAULT_CONCENTRATION)
+        if isinstance(conc, bool) or not isinstance(conc, (int, float)) or not math.isfinite(conc) or conc <= 0:
+            raise InputError("prior.concentration", f"must be a finite number > 0 (got {conc!r})")
+        cliques = prior.get("cliques", [])
+        if not isinstance(cliques, list) or not all(isinstance(c, list) and c and all(isinstance(a, str) for a in c)
+                                                     for c in cliques):
+            raise InputError("prior.cliques", "must be a list of lists of attribute names")
+        domain = prior.get("domain")
+        if domain is not None and (not isinstance(domain, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in domain.values())):
+            raise InputError("prior.domain", "must map attribute names to category counts >= 1")
+        measure = prior.get("measure")
+        if measure is not None and (not isinstance(measure, list) or not all(isinstance(c, list) and c
+                                                                              for c in measure)):
+            raise InputError("prior.measure", "must be a list of cliques (lists of attribute names)")
+        out = MarginalsPrior(float(conc), cliques, domain, measure)
+    else:
+        raise InputError("prior", f"must be a table of hyper-dirichlet settings (got {type(prior).__name__})")
+    if release is not None:
+        for c in out.cliques:
+            for a in c:
+                if a not in release.domain:
+                    raise InputError("prior.cliques", f"{a!r} is not an attribute of the release's domain")
+    return out
+
+
+class MarginalQuery:
+    """The marginal count table of ``clique`` from records (n, k) of codes in ``attributes`` order."""
+
+    def __init__(self, clique, attributes, sizes):
+        self.clique = tuple(clique)
+        self.columns = tuple(list(attributes).index(a) for a in self.clique)
+        self.shape = tuple(int(sizes[a]) for a in self.clique)
+
+    def __call__(self, records: np.ndarray) -> np.ndarray:
+        flat = np.ravel_multi_index(tuple(records[:, c] for c in self.columns), self.shape)
+        return np.bincount(flat, minlength=math.prod(self.shape)).reshape(self.shape).astype(float)
+
+
+def variable_name(clique) -> str:
+    """The posterior variable holding a junction-tree clique's joint table: ``p[age,income]``."""
+    return "p[" + ",".join(clique) + "]"
+
+
+def junction_tree(release: MarginalsRelease, prior: MarginalsPrior) -> JunctionTree:
+    cliques = [tuple(m.clique) for m in release.measurements] + list(prior.cliques)
+    return JunctionTree.build(release.attributes, cliques, release.domain)
+
+
+def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel:
+    """The release as measurements of the confidential records' marginals under the hyper-Dirichlet model."""
+    prior = parse_prior(prior, release)
+    tree = junction_tree(release, prior)
+    coords = {a: release.label_list(a) for a in release.attributes}
+    variables = tuple(Variable(variable_name(c), tuple(c), {a: coords[a] for a in c}, "simplex")
+                      for c in tree.cliques)
+    measurements = tuple(Measurement(f"measurements.{j}", release.values(j),
+                                     MarginalQuery(m.clique, release.attributes, release.domain), release.mechanism(j))
+                         for j, m in enumerate(release.measurements))
+
+    def sample(rng):
+        tables = tree.prior_draw(prior.concentration, rng)
+        return {variable_name(c): t for c, t in zip(tree.cliques, tables)}
+
+    latent = LatentStatistic(f"the {release.n if release.n is not None else 'unknown number of'} records of "
+                             f"{len(release.domain)} categorical attributes",
+                             frozenset({RECORDS, SIMULATE} if release.n is not None else {SIMULATE}), tree)
+    attrs = {"junction_tree": json.dumps(tree.to_record()), "prior": json.dumps(prior.to_dict())}
+    if release.n is not None:
+        attrs["n"] = int(release.n)
+    return ObservationModel("marginals", variables, Prior(sample, prior.to_dict(), describe="hyper-Dirichlet"),
+                            latent, measurements, release.n, attrs)
+
+
+# --------------------------------------------------------------------------- simulation (calibrate)
+def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelease:
+    """theta from the hyper-Dirichlet prior over the simulation domain, n records, and each measured marginal
+    released through ``mechanism`` (default discrete-gaussian) at an equal share of the budget."""
+    prior = parse_prior(prior)
+    domain = prior.domain or SIMULATION_DOMAIN
+    measure = prior.measure or SIMULATION_MEASURE
+    name = mechanism or "discrete-gaussian"
+    kind = get_mechanism(name)
+    attrs = tuple(domain)
+    tree = JunctionTree.build(attrs, list(measure) + list(prior.cliques), domain)
+    tables = tree.prior_draw(prior.concentration, rng)
+    records = tree.sample_records(tables, int(n), rng)
+    sens = SENSITIVITY[kind.sensitivity_norm]
+    share_eps = None if epsilon is None else float(epsilon) / len(measure)
+    share_rho = None if rho is None else float(rho) / len(measure)
+    measurements = []
+    for clique in measure:
+        counts = MarginalQuery(clique, attrs, domain)(records)
+        scale, fields = kind.noise_for_budget(sens, epsilon=share_eps, rho=share_rho)
+        value = counts + kind.numpy_noise(scale, counts.shape, rng)
+        if kind.integer_valued:
+            value = np.round(value).astype(int)
+        measurements.append({"clique": list(clique), "value": value.tolist(), "mechanism": name, **fields,
+                             "sensitivity": sens})
+    release = {"format": FORMAT, "family": "marginals", "n": int(n), "domain": dict(domain),
+               "measurements": measurements}
+    theta = {variable_name(c): t for c, t in zip(tree.cliques, tables)}
+    return SimulatedRelease(theta=theta, release=release, confidential={"records": records})
+
+
+# --------------------------------------------------------------------------- curator
+MarginalsCuratorOptions = curator_options("marginals", "rho", "cliques", "mechanism", "domain", module=__name__)
+
+
+def _parse_cliques(text, columns) -> list[tuple[str, ...]]:
+    if isinstance(text, (list, tuple)):
+        cliques = [tuple(c) if not isinstance(c, str) else tuple(x.strip() for x in c.split(",")) for c in text]
+    elif isinstance(text, str) and text.strip():
+        cliques = [tuple(a.strip() for a in part.split(",") if a.strip()) for part in text.split(";") if part.strip()]
+    else:
+        raise InputError("cliques", "is required: the marginals to release, e.g. --cliques \"age,income;sex\"")
+    for c in cliques:
+        if not c:
+            raise InputError("cliques", "an empty clique (two ';' in a row?)")
+        if len(set(c)) != len(c):
+            raise InputError("cliques", f"({', '.join(c)}) lists an attribute twice")
+        for a in c:
+            if a not in columns:
+                raise InputError("cliques", f"no column {a!r} in the data (columns: {', '.join(map(str, columns))})")
+    return cliques
+
+
+def _columns_read(options) -> list[str]:
+    if not isinstance(options.cliques, str):
+        return []
+    return sorted({a.strip() for part in options.cliques.split(";") for a in part.split(",") if a.strip()})
+
+
+@curator(MarginalsCuratorOptions, reads=_columns_read)
+def curate(frame, options) -> dict:
+    """Noisy marginals of the CSV's columns: each clique's count table plus noise of ``mechanism`` (default
+    discrete-gaussian) at an equal share of the budget (rho for zCDP mechanisms, epsilon otherwise)."""
+    from ..mechanisms import draw_noise
+
+    columns = list(frame.columns)
+    cliques = _parse_cliques(options.cliques, columns)
+    attrs = []
+    for c in cliques:
+        attrs.extend(a for a in c if a not in attrs)
+    if options.domain is not None:
+        if not isinstance(options.domain, dict):
+            raise InputError("domain", "must map each attribute to its public list of levels")
+        for a in options.domain:
+            if a not in columns:
+                raise InputError("domain", f"no column {a!r} in the data")
+        attrs.extend(a for a in options.domain if a not in attrs)
+    if len(frame) == 0:
+        raise InputError("data", "the CSV has no rows")
+    codes, labels, notes = [], {}, []
+    for a in attrs:
+        col = frame[a]
+        as_text = col.map(lambda v: str(v).strip())
+        if options.domain is not None and a in options.domain:
+            levels = [str(v) for v in options.domain[a]]
+            if len(set(levels)) != len(levels):
+                raise InputError(f"domain.{a}", "levels must be distinct")
+            unknown = sorted(set(as_text) - set(levels))
+            if unknown:
+                raise InputError(f"data.{a}", f"level {unknown[0]!r} is not among the public levels of domain.{a}")
+        else:
+            levels = sorted(set(as_text), key=lambda v: (0, float(v), v) if _is_number(v) else (1, 0.0, v))
+            notes.append(a)
+        index = {v: i for i, v in enumerate(levels)}
+        codes.append(as_text.map(index).to_numpy(dtype=np.int64))
+        labels[a] = levels
+    records = np.stack(codes, axis=1)
+    domain = {a: len(labels[a]) for a in attrs}
+    name = options.mechanism or "discrete-gaussian"
+    if not accepts_mechanism(name):
+        raise InputError("mechanism", f"must be one of {', '.join(MARGINAL_MECHANISMS)} or a registered integer "
+                         f"noise law for the marginals curator (got {name!r})")
+    kind = get_mechanism(name)
+    sens = SENSITIVITY[kind.sensitivity_norm]
+    k = len(cliques)
+    share_eps = None if options.epsilon is None else float(options.epsilon) / k
+    share_rho = None if getattr(options, "rho", None) is None else float(options.rho) / k
+    measurements = []
+    for c in cliques:
+        counts = MarginalQuery(c, attrs, domain)(records)
+        scale, budget = kind.noise_for_budget(sens, epsilon=share_eps, rho=share_rho)
+        noisy, sampler = draw_noise(name, counts.ravel(), scale, options.seed)
+        noisy = np.asarray(noisy).reshape(counts.shape)
+        value = np.round(noisy).astype(np.int64).tolist() if kind.integer_valued else noisy.tolist()
+        measurements.append({"clique": list(c), "value": value, "mechanism": name, **budget, "sensitivity": sens,
+                             "sampler": sampler})
+    out = {"format": FORMAT, "family": "marginals", "n": int(len(frame)), "domain": domain, "labels": labels,
+           "measurements": measurements}
+    if notes:
+        out["description"] = (f"the levels of {', '.join(notes)} were read from the data; declare them publicly "
+                              "(Python: extra={'domain': {attr: [levels]}})")
+    return out
+
+
+def _is_number(v: str) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except ValueError:
+        return False
+
+
+FAMILY = Family(
+    name="marginals",
+    release_model=MarginalsRelease,
+    methods={
+        "da": EngineSpec.of("dpposterior.inference.marginals_da", "marginals_da", "MarginalsDAOptions"),
+        "naive": EngineSpec.of("dpposterior.inference.marginals_da", "marginals_naive", "MarginalsNaiveOptions"),
+    },
+    auto_method="da",
+    parse_prior=parse_prior,
+    curate=curate,
+    naive_method="naive",
+    description="noisy marginal tables of one categorical table (MST/AIM, Private-PGM, OpenDP contingency tables)",
+    simulate=simulate,
+    mechanisms=MARGINAL_MECHANISMS,
+    simulate_mechanisms=("discrete-gaussian", "discrete-laplace", "laplace", "gaussian"),
+    simulates_integer_noise=True,
+    hooks={"observation_model": observation_model},
+)
