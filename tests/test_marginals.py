@@ -1,0 +1,296 @@
+"""The ``marginals`` family: release schema, the decomposable model, the exact data-augmentation engine against
+brute-force enumeration, privacy by search over neighbouring tables, marginals and synthetic data.
+
+Statistical checks use fixed seeds and tolerances from the Monte Carlo error of the draws (ESS-based); they are
+statistical on any CPU (not bit-identical across CPUs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+from dpposterior import infer, load_release
+from dpposterior.cliques import JunctionTree, triangulate
+from dpposterior.errors import InputError
+from dpposterior.families.marginals import SENSITIVITY, MarginalQuery, observation_model, variable_name
+from dpposterior.mechanisms.registry import get_mechanism
+
+DOMAIN = {"a": 2, "b": 2, "c": 2}
+
+
+def _release(measurements, n=5, domain=None, **extra):
+    return {"format": "dpposterior-release/1", "family": "marginals", "n": n, "domain": domain or DOMAIN,
+            "measurements": measurements, **extra}
+
+
+# --------------------------------------------------------------------------- schema
+@pytest.mark.parametrize("bad, field", [
+    ({"clique": ["a", "z"], "value": [[1, 2], [3, 4]], "mechanism": "discrete-gaussian", "sigma": 1.0}, "clique"),
+    ({"clique": ["a", "b"], "value": [1, 2], "mechanism": "discrete-gaussian", "sigma": 1.0}, "shape"),
+    ({"clique": ["a", "a"], "value": [[1, 2], [3, 4]], "mechanism": "discrete-gaussian", "sigma": 1.0}, "twice"),
+    ({"clique": ["a"], "value": [1, 2], "mechanism": "discrete-laplace", "epsilon": 1.0, "sensitivity": 1.0},
+     "sensitivity"),
+    ({"clique": ["a"], "value": [1.5, 2], "mechanism": "discrete-gaussian", "sigma": 1.0}, "integer"),
+    ({"clique": ["a"], "value": [1, 2], "mechanism": "binomial-trajectory", "trials": 3, "m": 1.0}, "mechanism"),
+    ({"clique": ["a"], "value": [1, 900], "mechanism": "discrete-gaussian", "sigma": 1.0}, "inconsistent"),
+])
+def test_release_refuses_bad_measurements_naming_the_field(bad, field):
+    with pytest.raises(InputError) as err:
+        load_release(_release([bad]))
+    assert "measurements.0" in str(err.value)
+    assert field in str(err.value)
+
+
+def test_release_refuses_bad_labels_and_domain():
+    good = {"clique": ["a"], "value": [1, 2], "mechanism": "discrete-gaussian", "sigma": 1.0}
+    with pytest.raises(InputError, match="labels.a"):
+        load_release(_release([good], labels={"a": ["x"]}))
+    with pytest.raises(InputError, match="domain"):
+        load_release(_release([good], domain={"a": 0, "b": 2}))
+
+
+def test_sensitivity_is_derived_in_each_mechanisms_norm():
+    rel = load_release(_release([
+        {"clique": ["a"], "value": [1, 2], "mechanism": "discrete-gaussian", "sigma": 1.0},
+        {"clique": ["b"], "value": [1, 2], "mechanism": "discrete-laplace", "epsilon": 1.0},
+        {"clique": ["c"], "value": [1.5, 2.0], "mechanism": "laplace", "epsilon": 1.0}]))
+    assert rel.measurements[0].sensitivity == pytest.approx(math.sqrt(2))
+    assert rel.measurements[1].sensitivity == 2.0
+    assert rel.mechanism(1).noise_scale == pytest.approx(2.0)  # b = 2 / epsilon
+    assert rel.mechanism(2).noise_scale == pytest.approx(2.0)
+
+
+# --------------------------------------------------------------------------- privacy: sensitivity by search
+def test_replace_one_sensitivity_of_every_marginal_found_by_search():
+    """Every data set of 3 records over a (2, 3, 2) domain, every record replaced by every other value: the
+    largest change of each marginal table (as broadcast: the full count table) in L1, L2 and L-infinity."""
+    domain = {"a": 2, "b": 3, "c": 2}
+    cells = list(itertools.product(*(range(s) for s in domain.values())))
+    cliques = [("a",), ("b",), ("a", "b"), ("b", "c"), ("a", "b", "c")]
+    worst = {norm: 0.0 for norm in SENSITIVITY}
+    for data in itertools.product(cells, repeat=3):
+        recs = np.array(data)
+        for new in cells:
+            other = recs.copy()
+            other[0] = new
+            for clique in cliques:
+                q = MarginalQuery(clique, list(domain), domain)
+                diff = (q(recs) - q(other)).ravel()
+                worst["L1"] = max(worst["L1"], np.abs(diff).sum())
+                worst["L2"] = max(worst["L2"], float(np.sqrt((diff ** 2).sum())))
+                worst["Linf"] = max(worst["Linf"], np.abs(diff).max())
+    assert worst == pytest.approx(SENSITIVITY)
+
+
+def test_release_privacy_composes_every_measurements_worst_pair():
+    """Two discrete-Gaussian marginals: rho = 2 x (sqrt 2)^2 / (2 sigma^2) exactly; epsilon from dp-accounting's
+    composition of the four unit shifts, equal to the exact epsilon of one discrete Gaussian whose worst pair moves
+    four coordinates (computed here independently with dp-accounting)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    sigma = 3.0
+    rel = load_release(_release([
+        {"clique": ["a", "b"], "value": [[1, 2], [1, 1]], "mechanism": "discrete-gaussian", "sigma": sigma},
+        {"clique": ["b", "c"], "value": [[2, 1], [1, 1]], "mechanism": "discrete-gaussian", "sigma": sigma}]))
+    cost = rel.privacy()
+    assert cost.rho == pytest.approx(2 * 2.0 / (2 * sigma ** 2))
+    one = pld.from_discrete_gaussian_mechanism(sigma, sensitivity=1, pessimistic_estimate=True)
+    total = one.self_compose(4)
+    assert cost.epsilon == pytest.approx(total.get_epsilon_for_delta(cost.delta), rel=2e-3)
+
+
+# --------------------------------------------------------------------------- the decomposable model
+def test_triangulation_adds_a_chord_to_a_four_cycle_and_the_tree_has_running_intersection():
+    attrs = ["a", "b", "c", "d"]
+    sizes = dict.fromkeys(attrs, 2)
+    cliques = triangulate(attrs, [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")], sizes)
+    assert sorted(len(c) for c in cliques) == [3, 3]
+    tree = JunctionTree.build(attrs, [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")], sizes)
+    for k, c in enumerate(tree.cliques):  # running intersection: the separator is c ∩ (all earlier cliques)
+        earlier = set().union(*tree.cliques[:k]) if k else set()
+        assert set(tree.separators[k]) == set(c) & earlier
+
+
+def test_marginal_by_elimination_equals_the_full_joint():
+    rng = np.random.default_rng(4)
+    attrs = ["a", "b", "c", "d"]
+    sizes = {"a": 2, "b": 3, "c": 2, "d": 4}
+    tree = JunctionTree.build(attrs, [("a", "b"), ("b", "c"), ("c", "d")], sizes)
+    tables = tree.prior_draw(5.0, rng)
+    joint = np.ones([sizes[a] for a in attrs])
+    for k, c in enumerate(tree.cliques):  # p(x) = prod_C p_C / prod_S p_S, built on the full table
+        f = tables[k] if tree.parents[k] < 0 else np.exp(tree.log_conditionals(tables)[k])
+        joint = joint * np.expand_dims(np.transpose(f, [c.index(a) for a in attrs if a in c]),
+                                       [i for i, a in enumerate(attrs) if a not in c])
+    assert joint.sum() == pytest.approx(1.0)
+    for want in [("a", "d"), ("d", "a"), ("b", "d"), ("a", "c", "d"), ("c",)]:
+        ref = joint.sum(axis=tuple(i for i, a in enumerate(attrs) if a not in want))
+        ref = np.transpose(ref, np.argsort(np.argsort([attrs.index(a) for a in want])))
+        assert tree.marginal(tables, want) == pytest.approx(ref, abs=1e-12)
+    # forward sampling follows the joint (chi-square-sized tolerance)
+    recs = tree.sample_records(tables, 200_000, rng)
+    freq = np.bincount(np.ravel_multi_index(recs.T, tuple(sizes.values())), minlength=joint.size) / len(recs)
+    assert np.abs(freq - joint.ravel()).max() < 5 * np.sqrt(joint.max() / len(recs))
+
+
+def test_prior_draws_have_the_hyper_dirichlet_mean():
+    rng = np.random.default_rng(5)
+    tree = JunctionTree.build(["a", "b", "c"], [("a", "b"), ("b", "c")], {"a": 2, "b": 3, "c": 2})
+    draws = [tree.prior_draw(3.0, rng) for _ in range(4000)]
+    for k, c in enumerate(tree.cliques):
+        mean = np.mean([d[k] for d in draws], axis=0)
+        # Dirichlet(3/6 each): var = (1/6)(5/6)/4; 4000 draws
+        assert mean == pytest.approx(np.full(tree.shape(c), 1 / 6), abs=5 * math.sqrt(5 / 144 / 4000))
+
+
+# --------------------------------------------------------------------------- the engine against enumeration
+def _enumeration_posterior(release, concentration):
+    """E[p_C | y] for every junction-tree clique and E[p(a, c) | y] by summing over every table of n records:
+    weight(x) = P(x | hyper-Dirichlet) * prod_m eta_m(y_m | t_m(x)) (Dawid & Lauritzen 1993, Sec. 7)."""
+    model = observation_model(release, {"concentration": concentration})
+    tree = model.latent.state
+    attrs = list(tree.attributes)
+    cells = list(itertools.product(*(range(tree.sizes[a]) for a in attrs)))
+    n = release.n
+    alpha = tree.prior_alpha(concentration)
+
+    def log_dm(counts, alph):  # log Dirichlet-multinomial of ordered records
+        return (gammaln(alph.sum()) - gammaln(alph.sum() + counts.sum())
+                + (gammaln(alph + counts) - gammaln(alph)).sum())
+
+    logw, means, ac = [], [], []
+    for combo in itertools.combinations_with_replacement(range(len(cells)), n):
+        recs = np.array([cells[i] for i in combo])
+        x = np.bincount(combo, minlength=len(cells))
+        tc = tree.clique_counts(recs)
+        lw = gammaln(n + 1) - gammaln(x + 1).sum()
+        for k, c in enumerate(tree.cliques):
+            lw += log_dm(tc[k], alpha[k])
+            if tree.parents[k] >= 0:
+                sep = tree.separators[k]
+                s_t = tree.marginal_of_table(tc[k], c, sep)
+                s_a = tree.marginal_of_table(alpha[k], c, sep)
+                lw -= log_dm(s_t, s_a)
+        for meas in model.measurements:
+            lw += float(np.sum(meas.mechanism.logpdf(meas.values, meas.query(recs))))
+        logw.append(lw)
+        post = [(alpha[k] + tc[k]) / (concentration + n) for k in range(len(tree.cliques))]
+        means.append(post)
+        # E[p(a, c) | x]: root (a, b) times E[p(c | b)] of the child (b, c), independent under the posterior
+        ac.append(tree.marginal(post, ("a", "c")))
+    w = np.exp(np.array(logw) - max(logw))
+    w /= w.sum()
+    exp = [sum(wi * m[k] for wi, m in zip(w, means)) for k in range(len(tree.cliques))]
+    return tree, exp, sum(wi * m for wi, m in zip(w, ac))
+
+
+def _ess_se(draws):
+    """Monte Carlo standard error of the mean per cell (ArviZ's ESS)."""
+    import arviz as az
+
+    flat = draws.reshape(draws.shape[0], draws.shape[1], -1)
+    ess = np.array([az.ess(flat[:, :, i]) for i in range(flat.shape[2])])
+    return (flat.std(axis=(0, 1)) / np.sqrt(np.maximum(ess, 1.0))).reshape(draws.shape[2:])
+
+
+@pytest.mark.parametrize("mechanisms", [("discrete-gaussian", "discrete-laplace"), ("gaussian", "laplace")])
+def test_da_matches_enumeration_on_a_chain_of_two_marginals(mechanisms):
+    """a - b - c, both two-way marginals measured with tight-ish noise, n = 5: the posterior means of both clique
+    tables and of the unmeasured (a, c) margin within 5 Monte Carlo standard errors of the enumeration."""
+    from dpposterior.mechanisms.gaussian import Gaussian
+
+    first, second = mechanisms
+    sigma = Gaussian.calibrated_scale(5.0, 1e-2, math.sqrt(2))  # ~0.9: tight noise, so the data count
+    fields = {"discrete-gaussian": {"sigma": 0.8}, "discrete-laplace": {"epsilon": 2.0},
+              "gaussian": {"sigma": sigma, "epsilon": 5.0, "delta": 1e-2}, "laplace": {"epsilon": 2.0}}
+    values = ([[2, 0], [1, 2]], [[1, 2], [0, 3]]) if first != "gaussian" else \
+        ([[2.3, -0.4], [0.8, 2.1]], [[1.2, 1.6], [0.2, 2.7]])
+    measurements = [{"clique": ["a", "b"], "value": values[0], "mechanism": first, **fields[first]},
+                    {"clique": ["b", "c"], "value": values[1], "mechanism": second, **fields[second]}]
+    extra = {}
+    release = load_release(_release(measurements, n=5, **extra))
+    conc = 2.0
+    tree, exp, exp_ac = _enumeration_posterior(release, conc)
+    post = infer(release, method="da", prior={"concentration": conc}, draws=3000, warmup=300, chains=4, seed=11)
+    for k, c in enumerate(tree.cliques):
+        draws = post.posterior[variable_name(c)]
+        se = _ess_se(draws)
+        z = (draws.mean(axis=(0, 1)) - exp[k]) / se
+        assert np.abs(z).max() < 5, (c, z)
+    ac = post.marginal(["a", "c"]).values
+    z = (ac.mean(axis=(0, 1)) - exp_ac) / _ess_se(ac)
+    assert np.abs(z).max() < 5, z
+    # the naive posterior (noisy counts as true) is far from the reference on the same release
+    if first == "discrete-gaussian":
+        naive = infer(release, method="naive", prior={"concentration": conc}, draws=4000, seed=1)
+        gap = max(np.abs(naive.posterior[variable_name(c)].mean(axis=(0, 1)) - exp[k]).max()
+                  for k, c in enumerate(tree.cliques))
+        assert gap > 0.02
+
+
+def test_da_refuses_options_it_does_not_use_and_a_release_without_n():
+    release = _release([{"clique": ["a"], "value": [1, 2], "mechanism": "discrete-gaussian", "sigma": 1.0}])
+    with pytest.raises(InputError, match="grid_size"):
+        infer(release, method="da", grid_size=50)
+    no_n = dict(release)
+    del no_n["n"]
+    with pytest.raises(InputError, match="records"):
+        infer(no_n, method="da", draws=10, warmup=0, chains=1, seed=0)
+
+
+def test_da_draws_are_reproducible_for_a_seed():
+    release = _release([{"clique": ["a", "b"], "value": [[2, 0], [1, 2]], "mechanism": "discrete-gaussian",
+                         "sigma": 1.0}])
+    one = infer(release, method="da", draws=50, warmup=10, chains=2, seed=3)
+    two = infer(release, method="da", draws=50, warmup=10, chains=2, seed=3)
+    np.testing.assert_array_equal(one.posterior["p[a,b]"], two.posterior["p[a,b]"])
+
+
+def test_posterior_file_round_trip_gives_the_same_marginal(tmp_path):
+    release = _release([{"clique": ["a", "b"], "value": [[2, 0], [1, 2]], "mechanism": "discrete-gaussian",
+                         "sigma": 1.0},
+                        {"clique": ["b", "c"], "value": [[1, 2], [0, 3]], "mechanism": "discrete-gaussian",
+                         "sigma": 1.0}], labels={"a": ["x", "y"]})
+    post = infer(release, method="da", draws=40, warmup=10, chains=2, seed=3)
+    path = tmp_path / "p.nc"
+    post.to_netcdf(path)
+    from dpposterior.posterior import Posterior
+
+    back = Posterior.read(path)
+    got = back.marginal("c,a")
+    assert list(got.dims) == ["chain", "draw", "c", "a"]
+    assert list(got.coords["a"].values) == ["x", "y"]
+    np.testing.assert_allclose(got.values, post.marginal(["c", "a"]).values, rtol=1e-6)
+    assert json.loads(back.attrs["junction_tree"])["attributes"] == ["a", "b", "c"]
+    with pytest.raises(InputError, match="attributes"):
+        back.marginal(["a", "zz"])
+
+
+def test_synthesize_draws_data_sets_from_distinct_posterior_draws():
+    from dpposterior.synthetic import synthesize
+
+    release = _release([{"clique": ["a", "b"], "value": [[20, 0], [10, 20]], "mechanism": "discrete-gaussian",
+                         "sigma": 1.0}], n=50, labels={"a": ["x", "y"]})
+    post = infer(release, method="da", draws=30, warmup=20, chains=2, seed=3)
+    sets = synthesize(post, m=4, seed=1)
+    assert len(sets) == 4 and all(len(s) == 50 for s in sets)
+    assert set(sets[0]["a"]) <= {"x", "y"}
+    assert len({s.attrs["posterior_draw"] for s in sets}) == 4
+    with pytest.raises(InputError, match="m"):
+        synthesize(post, m=1000)
+    with pytest.raises(InputError, match="rows"):
+        synthesize(post, m=2, rows=0)
+
+
+def test_integer_noise_law_of_any_registered_kind_is_accepted():
+    for name in ("skellam",):
+        kind = get_mechanism(name)
+        scale, fields = kind.noise_for_budget(math.sqrt(2), rho=0.5)
+        rel = load_release(_release([{"clique": ["a"], "value": [2, 3], "mechanism": name, **fields}]))
+        assert rel.mechanism(0).integer_valued
