@@ -21,6 +21,8 @@ PACKAGE = pathlib.Path(dpposterior.__file__).parent
 #: match a module and its submodules; the longest matching prefix decides.
 LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory",
+                    # Rubin's rules for analyses of m synthetic data sets (numpy, scipy, errors only)
+                    "dpposterior.combine",
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.netcdf",
