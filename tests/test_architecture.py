@@ -42,7 +42,6 @@ LAYERS = [
                   "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
                   "dpposterior.synthetic", "dpposterior.marginals_commands", "dpposterior.marginals_io",
-                  "dpposterior.combine",
                   "dpposterior.worker_preload"]),
 ]
 

@@ -303,11 +303,12 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
 # --------------------------------------------------------------------------- simulation (calibrate)
 def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelease:
     """theta from the hyper-Dirichlet prior over the simulation domain, n records, and each measured marginal
-    released through ``mechanism`` (default discrete-gaussian) at an equal share of the budget."""
+    released through ``mechanism`` at an equal share of the budget (default: discrete-gaussian given ``rho``,
+    discrete-laplace given ``epsilon``)."""
     prior = parse_prior(prior)
     domain = prior.domain or SIMULATION_DOMAIN
     measure = prior.measure or SIMULATION_MEASURE
-    name = mechanism or "discrete-gaussian"
+    name = mechanism or ("discrete-gaussian" if rho is not None else "discrete-laplace")
     kind = get_mechanism(name)
     attrs = tuple(domain)
     tree = JunctionTree.build(attrs, list(measure) + list(prior.cliques), domain)
@@ -354,7 +355,7 @@ def _parse_cliques(text, columns) -> list[tuple[str, ...]]:
 
 
 def _columns_read(options) -> list[str]:
-    if not isinstance(options.cliques, str):
+    if not isinstance(options.cliques, str) or options.cliques.strip().lower() == "mst":
         return []
     return sorted({a.strip() for part in options.cliques.split(";") for a in part.split(",") if a.strip()})
 
@@ -366,7 +367,8 @@ def curate(frame, options) -> dict:
     from ..mechanisms import draw_noise
 
     columns = list(frame.columns)
-    cliques = _parse_cliques(options.cliques, columns)
+    select = isinstance(options.cliques, str) and options.cliques.strip().lower() == "mst"
+    cliques = [(c,) for c in columns] if select else _parse_cliques(options.cliques, columns)
     attrs = []
     for c in cliques:
         attrs.extend(a for a in c if a not in attrs)
@@ -404,20 +406,44 @@ def curate(frame, options) -> dict:
                          f"noise law for the marginals curator (got {name!r})")
     kind = get_mechanism(name)
     sens = SENSITIVITY[kind.sensitivity_norm]
-    k = len(cliques)
-    share_eps = None if options.epsilon is None else float(options.epsilon) / k
-    share_rho = None if getattr(options, "rho", None) is None else float(options.rho) / k
-    measurements = []
-    for c in cliques:
-        counts = MarginalQuery(c, attrs, domain)(records)
-        scale, budget = kind.noise_for_budget(sens, epsilon=share_eps, rho=share_rho)
-        noisy, sampler = draw_noise(name, counts.ravel(), scale, options.seed)
-        noisy = np.asarray(noisy).reshape(counts.shape)
-        value = np.round(noisy).astype(np.int64).tolist() if kind.integer_valued else noisy.tolist()
-        measurements.append({"clique": list(c), "value": value, "mechanism": name, **budget, "sensitivity": sens,
-                             "sampler": sampler})
+
+    def measure(group, share_eps, share_rho):
+        out = []
+        for c in group:
+            counts = MarginalQuery(c, attrs, domain)(records)
+            scale, budget = kind.noise_for_budget(sens, epsilon=share_eps, rho=share_rho)
+            noisy, sampler = draw_noise(name, counts.ravel(), scale, options.seed)
+            noisy = np.asarray(noisy).reshape(counts.shape)
+            value = np.round(noisy).astype(np.int64).tolist() if kind.integer_valued else noisy.tolist()
+            out.append({"clique": list(c), "value": value, "mechanism": name, **budget, "sensitivity": sens,
+                        "sampler": sampler})
+        return out
+
+    selection = None
+    if select:
+        # MST (McKenna, Miklau & Sheldon 2021): a third of the budget to the one-way marginals, a third to choosing
+        # a spanning tree of pairs privately, a third to the chosen two-way marginals
+        if not kind.accounts_rho or getattr(options, "rho", None) is None:
+            raise InputError("cliques", "mst selects the pairs by zCDP exponential mechanisms: give a zCDP "
+                             "mechanism and its budget (--mechanism discrete-gaussian --rho R, or --target-epsilon)")
+        if len(attrs) < 2:
+            raise InputError("cliques", "mst needs at least two columns")
+        third = float(options.rho) / 3.0
+        measurements = measure(cliques, None, third / len(cliques))
+        from .marginals_select import select_mst
+
+        one_way = {m["clique"][0]: np.asarray(m["value"], float) for m in measurements}
+        selection = select_mst(records, domain, rho_select=third, one_way=one_way, rng=options.seed,
+                               publication=options.seed is None)
+        measurements += measure(selection.cliques, None, third / len(selection.cliques))
+    else:
+        k = len(cliques)
+        measurements = measure(cliques, None if options.epsilon is None else float(options.epsilon) / k,
+                               None if getattr(options, "rho", None) is None else float(options.rho) / k)
     out = {"format": FORMAT, "family": "marginals", "n": int(len(frame)), "domain": domain, "labels": labels,
            "measurements": measurements}
+    if selection is not None:
+        out["selection"] = selection.to_record()
     if notes:
         out["description"] = (f"the levels of {', '.join(notes)} were read from the data; declare them publicly "
                               "(Python: extra={'domain': {attr: [levels]}})")
@@ -445,7 +471,7 @@ FAMILY = Family(
     description="noisy marginal tables of one categorical table (MST/AIM, Private-PGM, OpenDP contingency tables)",
     simulate=simulate,
     mechanisms=MARGINAL_MECHANISMS,
-    simulate_mechanisms=("discrete-gaussian", "discrete-laplace", "laplace", "gaussian"),
+    simulate_mechanisms=("discrete-laplace", "discrete-gaussian", "laplace"),
     simulates_integer_noise=True,
     hooks={"observation_model": observation_model},
 )
