@@ -294,3 +294,45 @@ def test_integer_noise_law_of_any_registered_kind_is_accepted():
         scale, fields = kind.noise_for_budget(math.sqrt(2), rho=0.5)
         rel = load_release(_release([{"clique": ["a"], "value": [2, 3], "mechanism": name, **fields}]))
         assert rel.mechanism(0).integer_valued
+
+
+# --------------------------------------------------------------------------- simulation-based calibration
+def _sbc(trials, seed):
+    from dpposterior.diagnostics.calibration import calibrate
+
+    return calibrate("marginals", 40, None, trials, ["da", "naive"], seed=seed, draws=200,
+                     mechanism="discrete-gaussian", rho=0.5, scheduler="processes")
+
+
+def _sbc_verdict(res, trials):
+    """da: no coordinate's rank KS test below 0.001/12 (Bonferroni over the 12 cells) and the 90% coverage over
+    all 12 cells within 3 binomial sd of 0.90 (cells of one trial are dependent: the sd is inflated by 12^0.5);
+    naive: its coverage more than 3 of those sd below 0.90."""
+    out = {}
+    for method in ("da", "naive"):
+        coords = res["methods"][method]["by_coordinate"]
+        pmin = min(c["ks_pvalue"] for c in coords.values())
+        cov = float(np.mean([c["coverage"]["0.9"] for c in coords.values()]))
+        out[method] = (pmin, cov)
+    sd = math.sqrt(0.9 * 0.1 / trials)
+    return out, sd
+
+
+def test_sbc_da_is_calibrated_and_naive_is_not():
+    """Reduced SBC (120 trials of n = 40, two discrete-Gaussian two-way marginals, sigma = 2 per cell)."""
+    trials = 120
+    res = _sbc(trials, seed=5)
+    out, sd = _sbc_verdict(res, trials)
+    assert out["da"][0] > 1e-3 / 12, out
+    assert abs(out["da"][1] - 0.9) < 3 * math.sqrt(12) * sd, out
+    assert out["naive"][1] < 0.9 - 3 * math.sqrt(12) * sd, out
+
+
+@pytest.mark.slow
+def test_sbc_da_is_calibrated_and_naive_is_not_full():
+    trials = 1000
+    res = _sbc(trials, seed=6)
+    out, sd = _sbc_verdict(res, trials)
+    assert out["da"][0] > 1e-3 / 12, out
+    assert abs(out["da"][1] - 0.9) < 3 * math.sqrt(12) * sd, out
+    assert out["naive"][1] < 0.9 - 3 * math.sqrt(12) * sd, out
