@@ -37,7 +37,7 @@ LAYERS = [
     ("orchestrator", ["dpposterior.api"]),
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",
-                  "dpposterior.curator_api",
+                  "dpposterior.curator_api", "dpposterior.marginals_io",
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.geometry", "dpposterior.console",
                   "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
