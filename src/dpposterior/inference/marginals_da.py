@@ -4,17 +4,20 @@ posterior that takes the noisy counts as true.
 ``da`` (the default) -- a Gibbs sampler on (p, x), x the n confidential records (Tanner & Wong 1987's data
 augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022, whose record-by-record update this is):
 
-1. p | x: the hyper-Dirichlet posterior of the decomposable model (Dawid & Lauritzen 1993, Sec. 7) given the
-   records' clique counts -- conjugate, one exact draw (:meth:`dpposterior.cliques.JunctionTree.draw_tables`);
-2. x | p, y: for each record and each attribute in turn, the attribute's new value v drawn from its full
-   conditional, proportional to
+1. x | y with p integrated out (collapsed Gibbs; Liu 1994, "The collapsed Gibbs sampler", JASA 89): for each
+   record and each attribute in turn, the attribute's new value v drawn from its full conditional,
+   proportional to
 
-       p(x with x_a = v) * prod_m eta_m(y_m | t_m(x with x_a = v))
+       prod_C (alpha_C + t_C^{-r})(x_C) / prod_S (alpha_S + t_S^{-r})(x_S)  *  prod_m eta_m(y_m | t_m(x))
 
-   where p(x) = prod_C p(x_{C \\ S} | x_S) over the junction tree and eta_m is measurement m's exact noise law
-   (any registered integer law, by its log-mass table over the reachable residuals; Laplace or Gaussian noise on
-   the reals by its log-density).  Only the cliques and measurements holding attribute a change, so one update
-   costs |dom a| x (cliques + measurements holding a) look-ups: :func:`record_sweep`, compiled.
+   -- the hyper-Dirichlet predictive of one record given the others (Dawid & Lauritzen 1993, Sec. 7) times every
+   measurement's exact noise law eta_m (any registered integer law, by its log-mass table over the reachable
+   residuals; Laplace or Gaussian noise on the reals by its log-density).  Only the cliques, separators and
+   measurements holding attribute a change, so one update costs |dom a| x (those groups) look-ups:
+   :func:`record_sweep`, compiled;
+2. p | x, where a draw is kept: the hyper-Dirichlet posterior given the records' clique counts -- conjugate,
+   one exact draw (:meth:`dpposterior.cliques.JunctionTree.draw_tables`).  Integrating p out of step 1 removes
+   the slow coupling of p and the records that an uncollapsed sampler has when the noise is large.
 
 Every step is an exact conditional draw, so the chain targets the exact posterior; the noise likelihood is never
 approximated (no CLT), at any domain size -- the records, not the table, are the state (n x k codes).
@@ -73,39 +76,45 @@ def _log_noise(kind, inv, tab, tab_off, tab_lo, tab_len, resid):
 
 @numba.njit(cache=True, nogil=True)
 def record_sweep(rec, u, sizes,
-                 q_ptr, q_attr, q_stride, q_off, logcond, a_q_ptr, a_q,
+                 g_ptr, g_attr, g_stride, g_off, g_sign, gc, g_lg_off, lg, a_g_ptr, a_g,
                  m_ptr, m_attr, m_stride, m_off, t, y, a_m_ptr, a_m,
                  m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab):
-    """One systematic sweep over every record and attribute: each attribute redrawn from its full conditional
-    (see the module docstring); ``t`` (the measured cliques' counts of the records) is kept in step."""
+    """One systematic sweep over every record and attribute, p integrated out: each attribute redrawn from
+
+        prod_C (alpha_C + t_C^{-r})(x_C) / prod_S (alpha_S + t_S^{-r})(x_S)  x  prod_m eta_m(y_m | t_m)
+
+    (the hyper-Dirichlet predictive of one record given the others, times the noise laws).  ``gc`` holds the
+    counts of the cliques and separators ("groups", ``g_sign`` +1 / -1), ``lg`` their log(alpha + t) tables;
+    ``t`` the measured cliques' counts; both are kept in step."""
     n, k = rec.shape
     dmax = 0
     for a in range(k):
         if sizes[a] > dmax:
             dmax = sizes[a]
     w = np.empty(dmax)
-    qb = np.empty(q_off.shape[0], dtype=np.int64)
-    qs = np.empty(q_off.shape[0], dtype=np.int64)
+    gb = np.empty(g_off.shape[0], dtype=np.int64)
+    gs = np.empty(g_off.shape[0], dtype=np.int64)
     mb = np.empty(m_off.shape[0], dtype=np.int64)
     ms = np.empty(m_off.shape[0], dtype=np.int64)
     for r in range(n):
         for a in range(k):
             cur = rec[r, a]
             d = sizes[a]
-            nq = a_q_ptr[a + 1] - a_q_ptr[a]
+            ng = a_g_ptr[a + 1] - a_g_ptr[a]
             nm = a_m_ptr[a + 1] - a_m_ptr[a]
-            for j in range(nq):
-                q = a_q[a_q_ptr[a] + j]
+            for j in range(ng):
+                g = a_g[a_g_ptr[a] + j]
                 base = 0
                 sa = 0
-                for i in range(q_ptr[q], q_ptr[q + 1]):
-                    b = q_attr[i]
+                for i in range(g_ptr[g], g_ptr[g + 1]):
+                    b = g_attr[i]
                     if b == a:
-                        sa = q_stride[i]
+                        sa = g_stride[i]
                     else:
-                        base += rec[r, b] * q_stride[i]
-                qb[j] = q_off[q] + base
-                qs[j] = sa
+                        base += rec[r, b] * g_stride[i]
+                gb[j] = g_off[g] + base
+                gs[j] = sa
+                gc[gb[j] + cur * sa] -= 1
             for j in range(nm):
                 m = a_m[a_m_ptr[a] + j]
                 base = 0
@@ -122,8 +131,9 @@ def record_sweep(rec, u, sizes,
             top = -np.inf
             for v in range(d):
                 lw = 0.0
-                for j in range(nq):
-                    lw += logcond[qb[j] + v * qs[j]]
+                for j in range(ng):
+                    g = a_g[a_g_ptr[a] + j]
+                    lw += g_sign[g] * lg[g_lg_off[g] + gc[gb[j] + v * gs[j]]]
                 for j in range(nm):
                     m = a_m[a_m_ptr[a] + j]
                     cell = mb[j] + v * ms[j]
@@ -147,10 +157,11 @@ def record_sweep(rec, u, sizes,
                     if target < acc:
                         new = v
                         break
-                    # a value of zero weight is never chosen: the last positive one takes the round-off
-                while w[new] == 0.0 and new > 0:
+                while w[new] == 0.0 and new > 0:  # round-off never picks a value of zero weight
                     new -= 1
             rec[r, a] = new
+            for j in range(ng):
+                gc[gb[j] + new * gs[j]] += 1
             for j in range(nm):
                 t[mb[j] + new * ms[j]] += 1
 
@@ -186,19 +197,25 @@ class Problem:
         self.sizes = np.array([tree.sizes[a] for a in attrs], dtype=np.int64)
         self.n = int(model.n)
         k = len(attrs)
-        # model cliques
-        q_ptr, q_attr, q_stride, q_off, off = [0], [], [], [], 0
-        for c in tree.cliques:
+        # the groups of the collapsed update: every clique (+1) and every child's separator (-1)
+        groups = [(tuple(c), 1) for c in tree.cliques]
+        groups += [(tuple(tree.separators[q]), -1) for q in range(len(tree.cliques))
+                   if tree.parents[q] >= 0 and tree.separators[q]]
+        self.groups = groups
+        g_ptr, g_attr, g_stride, g_off, g_sign, off = [0], [], [], [], [], 0
+        for c, sign in groups:
             shape = tree.shape(c)
-            q_attr += [col[a] for a in c]
-            q_stride += _strides(shape)
-            q_ptr.append(len(q_attr))
-            q_off.append(off)
+            g_attr += [col[a] for a in c]
+            g_stride += _strides(shape)
+            g_ptr.append(len(g_attr))
+            g_off.append(off)
+            g_sign.append(float(sign))
             off += int(math.prod(shape))
-        self.q_ptr, self.q_attr = np.array(q_ptr, np.int64), np.array(q_attr, np.int64)
-        self.q_stride, self.q_off = np.array(q_stride, np.int64), np.array(q_off, np.int64)
-        self.logcond_size = off
-        self.a_q_ptr, self.a_q = _inverse(k, [[col[a] for a in c] for c in tree.cliques])
+        self.g_ptr, self.g_attr = np.array(g_ptr, np.int64), np.array(g_attr, np.int64)
+        self.g_stride, self.g_off = np.array(g_stride, np.int64), np.array(g_off, np.int64)
+        self.g_sign = np.array(g_sign, float)
+        self.gc_size = off
+        self.a_g_ptr, self.a_g = _inverse(k, [[col[a] for a in c] for c, _ in groups])
         # measurements
         m_ptr, m_attr, m_stride, m_off, m_len, off = [0], [], [], [], [], 0
         y = []
@@ -250,15 +267,32 @@ class Problem:
         self.m_tab_len = np.array(tab_len, np.int64)
         self.tab = np.concatenate(tabs) if tabs else np.zeros(1)
 
+    def log_tables(self, concentration: float):
+        """log(alpha_g + t), t = 0..n, of every group (alpha_g = A / |dom g|, uniform within a group)."""
+        t = np.arange(self.n + 1, dtype=float)
+        tabs = [np.log(concentration / math.prod(self.tree.shape(c)) + t) for c, _ in self.groups]
+        offs = np.cumsum([0] + [len(x) for x in tabs[:-1]]).astype(np.int64)
+        return offs, np.concatenate(tabs)
+
+    def group_counts(self, rec: np.ndarray) -> np.ndarray:
+        out = np.empty(self.gc_size, dtype=np.int64)
+        col = {a: i for i, a in enumerate(self.tree.attributes)}
+        for g, (c, _) in enumerate(self.groups):
+            shape = self.tree.shape(c)
+            flat = np.ravel_multi_index(tuple(rec[:, col[a]] for a in c), shape)
+            size = int(math.prod(shape))
+            out[self.g_off[g]:self.g_off[g] + size] = np.bincount(flat, minlength=size)
+        return out
+
     def measured_counts(self, rec: np.ndarray) -> np.ndarray:
         out = np.empty(self.t_size, dtype=np.int64)
         for j, meas in enumerate(self.model.measurements):
             out[self.m_off[j]:self.m_off[j] + self.m_len[j]] = meas.query(rec).ravel().astype(np.int64)
         return out
 
-    def sweep(self, rec, t, logcond_flat, u):
-        record_sweep(rec, u, self.sizes, self.q_ptr, self.q_attr, self.q_stride, self.q_off, logcond_flat,
-                     self.a_q_ptr, self.a_q, self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
+    def sweep(self, rec, gc, lg_off, lg, t, u):
+        record_sweep(rec, u, self.sizes, self.g_ptr, self.g_attr, self.g_stride, self.g_off, self.g_sign, gc, lg_off,
+                     lg, self.a_g_ptr, self.a_g, self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
                      self.a_m_ptr, self.a_m, self.m_kind, self.m_inv, self.m_tab_off, self.m_tab_lo, self.m_tab_len,
                      self.tab)
 
@@ -293,10 +327,6 @@ def _inverse(k: int, members: list[list[int]]):
     return ptr, flat
 
 
-def _flat_logcond(tree: JunctionTree, tables) -> np.ndarray:
-    return np.concatenate([c.ravel() for c in tree.log_conditionals(tables)])
-
-
 def _memory_check(model, chains: int, draws: int) -> None:
     from ..memory import check_fits
 
@@ -310,8 +340,10 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
     rng = np.random.default_rng(seed)
     tree = prob.tree
     alpha = tree.prior_alpha(concentration)
+    lg_off, lg = prob.log_tables(concentration)
     rec = prob.initial_records(rng)
     t = prob.measured_counts(rec)
+    gc = prob.group_counts(rec)
     k = len(tree.attributes)
     out = [np.empty((draws, *tree.shape(c)), dtype=np.float64) for c in tree.cliques]
     counts = [np.empty((draws, *tree.shape(c)), dtype=np.int64) for c in tree.cliques]
@@ -319,11 +351,11 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
     total = warmup + draws * thin
     kept = 0
     for it in range(total):
-        tc = tree.clique_counts(rec)
-        tables = tree.draw_tables([a + c for a, c in zip(alpha, tc)], rng)
-        u = rng.random((prob.n, k))
-        prob.sweep(rec, t, _flat_logcond(tree, tables), u)
+        prob.sweep(rec, gc, lg_off, lg, t, rng.random((prob.n, k)))
         if it >= warmup and (it - warmup) % thin == thin - 1:
+            # p | records, drawn where a draw is kept: the records' chain does not need it (p integrated out)
+            tc = tree.clique_counts(rec)
+            tables = tree.draw_tables([a + c for a, c in zip(alpha, tc)], rng)
             for q in range(len(tables)):
                 out[q][kept] = tables[q]
                 counts[q][kept] = tc[q]
