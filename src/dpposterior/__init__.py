@@ -16,9 +16,11 @@ from .errors import InputError, PosteriorWarning, RefusedError  # noqa: E402
 #: load neither numpy nor pydantic, and a command imports only what it runs (docs/architecture.md,
 #: "Imports stay light").  ``from dpposterior import infer`` imports the orchestrator as before.
 _LAZY = {"infer": "api", "InferenceOptions": "options", "Model": "model", "Posterior": "posterior",
-         "load_release": "release", "release_from_csv": "curator_api", "release_from_measurements": "curator_api"}
+         "load_release": "release", "release_from_csv": "curator_api", "release_from_measurements": "curator_api",
+         "synthesize": "synthetic", "combine": "combine"}
 
 __all__ = ["infer", "Model", "load_release", "release_from_csv", "release_from_measurements", "Posterior",
+           "synthesize", "combine",
            "InferenceOptions", "InputError", "RefusedError", "PosteriorWarning", "__version__"]
 
 

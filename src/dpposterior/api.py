@@ -205,4 +205,9 @@ def naive_companion(release, prior=None, *, main_method: str | None = None, seed
     # a comparison beside the posterior, not a result of its own: its warnings are not shown, so its
     # convergence diagnostics are not computed (non-finite draws are still refused)
     with posterior_warnings_ignored(), without_mcmc_checks():
-        return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""
+        try:
+            return infer(release, prior=prior, method=naive, seed=seed, quiet=quiet, **kwargs), ""
+        except InputError as exc:  # the naive method cannot analyse this release (e.g. an unmeasured clique)
+            if exc.field != "method":
+                raise
+            return None, exc.reason

@@ -85,6 +85,9 @@ class JunctionTree:
         ``max_cells`` cells is refused in one line (field ``cliques``)."""
         attributes = tuple(attributes)
         maximal = triangulate(list(attributes), [tuple(c) for c in cliques], sizes)
+        # a model clique that is a given clique keeps the given order (its table reads as the measurement does)
+        given = {frozenset(c): tuple(c) for c in reversed([tuple(c) for c in cliques])}
+        maximal = [given.get(frozenset(c), c) for c in maximal]
         big = [c for c in maximal if _cells(c, sizes) > max_cells]
         if big:
             c = max(big, key=lambda q: _cells(q, sizes))

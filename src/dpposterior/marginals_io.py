@@ -5,7 +5,7 @@
 * :func:`release_from_linear_measurements` -- a list of Private-PGM (``mbi``) ``LinearMeasurement``\\ s and a domain;
 * :func:`release_from_cliques_file` -- a JSON list of measurement records, or a long-format CSV (one row per cell).
 
-What OpenDP 0.16 does (read from ``opendp/extras/mbi``; docs/marginals-readers.md):
+What OpenDP 0.16 does (read from ``opendp/extras/mbi``; docs/marginals.md):
 
 * each marginal is the integer count table of a clique, flattened in C order over the clique's attributes as
   listed (``make_stable_marginals`` pivots into ``shape(clique)``, ``make_noise_marginal`` flattens it;

@@ -5,7 +5,7 @@ private synthetic data", J. Privacy and Confidentiality 11(3), Sec. 4 (MST): mea
 then choose r - 1 pairs of attributes forming a spanning tree of the r attributes, greedily (Kruskal) by how
 badly the independence estimate built from the noisy one-ways fits each pair, with one exponential mechanism
 per edge; the chosen pairs' two-way tables are then measured.  This module is the selection step only
-(docs/marginals-selection.md): pure functions over numpy arrays, no file or family plumbing.
+(docs/marginals.md): pure functions over numpy arrays, no file or family plumbing.
 
 Neighbouring data sets differ by **replacing one record** (n is the same and public).  For the pair (i, j) the
 score is
@@ -269,7 +269,7 @@ def select_mst(records, domain, *, rho_select, one_way, rng=None, publication: b
     order).  ``one_way``: attr -> the noisy one-way count vector already released (used for free, post-
     processing).  ``publication=True`` (default) draws each round with OpenDP's exact ``make_noisy_max``;
     ``publication=False`` with numpy's Gumbel-max from ``rng`` (a Generator or a seed; not for publication).
-    Replace-one neighbours; see the module docstring and docs/marginals-selection.md.
+    Replace-one neighbours; see the module docstring and docs/marginals.md.
     """
     attrs, sizes, x, probs = _check_inputs(records, domain, one_way, rho_select)
     rounds = len(attrs) - 1
