@@ -400,6 +400,8 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
     feasible = _feasible_figure(main, others, release)
     if feasible is not None:
         sections.append(feasible)
+    if "junction_tree" in main_attrs and release is not None:
+        sections.extend(_table_marginal_figures(main, others, release))
     if not _iid(main.attrs):
         var_names = [v for v in _first_vars(main_idata, 4 + len(skip)) if v not in skip][:4]
         sections.append(_arviz_figure(
@@ -841,6 +843,71 @@ def _arviz_figure(name: str, title: str, plot, caption: str) -> Figure:
     fig = np.asarray(axes).flat[0].get_figure()
     fig.tight_layout()
     return Figure(name, title, _png(fig), caption)
+
+
+def _table_marginal_figures(main: Loaded, others: list[Loaded], release: dict) -> list[Figure]:
+    """A posterior of noisy marginals: every measured cell's released proportion against the posterior's median
+    and central 90% interval, and the intervals of one marginal no measurement covers (docs/marginals.md)."""
+    import matplotlib.pyplot as plt
+
+    from .posterior import Posterior
+
+    posts = [(main.label, Posterior.from_arviz(main.idata))]
+    posts += [(o.label, Posterior.from_arviz(o.idata)) for o in others if "junction_tree" in o.attrs]
+    n = release.get("n")
+    out = []
+    measurements = release.get("measurements", [])
+    if n and measurements:
+        fig, ax = plt.subplots(figsize=(6.5, 6))
+        top = 0.0
+        for c, (label, post) in enumerate(posts):
+            xs, med, lo, hi = [], [], [], []
+            for m in measurements:
+                draws = post.marginal(m["clique"]).values
+                flat = draws.reshape(-1, *draws.shape[2:])
+                xs.append(np.asarray(m["value"], float).ravel() / float(n))
+                med.append(np.median(flat, axis=0).ravel())
+                lo.append(np.quantile(flat, 0.05, axis=0).ravel())
+                hi.append(np.quantile(flat, 0.95, axis=0).ravel())
+            x, y, l, h = (np.concatenate(v) for v in (xs, med, lo, hi))
+            ax.errorbar(x, y, yerr=[y - l, h - y], fmt="o", ms=3, alpha=0.6, color=COLORS[c % len(COLORS)],
+                        label=label)
+            top = max(top, float(np.max(h)), float(np.max(x)))
+        ax.plot([0, top], [0, top], color="0.5", lw=1, ls="--", label="released = posterior")
+        ax.set_xlabel("released (noisy) count / n")
+        ax.set_ylabel("posterior median and 90% interval of the cell's probability")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        out.append(Figure("measured", "Measured marginals: released against posterior", _png(fig),
+                          "One point per cell of every measurement. The posterior pulls cells whose noisy counts "
+                          "are impossible (negative, or inconsistent with other measurements) to values the "
+                          "records allow; the intervals carry the noise."))
+    measured = [set(m["clique"]) for m in measurements]
+    attrs = list(release.get("domain", {}))
+    pair = next(((a, b) for i, a in enumerate(attrs) for b in attrs[i + 1:]
+                 if not any({a, b} <= m for m in measured)), None)
+    if pair is not None:
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(posts) * 8), 4.5))
+        width = 0.8 / len(posts)
+        for c, (label, post) in enumerate(posts):
+            draws = post.marginal(list(pair))
+            flat = draws.values.reshape(-1, *draws.shape[2:])
+            med = np.median(flat, axis=0).ravel()
+            lo, hi = np.quantile(flat, 0.05, axis=0).ravel(), np.quantile(flat, 0.95, axis=0).ravel()
+            xs = np.arange(med.size) + (c - (len(posts) - 1) / 2) * width
+            ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="o", ms=4, color=COLORS[c % len(COLORS)], label=label)
+            names = [f"{u},{v}" for u in draws.coords[pair[0]].values for v in draws.coords[pair[1]].values]
+        ax.set_xticks(np.arange(len(names)))
+        ax.set_xticklabels(names, rotation=90, fontsize=7)
+        ax.set_xlabel(f"cell ({pair[0]}, {pair[1]})")
+        ax.set_ylabel("probability: median and 90% interval")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        out.append(Figure("unmeasured", f"An unmeasured marginal: ({pair[0]}, {pair[1]})", _png(fig),
+                          f"No measurement covers {pair[0]} and {pair[1]} together: the posterior's intervals come "
+                          "from the model linking them through the measured cliques (OpenDP's std() raises for "
+                          "such a marginal)."))
+    return out
 
 
 def _png(fig) -> bytes:
