@@ -44,8 +44,10 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     family = release.family_entry  # found once, by load_release
     if not isinstance(method, str):
         raise InputError("method", "must be a string")
-    engine = family.engine(method, release=release)
-    resolved = family.resolve_method(method, release)
+    # auto passes over an engine that would refuse an option given here (exact takes no warm-up)
+    given = set(extra) | {k for k, v in (("warmup", warmup), ("constrained", constrained)) if v is not None}
+    resolved = family.resolve_method(method, release, given=given)
+    engine = family.engine(resolved, release=release)
     options = _options(resolved, seed, extra, quiet, scheduler, draws, warmup, chains, constrained)
     # the engine's own options, before any work: an option it does not take is refused here, in one line
     engine_options = family.engine_options(resolved).from_inference(options, f"{family.name}/{resolved}")

@@ -48,6 +48,16 @@ FAMILY_MODULES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Competence:
+    """What an engine says about one release: whether it can analyse it exactly and affordably (``ok``), its
+    estimated work (``cost``, in the engine's own unit) and, when not, why (``reason``)."""
+
+    ok: bool
+    cost: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     """How a family names one engine, by ``"module:name"`` strings resolved on first use.
 
@@ -64,11 +74,15 @@ class EngineSpec:
     run: str
     options: str
     batch: str | None = None
+    #: optional ``"module:function"``: ``competence(release) -> Competence``, asked by ``auto`` (``Family.auto_order``)
+    competence: str | None = None
 
     @classmethod
-    def of(cls, module: str, run: str, options: str, batch: str | None = None) -> "EngineSpec":
+    def of(cls, module: str, run: str, options: str, batch: str | None = None,
+           competence: str | None = None) -> "EngineSpec":
         """``EngineSpec.of("dpposterior.inference.m", "engine", "EngineOptions")``: run and options in one module."""
-        return cls(f"{module}:{run}", f"{module}:{options}", batch)
+        return cls(f"{module}:{run}", f"{module}:{options}", batch,
+                   f"{module}:{competence}" if competence else None)
 
 
 #: data-augmentation MCMC (Ju, Awan, Gong & Rao 2022) on a family's record model (its ``da_model`` hook)
@@ -131,6 +145,10 @@ class Family:
     #: optional: ``auto_rule(release) -> method``, what ``auto`` picks for this release (e.g. the exact count
     #: engine for integer noise); ``auto_method`` is used without a release (calibration, listings)
     auto_rule: Callable[[Any], str] | None = None
+    #: optional: the methods ``auto`` tries for a release, in order of preference; the first whose engine declares
+    #: itself competent (``EngineSpec.competence``; an engine that declares nothing is competent) is chosen, else
+    #: ``auto_rule`` / ``auto_method``
+    auto_order: tuple[str, ...] = ()
     #: whether its engines can restrict the parameters to what the release's bounds allow (the analysis file's
     #: ``constrained``); for the others the words "constrained"/"unconstrained" do not apply
     constrainable: bool = False
@@ -184,12 +202,26 @@ class Family:
         """Whether any of the family's engines has a batched calibration path."""
         return any(spec.batch for spec in self.methods.values())
 
-    def resolve_method(self, method: str, release=None) -> str:
+    def resolve_method(self, method: str, release=None, given=()) -> str:
+        """``method``, or for ``auto`` the method this release gets: the first of ``auto_order`` whose engine is
+        competent (and takes every option named in ``given``), else ``auto_rule``'s, else ``auto_method``."""
         if method != "auto":
             return method
+        if release is not None:
+            for candidate in self.auto_order:
+                spec = self.methods[candidate]
+                if given and not set(given) <= set(resolve(spec.options).names()):
+                    continue
+                if spec.competence is None or resolve(spec.competence)(release).ok:
+                    return candidate
         if release is not None and self.auto_rule is not None:
             return self.auto_rule(release)
         return self.auto_method
+
+    def competence(self, method: str, release) -> Competence:
+        """What ``method``'s engine says about ``release`` (competent when it declares nothing)."""
+        spec = self.spec(method, release=release)
+        return Competence(True) if spec.competence is None else resolve(spec.competence)(release)
 
 
 def available_families() -> list[str]:

@@ -802,9 +802,15 @@ def require_confidential(options, method: str) -> dict:
 _BATCH = "dpposterior.inference.expfam_baselines:run_batch"
 
 
+#: what ``auto`` tries first on a count release: the exact enumeration where it is competent and affordable
+#: (``exact_counts.competence``), else ``auto_for_noise``
+AUTO_ORDER = ("exact",)
+
+
 def auto_for_noise(release) -> str:
-    """``auto`` of the count families: Gibbs-SS (Bernstein & Sheldon) for continuous Laplace noise, the exact
-    enumeration engine for every other mechanism (integer noise: there is no Laplace scale mixture)."""
+    """``auto`` of the count families where ``exact`` is not affordable: Gibbs-SS (Bernstein & Sheldon) for
+    continuous Laplace noise, the exact enumeration engine for every other mechanism (integer noise: there is no
+    Laplace scale mixture; ``exact`` then refuses in one line what it cannot hold)."""
     return "gibbs-ss" if is_continuous_laplace(release.noisy_record.mechanism) else "exact"
 
 
@@ -818,7 +824,8 @@ def family_methods(ops: bool = False, exact: bool = False, da_mcmc: bool = False
         "non-private": EngineSpec.of(baselines, "non_private", "NonPrivateOptions", batch=_BATCH),
     }
     if exact:
-        methods["exact"] = EngineSpec.of("dpposterior.inference.exact_counts", "exact", "ExactOptions")
+        methods["exact"] = EngineSpec.of("dpposterior.inference.exact_counts", "exact", "ExactOptions",
+                                         competence="competence")
     if ops:
         methods["ops"] = EngineSpec.of(baselines, "ops", "OpsOptions", batch=_BATCH)
     if da_mcmc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Family, prior_moments
-from ._expfam import (COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
+from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
                       parse_beta_prior, simulate_binomial)
 
 def da_model(release, prior):
@@ -40,6 +40,7 @@ FAMILY = Family(
     methods=family_methods(ops=True, exact=True, da_mcmc=True),
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
+    auto_order=AUTO_ORDER,
     mechanisms=COUNT_MECHANISMS,
     simulate_mechanisms=COUNT_MECHANISMS,
     simulates_integer_noise=True,

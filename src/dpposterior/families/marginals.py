@@ -475,3 +475,18 @@ FAMILY = Family(
     simulates_integer_noise=True,
     hooks={"observation_model": observation_model},
 )
+
+
+def prior_moments(prior, release) -> dict:
+    """Each clique table's cells: the hyper-Dirichlet's clique marginal is Dirichlet(alpha_C) (Dawid & Lauritzen
+    1993, Sec. 7), so a cell has mean alpha / A and sd sqrt(alpha (A - alpha) / (A^2 (A + 1)))."""
+    prior = parse_prior(prior, release)
+    tree = junction_tree(release, prior)
+    out = {}
+    total = prior.concentration
+    for c, alpha in zip(tree.cliques, tree.prior_alpha(total)):
+        out[variable_name(c)] = (alpha / total, np.sqrt(alpha * (total - alpha) / (total ** 2 * (total + 1.0))))
+    return out
+
+
+FAMILY.hooks["prior_moments"] = prior_moments

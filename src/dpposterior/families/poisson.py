@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (COUNT_MECHANISMS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
+from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
                       simulate_truncated)
 
 FAMILY = Family(
@@ -20,6 +20,7 @@ FAMILY = Family(
     methods=family_methods(exact=True),
     auto_method="gibbs-ss",
     auto_rule=auto_for_noise,
+    auto_order=AUTO_ORDER,
     mechanisms=COUNT_MECHANISMS,
     simulate_mechanisms=COUNT_MECHANISMS,
     simulates_integer_noise=True,
