@@ -213,6 +213,17 @@ def solve_rho(args, eps: float) -> dict:
             "delta": delta}
 
 
+def solve_rho_child(eps: float, args) -> dict:
+    """:func:`solve_rho` in a fresh process (so several epsilons are solved at once)."""
+    cmd = [sys.executable, __file__, "--data", str(args.data), "--attributes", str(args.attributes), "--solve-eps",
+           repr(eps)]
+    cp = subprocess.run(cmd, env=child_env(1), capture_output=True, text=True)
+    line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
+    if cp.returncode != 0 or not line:
+        sys.exit(f"marginals_adult: solving rho at epsilon {eps} failed: {cp.stderr.strip()[-1500:]}")
+    return json.loads(line[-1][7:])
+
+
 def public_domain(frame) -> dict:
     """The public levels of each reduced attribute, sorted as pandas' categories of NAPSU-MQ's CSV are."""
     dom = {a: sorted(set(frame[a])) for a in frame.columns}
@@ -586,10 +597,13 @@ def main(argv=None) -> None:
     ap.add_argument("--no-peer", dest="peer", action="store_false", help="skip the mbi (Private-PGM) peer")
     ap.add_argument("--mbi-iters", type=int, default=1000)
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per (epsilon, repeat) process")
+    ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
+                    "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--table", type=Path, default=None, help="only print the markdown table of a results file")
     add_update_flag(ap)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--solve-eps", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--fill-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker-eps", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--worker-repeat", type=int, help=argparse.SUPPRESS)
@@ -602,6 +616,9 @@ def main(argv=None) -> None:
         fill_worker(args)
         return
     require_data(args.data)
+    if args.solve_eps is not None:
+        print("RESULT " + json.dumps(solve_rho(args, args.solve_eps)))
+        return
     if args.worker:
         worker(args)
         return
@@ -644,23 +661,36 @@ def main(argv=None) -> None:
     print(f"numba cache fill: {fill.get('status')}, tiny infer first {fill.get('first', float('nan')):.2f} s, "
           f"second {fill.get('second', float('nan')):.2f} s", flush=True)
     meta["budgets"] = {}
-    for eps in args.epsilons:
-        meta["budgets"][str(eps)] = b = solve_rho(args, eps)
+    meta["jobs"] = args.jobs
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(args.jobs, len(args.epsilons)))) as ex:
+        budgets = list(ex.map(lambda e: solve_rho_child(e, args), args.epsilons))
+    for eps, b in zip(args.epsilons, budgets):
+        meta["budgets"][str(eps)] = b
         print(f"eps {eps}, delta {b['delta']:.3g}: rho {b['rho']:.6g} (solved in {b['solve_seconds']:.0f} s)", flush=True)
     rows = []
-    for r in range(args.repeats):
-        for eps in args.epsilons:
-            rec = run_child(["--worker", "--worker-eps", repr(eps), "--worker-repeat", str(r), "--worker-rho",
-                             repr(meta["budgets"][str(eps)]["rho"])], args, cores)
-            rec.setdefault("epsilon", eps)
-            rec.setdefault("repeat", r)
+    tasks = [(r, eps) for r in range(args.repeats) for eps in args.epsilons]
+    child_cores = cores if args.jobs <= 1 else 1
+
+    def one(task):
+        r, eps = task
+        rec = run_child(["--worker", "--worker-eps", repr(eps), "--worker-repeat", str(r), "--worker-rho",
+                         repr(meta["budgets"][str(eps)]["rho"])], args, child_cores)
+        rec.setdefault("epsilon", eps)
+        rec.setdefault("repeat", r)
+        return rec
+
+    doc = {"meta": meta, "rows": rows, "summary": {}}
+    with ThreadPoolExecutor(max(1, args.jobs)) as ex:
+        for rec in ex.map(one, tasks):
             rows.append(rec)
             msg = rec["status"] if rec["status"] != "ok" else (
                 f"release {rec['release']['release_seconds']:.1f} s (eps {rec['release']['epsilon_spent']:.4g}), "
                 f"infer {rec['infer_seconds']:.1f} s, R-hat {rec['diagnostics']['max_rhat']}, "
                 f"mbi {rec.get('mbi', {}).get('estimate_seconds', float('nan')):.1f} s")
-            print(f"  eps={eps} repeat={r}: {msg} (process {rec['process_seconds']:.0f} s, load "
-                  f"{rec['loadavg_after']})", flush=True)
+            print(f"  eps={rec['epsilon']} repeat={rec['repeat']}: {msg} (process {rec['process_seconds']:.0f} s, "
+                  f"load {rec['loadavg_after']})", flush=True)
             doc = {"meta": meta, "rows": rows, "summary": summarise(rows, real, args.levels, args.m) if real else
                    summarise(rows, {"coef": {c: 0.0 for c in COEFS}}, [], [])}
             out.parent.mkdir(parents=True, exist_ok=True)
