@@ -199,6 +199,15 @@ def _specs() -> dict[str, list[AuditSpec]]:
                   {"mechanism": mech, "extra": sa_extra}, sa_v, lambda rng: sa_v[int(rng.integers(len(sa_v)))],
                   description=f"2 areas x 2 cells counts; {mech} noise")
         for i, mech in enumerate(("discrete-gaussian", "discrete-laplace", "laplace"))]
+    # marginals: one person's (a, b, c) among declared public levels; replace-one moves one count of every
+    # marginal down and another up (L1 2, L2 sqrt 2), every measurement at once
+    mg_levels = {"a": ["0", "1"], "b": ["x", "y", "z"], "c": ["u", "v"]}
+    mg_v, mg_draw, _ = _categorical(mg_levels)
+    specs["marginals"] = [
+        AuditSpec("marginals" + ("" if i == 0 else f" {mech}"), "marginals",
+                  {"cliques": "a,b;b,c;a", "mechanism": mech, "extra": {"domain": mg_levels}}, mg_v, mg_draw,
+                  description=f"(a, b), (b, c) and (a) count tables of a 2 x 3 x 2 table; {mech} noise")
+        for i, mech in enumerate(("discrete-gaussian", "discrete-laplace", "laplace"))]
     # the count families again, released with integer noise
     for fam in ("binomial", "multinomial", "poisson", "naive-bayes"):
         base_spec = specs[fam][0]
@@ -270,7 +279,9 @@ def _statistic_records(release: dict):
             for i, v in enumerate(obj):
                 walk(v, path + (i,))
 
-    walk(release.get("parties", release.get("statistics")), ("parties",) if "parties" in release else ("statistics",))
+    # where a format keeps its statistics: per party, by name, or a list of measurements (marginals)
+    key = next((k for k in ("parties", "statistics", "measurements") if k in release), "statistics")
+    walk(release.get(key), (key,))
     return out
 
 
@@ -653,6 +664,10 @@ def audit(family: str, *, epsilon: float = 1.0, draws: int = 2000, confidence: f
         s_d = {g.name: _vector(s_d, g) for g in groups}
         s_dp = {g.name: _vector(s_dp, g) for g in groups}
         pld_eps = _pld_reference(groups, noise, s_d, s_dp, claimed_delta)
+        if len(rows) > 1 and pld_eps is not None:
+            # several statistics released at once: their epsilons at one delta each add (basic composition), an
+            # upper bound; the composed privacy loss of the found pair is the tighter value the release states
+            analytic = min(analytic, pld_eps)
         sampler_rows = []
         for sampler in samplers:
             sd = int(np.random.SeedSequence([seed, k, 7]).generate_state(1)[0]) if sampler == "numpy" else None
