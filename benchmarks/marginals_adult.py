@@ -380,6 +380,7 @@ def worker(args) -> None:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         post = dpposterior.infer(rel, method="da", draws=args.draws, warmup=args.warmup, chains=args.chains,
+                                 prior=None if args.concentration is None else {"concentration": args.concentration},
                                  seed=seed)
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
@@ -447,7 +448,8 @@ def fill_worker(args) -> None:
 # ----------------------------------------------------------------------------- driver
 def child_env(cores: int) -> dict:
     env = dict(os.environ)
-    env.update({"PYTHONPATH": str(ROOT / "src"), "NUMBA_NUM_THREADS": str(cores), "OMP_NUM_THREADS": "1",
+    env.update({"PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]),
+                "NUMBA_NUM_THREADS": str(cores), "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu",
                 "JAX_ENABLE_X64": "1"})
     return env
@@ -456,7 +458,8 @@ def child_env(cores: int) -> dict:
 def run_child(extra: list[str], args, cores: int) -> dict:
     cmd = [sys.executable, __file__, "--data", str(args.data), "--draws", str(args.draws), "--warmup",
            str(args.warmup), "--chains", str(args.chains), "--seed", str(args.seed), "--attributes",
-           str(args.attributes), "--mbi-iters", str(args.mbi_iters), "--m", *map(str, args.m),
+           str(args.attributes), "--mbi-iters", str(args.mbi_iters),
+           *([] if args.concentration is None else ["--concentration", repr(args.concentration)]), "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
     rec = {"loadavg_before": loadavg()}
     t0 = time.perf_counter()
@@ -597,6 +600,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-peer", dest="peer", action="store_false", help="skip the mbi (Private-PGM) peer")
     ap.add_argument("--mbi-iters", type=int, default=1000)
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per (epsilon, repeat) process")
+    ap.add_argument("--concentration", type=float, default=None, help="the hyper-Dirichlet prior's total "
+                    "concentration A (default: the package's)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)

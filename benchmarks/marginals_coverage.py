@@ -322,7 +322,7 @@ def run(repeats: int, ns, rhos, draws: int, warmup: int, chains: int, seed: int,
     return {
         "settings": {"repeats": repeats, "n": list(ns), "rhos": list(rhos), "draws": draws, "warmup": warmup,
                      "chains": chains, "seed": seed, "level": LEVEL,
-                     "prior_concentration": concentration if concentration is not None else "default (1)",
+                     "prior_concentration": concentration if concentration is not None else "default (min(largest clique cells, max(1, n/50)))",
                      "mechanism": MECHANISM,
                      "measured": [list(c) for c in MEASURE], "domain": DOMAIN,
                      "sigma_per_cell": {f"{rho:g}": sigma_for(rho) for rho in rhos}},

@@ -16,7 +16,9 @@ release's privacy is the composition of every measurement's worst pair (``Releas
 
 Model: n records x_i ~ p, p Markov with respect to the triangulated graph of the measured cliques (a decomposable
 log-linear model, the maximum-entropy model of the measured marginals), with the hyper-Dirichlet prior of Dawid &
-Lauritzen (1993) of total concentration A (``prior.concentration``, default 1: alpha_C(x_C) = A / |dom C|).
+Lauritzen (1993) of total concentration A (``prior.concentration``; alpha_C(x_C) = A / |dom C|), by default
+A = min(cells of the largest clique, max(1, n / 50)): a uniform Dirichlet on the largest clique's table where that
+weighs at most 2% of the records, sparser beyond.
 Posterior variables: the joint table of each clique of the junction tree, ``p[a,b]`` with dims (a, b).
 The latent statistic is the confidential records (their marginal tables are the exact integer counts), which the
 ``da`` engine resamples one attribute at a time given every measurement's exact noise law.
@@ -47,8 +49,17 @@ SENSITIVITY = {"L1": 2.0, "L2": math.sqrt(2.0), "Linf": 1.0}
 #: the most attributes and the most categories of one attribute a release may declare
 MAX_ATTRIBUTES = 64
 MAX_CATEGORIES = 100_000
-#: the default total concentration A of the hyper-Dirichlet prior
-DEFAULT_CONCENTRATION = 1.0
+#: the default prior's weight against the records: A is at most this share of n (and at least one pseudo-record)
+DEFAULT_PRIOR_SHARE = 0.02
+
+
+def default_concentration(tree, n) -> float:
+    """A = min(cells of the largest clique, max(1, n / 50)): every clique cell gets alpha >= 1 (a uniform
+    Dirichlet on the largest clique, no pull towards sparse tables) unless that would weigh more than 2% of the
+    n records; then the prior is the 2% (at least one pseudo-record) spread over the table."""
+    largest = max(math.prod(tree.shape(c)) for c in tree.cliques)
+    cap = max(1.0, DEFAULT_PRIOR_SHARE * float(n)) if n else float(largest)
+    return float(min(float(largest), cap))
 
 PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
@@ -195,14 +206,23 @@ class MarginalsPrior:
     measured ones (``cliques``).  For ``dpposterior calibrate``: ``domain`` and ``measure`` (the cliques a
     simulated release measures)."""
 
-    def __init__(self, concentration: float = DEFAULT_CONCENTRATION, cliques=(), domain=None, measure=None):
-        self.concentration = float(concentration)
+    def __init__(self, concentration: float | None = None, cliques=(), domain=None, measure=None):
+        #: None: :func:`default_concentration` of the model's junction tree and n (:meth:`resolved`)
+        self.concentration = None if concentration is None else float(concentration)
         self.cliques = tuple(tuple(c) for c in cliques)
         self.domain = dict(domain) if domain is not None else None
         self.measure = [tuple(c) for c in measure] if measure is not None else None
 
+    def resolved(self, tree, n) -> "MarginalsPrior":
+        """This prior with its concentration fixed for a model (the default's value where none was given)."""
+        if self.concentration is not None:
+            return self
+        return MarginalsPrior(default_concentration(tree, n), self.cliques, self.domain, self.measure)
+
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {"kind": "hyper-dirichlet", "concentration": self.concentration}
+        out: dict[str, Any] = {"kind": "hyper-dirichlet"}
+        if self.concentration is not None:
+            out["concentration"] = self.concentration
         if self.cliques:
             out["cliques"] = [list(c) for c in self.cliques]
         return out
@@ -226,8 +246,9 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
         kind = prior.get("kind", "hyper-dirichlet")
         if kind != "hyper-dirichlet":
             raise InputError("prior.kind", f"must be 'hyper-dirichlet' (got {kind!r})")
-        conc = prior.get("concentration", DEFAULT_CONCENTRATION)
-        if isinstance(conc, bool) or not isinstance(conc, (int, float)) or not math.isfinite(conc) or conc <= 0:
+        conc = prior.get("concentration")
+        if conc is not None and (isinstance(conc, bool) or not isinstance(conc, (int, float)) or not math.isfinite(conc)
+                                 or conc <= 0):
             raise InputError("prior.concentration", f"must be a finite number > 0 (got {conc!r})")
         cliques = prior.get("cliques", [])
         if not isinstance(cliques, list) or not all(isinstance(c, list) and c and all(isinstance(a, str) for a in c)
@@ -241,7 +262,7 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
         if measure is not None and (not isinstance(measure, list) or not all(isinstance(c, list) and c
                                                                               for c in measure)):
             raise InputError("prior.measure", "must be a list of cliques (lists of attribute names)")
-        out = MarginalsPrior(float(conc), cliques, domain, measure)
+        out = MarginalsPrior(conc, cliques, domain, measure)
     else:
         raise InputError("prior", f"must be a table of hyper-dirichlet settings (got {type(prior).__name__})")
     if release is not None:
@@ -279,6 +300,7 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
     """The release as measurements of the confidential records' marginals under the hyper-Dirichlet model."""
     prior = parse_prior(prior, release)
     tree = junction_tree(release, prior)
+    prior = prior.resolved(tree, release.n)
     coords = {a: release.label_list(a) for a in release.attributes}
     variables = tuple(Variable(variable_name(c), tuple(c), {a: coords[a] for a in c}, "simplex")
                       for c in tree.cliques)
@@ -312,6 +334,7 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelea
     kind = get_mechanism(name)
     attrs = tuple(domain)
     tree = JunctionTree.build(attrs, list(measure) + list(prior.cliques), domain)
+    prior = prior.resolved(tree, n)
     tables = tree.prior_draw(prior.concentration, rng)
     records = tree.sample_records(tables, int(n), rng)
     sens = SENSITIVITY[kind.sensitivity_norm]
@@ -482,6 +505,7 @@ def prior_moments(prior, release) -> dict:
     1993, Sec. 7), so a cell has mean alpha / A and sd sqrt(alpha (A - alpha) / (A^2 (A + 1)))."""
     prior = parse_prior(prior, release)
     tree = junction_tree(release, prior)
+    prior = prior.resolved(tree, release.n)
     out = {}
     total = prior.concentration
     for c, alpha in zip(tree.cliques, tree.prior_alpha(total)):
