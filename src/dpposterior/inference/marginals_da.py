@@ -75,6 +75,20 @@ def _log_noise(kind, inv, tab, tab_off, tab_lo, tab_len, resid):
 
 
 @numba.njit(cache=True, nogil=True)
+def _cell_without(rec, r, a, ptr, attr, stride, g):
+    """(offset of record r's cell in table g with attribute a at 0, a's stride in g)."""
+    base = 0
+    sa = 0
+    for i in range(ptr[g], ptr[g + 1]):
+        b = attr[i]
+        if b == a:
+            sa = stride[i]
+        else:
+            base += rec[r, b] * stride[i]
+    return base, sa
+
+
+@numba.njit(cache=True, nogil=True)
 def record_sweep(rec, u, sizes,
                  g_ptr, g_attr, g_stride, g_off, g_sign, gc, g_lg_off, lg, a_g_ptr, a_g,
                  m_ptr, m_attr, m_stride, m_off, t, y, a_m_ptr, a_m,
@@ -104,27 +118,13 @@ def record_sweep(rec, u, sizes,
             nm = a_m_ptr[a + 1] - a_m_ptr[a]
             for j in range(ng):
                 g = a_g[a_g_ptr[a] + j]
-                base = 0
-                sa = 0
-                for i in range(g_ptr[g], g_ptr[g + 1]):
-                    b = g_attr[i]
-                    if b == a:
-                        sa = g_stride[i]
-                    else:
-                        base += rec[r, b] * g_stride[i]
+                base, sa = _cell_without(rec, r, a, g_ptr, g_attr, g_stride, g)
                 gb[j] = g_off[g] + base
                 gs[j] = sa
                 gc[gb[j] + cur * sa] -= 1
             for j in range(nm):
                 m = a_m[a_m_ptr[a] + j]
-                base = 0
-                sa = 0
-                for i in range(m_ptr[m], m_ptr[m + 1]):
-                    b = m_attr[i]
-                    if b == a:
-                        sa = m_stride[i]
-                    else:
-                        base += rec[r, b] * m_stride[i]
+                base, sa = _cell_without(rec, r, a, m_ptr, m_attr, m_stride, m)
                 mb[j] = m_off[m] + base
                 ms[j] = sa
                 t[mb[j] + cur * sa] -= 1
