@@ -609,7 +609,7 @@ FAMILY = Family(
         "non-private": EngineSpec.of(_VB, "nonprivate_engine", "NonPrivateOptions"),
         "exact-enumeration": EngineSpec.of("dpposterior.inference.naive_bayes_exact", "exact_engine",
                                            "ExactEnumerationOptions"),
-        "exact": EngineSpec.of("dpposterior.inference.exact_counts", "exact", "ExactOptions"),
+        "exact": EngineSpec.of("dpposterior.inference.exact_counts", "exact_naive_bayes", "ExactOptions"),
         "da-mcmc": DA_MCMC,
     },
     hooks={"da_model": da_model},

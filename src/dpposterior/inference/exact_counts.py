@@ -440,16 +440,27 @@ def _inverse_cdf_piecewise_linear(x, dens, u):
     return x[i] + np.clip(t, 0.0, w)
 
 
+def _rng(opts):
+    return np.random.default_rng(np.random.SeedSequence(opts.seed) if not isinstance(opts.seed, np.random.SeedSequence)
+                                 else opts.seed)
+
+
 def exact(release, prior, options) -> Posterior:
-    """Engine ``exact`` (binomial, multinomial, poisson, naive-bayes): exact iid posterior draws by enumeration."""
-    opts = options
-    rng = np.random.default_rng(np.random.SeedSequence(opts.seed) if not isinstance(opts.seed, np.random.SeedSequence)
-                                else opts.seed)
-    run = {"binomial": exact_binomial, "multinomial": exact_multinomial, "poisson": exact_poisson,
-           "naive-bayes": naive_bayes_exact}.get(release.family)
+    """Engine ``exact`` of the count families (binomial, multinomial, poisson): exact iid posterior draws by
+    enumeration, the chain chosen by the release's record law (``release.expfam.record_law``)."""
+    from ..families._expfam import RecordLaw
+
+    model = getattr(release, "expfam", None)
+    run = {RecordLaw.BERNOULLI: exact_binomial, RecordLaw.CATEGORICAL: exact_multinomial,
+           RecordLaw.POISSON: exact_poisson}.get(getattr(model, "record_law", None))
     if run is None:
         raise RefusedError("method", f"'exact' does not serve family {release.family!r}")
-    return run(release, prior, opts, rng)
+    return run(release, prior, options, _rng(options))
+
+
+def exact_naive_bayes(release, prior, options) -> Posterior:
+    """Engine ``exact`` of the naive-bayes family (:func:`naive_bayes_exact`)."""
+    return naive_bayes_exact(release, prior, options, _rng(options))
 
 
 # ------------------------------------------------------------------ naive-bayes: the chain, nested
