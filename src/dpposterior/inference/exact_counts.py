@@ -41,6 +41,7 @@ from scipy import special
 from ..errors import RefusedError
 from ..options import EngineOptions, option
 from ..posterior import Posterior
+from .mcmc_common import pick_from_log_weights
 
 #: the largest n * b for which the poisson family's truncated-sum law is convolved by FFT
 MAX_POISSON_SUPPORT = 4_000_000
@@ -177,18 +178,7 @@ def knapsack_sample(log_f, lows, msg, totals, u):
                 w[s] = v
                 if v > m:
                     m = v
-            acc = 0.0
-            for s in range(L):
-                w[s] = math.exp(w[s] - m) if w[s] > -np.inf else 0.0
-                acc += w[s]
-            target = u[d, k] * acc
-            run = 0.0
-            pick = L - 1
-            for s in range(L):
-                run += w[s]
-                if run >= target and w[s] > 0.0:
-                    pick = s
-                    break
+            pick = pick_from_log_weights(w, L, m, u[d, k])
             out[d, k] = lows[k] + pick
             t -= lows[k] + pick
         out[d, 0] = t

@@ -39,6 +39,7 @@ from ..cliques import JunctionTree
 from ..errors import InputError
 from ..options import MCMCOptions, EngineOptions, option
 from ..progress import status as report_status
+from .mcmc_common import pick_from_log_weights
 
 #: noise kinds of the compiled sweep
 KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
@@ -143,22 +144,7 @@ def record_sweep(rec, u, sizes,
                 w[v] = lw
                 if lw > top:
                     top = lw
-            new = cur
-            if top > -np.inf:
-                tot = 0.0
-                for v in range(d):
-                    w[v] = math.exp(w[v] - top)
-                    tot += w[v]
-                target = u[r, a] * tot
-                acc = 0.0
-                new = d - 1
-                for v in range(d):
-                    acc += w[v]
-                    if target < acc:
-                        new = v
-                        break
-                while w[new] == 0.0 and new > 0:  # round-off never picks a value of zero weight
-                    new -= 1
+            new = pick_from_log_weights(w, d, top, u[r, a]) if top > -np.inf else cur
             rec[r, a] = new
             for j in range(ng):
                 gc[gb[j] + new * gs[j]] += 1

@@ -16,6 +16,8 @@ each (tests/test_bit_identical.py).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -122,3 +124,21 @@ def map_chains(fn, chains: int, workers: int) -> list:
         for c, v in part:
             out[c] = v
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def pick_from_log_weights(w, size, top, u):
+    """Inverse-CDF draw of an index in [0, size) with probabilities proportional to exp(w[:size]) (``top``: their
+    maximum; ``u``: a uniform).  ``w`` is overwritten with the unnormalised weights.  An index of zero weight is
+    never picked; the last index is the fallback of round-off."""
+    acc = 0.0
+    for s in range(size):
+        w[s] = math.exp(w[s] - top) if w[s] > -np.inf else 0.0
+        acc += w[s]
+    target = u * acc
+    run = 0.0
+    for s in range(size):
+        run += w[s]
+        if run >= target and w[s] > 0.0:
+            return s
+    return size - 1
