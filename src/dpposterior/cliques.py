@@ -146,15 +146,17 @@ class JunctionTree:
         """Pseudo-counts alpha_C(x_C) = A / |dom C| of each clique (A = ``concentration``)."""
         return [np.full(self.shape(c), float(concentration) / _cells(c, self.sizes)) for c in self.cliques]
 
+    def counts(self, records: np.ndarray, attrs) -> np.ndarray:
+        """The count table (int64, ``attrs`` order) of records (n, k) of codes in ``attributes`` order."""
+        shape = self.shape(attrs)
+        col = {a: i for i, a in enumerate(self.attributes)}
+        flat = (np.ravel_multi_index(tuple(records[:, col[a]] for a in attrs), shape) if attrs
+                else np.zeros(len(records), np.int64))
+        return np.bincount(flat, minlength=max(1, math.prod(shape))).reshape(shape)
+
     def clique_counts(self, records: np.ndarray) -> list[np.ndarray]:
         """Counts t_C of each clique from records (n, k) of codes in ``attributes`` order."""
-        col = {a: i for i, a in enumerate(self.attributes)}
-        out = []
-        for c in self.cliques:
-            shape = self.shape(c)
-            flat = np.ravel_multi_index(tuple(records[:, col[a]] for a in c), shape) if c else np.zeros(len(records), int)
-            out.append(np.bincount(flat, minlength=max(1, math.prod(shape))).reshape(shape).astype(float))
-        return out
+        return [self.counts(records, c).astype(float) for c in self.cliques]
 
     def draw_tables(self, alpha: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
         """One draw of the clique tables p_C from the hyper-Dirichlet law with pseudo-counts ``alpha`` (prior

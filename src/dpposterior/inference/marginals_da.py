@@ -261,14 +261,7 @@ class Problem:
         return offs, np.concatenate(tabs)
 
     def group_counts(self, rec: np.ndarray) -> np.ndarray:
-        out = np.empty(self.gc_size, dtype=np.int64)
-        col = {a: i for i, a in enumerate(self.tree.attributes)}
-        for g, (c, _) in enumerate(self.groups):
-            shape = self.tree.shape(c)
-            flat = np.ravel_multi_index(tuple(rec[:, col[a]] for a in c), shape)
-            size = int(math.prod(shape))
-            out[self.g_off[g]:self.g_off[g] + size] = np.bincount(flat, minlength=size)
-        return out
+        return np.concatenate([self.tree.counts(rec, c).ravel() for c, _ in self.groups]).astype(np.int64)
 
     def measured_counts(self, rec: np.ndarray) -> np.ndarray:
         out = np.empty(self.t_size, dtype=np.int64)
