@@ -33,7 +33,9 @@ LAYERS = [
                             # the simulator models of the SBI families (not the engines)
                             "dpposterior.sbi=", "dpposterior.sbi.model", "dpposterior.sbi.sir_simulator"]),
     ("families", ["dpposterior.families"]),
-    ("engines", ["dpposterior.inference", "dpposterior.sbi"]),
+    ("engines", ["dpposterior.inference", "dpposterior.sbi",
+                 # the noise laws as PyMC / NumPyro distributions, read from a release
+                 "dpposterior.ppl"]),
     ("orchestrator", ["dpposterior.api"]),
     ("diagnostics", ["dpposterior.diagnostics"]),
     ("commands", ["dpposterior=", "dpposterior.__main__", "dpposterior.cli", "dpposterior.curator",

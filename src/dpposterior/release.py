@@ -298,6 +298,13 @@ class ReleaseBase(BaseModel):
         return flag_large_delta(compose([record_cost(rec, delta) for rec in _records(self)], delta),
                                 getattr(self, "n", None))
 
+    def released_tables(self) -> list[tuple[str, np.ndarray, list, np.ndarray | None, tuple[str, ...]]]:
+        """Every released table as (name, values, its mechanisms, each cell's index into them or None for one
+        mechanism, the names of its axes): what ``dpposterior.ppl.from_release`` conditions a model on.  Here each
+        statistic record by its field path (``statistics.successes``); a family whose tables are not statistic
+        records, or whose cells differ in their noise, states its own."""
+        return [(path, rec.array(), [from_record(rec)], None, ()) for path, rec in named_records(self)]
+
     def total_privacy_cost(self) -> tuple[float, float]:
         """(epsilon, delta) of the whole release (:meth:`privacy`)."""
         return self.privacy().as_tuple()
@@ -345,6 +352,24 @@ def _check_counts(data: dict) -> None:
         if isinstance(n, (int, float)) and not isinstance(n, bool) and n > MAX_N:
             raise InputError(field, f"{n:g} records is more than 2^53 = {MAX_N}, beyond which counts are not "
                              "exact in double precision")
+
+
+def named_records(model: BaseModel, prefix: str = ""):
+    """(dotted field path, StatisticRecord) for every record inside a release, in field order."""
+    if isinstance(model, StatisticRecord):
+        yield prefix, model
+        return
+    if isinstance(model, BaseModel):
+        items = [(name, getattr(model, name)) for name in type(model).model_fields]
+    elif isinstance(model, dict):
+        items = list(model.items())
+    elif isinstance(model, (list, tuple)):
+        items = list(enumerate(model))
+    else:
+        return
+    for key, value in items:
+        if isinstance(value, (BaseModel, dict, list, tuple)):
+            yield from named_records(value, f"{prefix}.{key}" if prefix else str(key))
 
 
 def _records(model: BaseModel):

@@ -182,6 +182,18 @@ class MarginalsRelease(ReleaseBase):
         rec = self.measurements[j]
         return from_record(rec, rec.sensitivity)
 
+    def released_tables(self):
+        """Each measurement, named by its clique ("age,income"; a clique measured twice gets "#2"), axes the
+        clique's attributes."""
+        out, seen = [], {}
+        for j, rec in enumerate(self.measurements):
+            name = ",".join(rec.clique)
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = f"{name}#{seen[name]}"
+            out.append((name, self.values(j), [self.mechanism(j)], None, tuple(rec.clique)))
+        return out
+
     def values(self, j: int) -> np.ndarray:
         return np.asarray(self.measurements[j].value, float)
 

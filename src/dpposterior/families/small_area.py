@@ -264,6 +264,12 @@ class SmallAreaRelease(ReleaseBase):
         self._cell_mechanisms = (distinct, inverse.reshape(sigma.shape), mechs)
         return self._cell_mechanisms
 
+    def released_tables(self):
+        """The noisy G x C table, each cell with its own law (per-cell sigma), axes (area, cell)."""
+        _, index, mechs = self.cell_mechanisms()
+        return [("counts", np.asarray(self.statistics.counts.value, float), list(mechs), np.asarray(index),
+                 ("area", "cell"))]
+
     def cell_mechanism(self):
         """The mechanism of every cell, where one law with one set of parameters covers the table (a Laplace-shaped
         table or a registered integer law; a Gaussian-shaped one may give each cell its own sigma)."""

@@ -1,0 +1,312 @@
+"""Differential-privacy noise laws as NumPyro distributions (docs/ppl.md).
+
+* :class:`DiscreteGaussian` (Canonne, Kamath & Steinke, NeurIPS 2020, eq. 1), :class:`DiscreteLaplace`
+  (the two-sided geometric of Ghosh, Roughgarden & Sundararajan 2012) and :func:`Noise` (any registered law
+  by name): integer-support distributions whose log-mass is the mechanism's own, normaliser included, and
+  whose draws are inverse-CDF draws from the mechanism's own CDF table in JAX's random stream (simulation
+  and prediction; publication noise comes from OpenDP).
+* :class:`NoisyCount`: y* = y + e for a latent count y ~ ``count`` (any NumPyro discrete distribution) and
+  integer noise e, with log P(y*) = logsumexp over y* - W <= y <= y* + W of log P(y) + log P(e = y* - y),
+  W the window holding all but ``tail`` of the noise (the terms left out sum to at most ``tail``): the
+  latent-count sum of Kazan & Reiter's data augmentation done exactly and differentiably.
+* :class:`NoisySum`: a clamped sum S of n records by its central limit, N(n m, n s^2), plus Gaussian noise
+  (N(n m, n s^2 + sigma^2)) or Laplace noise (the exponentially modified Gaussian on both sides, in closed
+  form through ``log_ndtr``).
+
+Batch shapes broadcast as in NumPyro; the noise parameters are published numbers (concrete, not traced).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr, logsumexp
+from numpyro.distributions import Distribution, constraints
+from numpyro.distributions import Laplace as _Laplace
+from numpyro.distributions import Normal as _Normal
+from numpyro.distributions.util import promote_shapes, validate_sample
+
+from ..errors import InputError
+from ..mechanisms.base import NoiseShape
+from ..mechanisms.registry import get_mechanism
+from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, window_entries
+from ._release import ReleaseData, ReleasedTable, from_release
+
+__all__ = ["DiscreteGaussian", "DiscreteLaplace", "Noise", "NoisyCount", "NoisySum", "from_release",
+           "ReleaseData", "ReleasedTable", "NoiseLaw", "OPS"]
+
+#: jax.numpy's operations for :meth:`NoiseLaw.log_mass`
+OPS = Ops(eq=jnp.equal, logical_and=jnp.logical_and, asarray=jnp.asarray, where=jnp.where, abs=jnp.abs, floor=jnp.floor, clip=jnp.clip,
+          take=lambda table, idx: jnp.take(table, idx))
+
+
+class _Integers(constraints.ParameterFreeConstraint):
+    """Every integer (NumPyro has the non-negative and bounded ones only): the support of noisy counts."""
+
+    is_discrete = True
+
+    def __call__(self, x):
+        x = jnp.asarray(x)
+        return jnp.floor(x) == x
+
+    def feasible_like(self, prototype):
+        return jnp.zeros_like(prototype)
+
+
+#: the support of an integer noise law and of a noisy count
+integers = _Integers()
+
+
+class IntegerNoise(Distribution):
+    """loc + e, e from a :class:`~dpposterior.ppl.NoiseLaw` on the integers (every cell its own law)."""
+
+    arg_constraints = {"loc": constraints.real}
+    support = integers
+    pytree_data_fields = ("loc",)
+    pytree_aux_fields = ("law",)
+
+    def __init__(self, loc, law: NoiseLaw, *, validate_args=None):
+        if not isinstance(law, NoiseLaw) or not law.integer_valued:
+            raise InputError("noise", "an integer-noise distribution takes an integer noise law")
+        loc = jnp.asarray(loc)
+        batch_shape = jnp.broadcast_shapes(jnp.shape(loc), law.shape)
+        self.loc = jnp.broadcast_to(loc, batch_shape)
+        self.law = law.broadcast_to(batch_shape)
+        super().__init__(batch_shape=batch_shape, validate_args=validate_args)
+
+    @validate_sample
+    def log_prob(self, value):
+        return self.law.log_mass(jnp.asarray(value) - self.loc, OPS)
+
+    def sample(self, key, sample_shape=()):
+        shape = tuple(sample_shape) + self.batch_shape
+        return self.loc + draw_integer_noise(self.law, key, shape).astype(jnp.result_type(self.loc, jnp.int32))
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return jnp.asarray(self.law.variance)
+
+    def tree_flatten(self):  # the law is static: its numbers are published constants
+        return (self.loc,), self.law
+
+    @classmethod
+    def tree_unflatten(cls, aux, params):
+        out = cls.__new__(cls)
+        IntegerNoise.__init__(out, params[0], aux)
+        return out
+
+
+def draw_integer_noise(law: NoiseLaw, key, shape):
+    """Inverse-CDF draws of every cell's noise (``shape`` ends in the law's shape) from one uniform per cell."""
+    w, cdf = law.cdf_table()
+    u = jax.random.uniform(key, shape, dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+    index = jnp.broadcast_to(jnp.asarray(law.index), shape)
+    out = jnp.zeros(shape, jnp.int32)
+    for i in range(cdf.shape[0]):  # one searchsorted per distinct law (a handful for per-cell scales)
+        k = jnp.searchsorted(jnp.asarray(cdf[i]), u, side="left") - w
+        out = jnp.where(index == i, k, out)
+    return out
+
+
+class DiscreteGaussian(IntegerNoise):
+    """The discrete Gaussian N_Z(loc, sigma^2): P(loc + k) = exp(-k^2 / (2 sigma^2)) / Z(sigma), k integer."""
+
+    def __init__(self, loc=0, sigma=1.0, *, validate_args=None):
+        law = NoiseLaw.build(lambda sigma: get_mechanism("discrete-gaussian")(sigma), sigma=sigma)
+        super().__init__(loc, law, validate_args=validate_args)
+
+
+class DiscreteLaplace(IntegerNoise):
+    """The discrete Laplace (two-sided geometric): P(loc + k) = exp(-|k| / scale) / Z(scale) (OpenDP's scale)."""
+
+    def __init__(self, loc=0, scale=1.0, *, validate_args=None):
+        law = NoiseLaw.build(lambda scale: get_mechanism("discrete-laplace").with_scale(scale), field="scale",
+                             scale=scale)
+        super().__init__(loc, law, validate_args=validate_args)
+
+
+def Noise(name, loc=0, *, validate_args=None, **fields):
+    """The registered noise law ``name`` with its release-record fields (``Noise("skellam", mu=4.0)``,
+    ``Noise("discrete-gaussian", sigma=3)``, ``Noise("laplace", epsilon=1, sensitivity=2)``), centred at ``loc``;
+    or a :class:`NoiseLaw` (``from_release(...)["counts"].noise``) given as ``name``."""
+    law = name if isinstance(name, NoiseLaw) else law_by_name(name, **fields)
+    if law.integer_valued:
+        return IntegerNoise(loc, law, validate_args=validate_args)
+    kind, scale, _ = continuous_form(law)
+    base = _Laplace if kind is NoiseShape.LAPLACE else _Normal
+    return base(loc, jnp.asarray(scale), validate_args=validate_args)
+
+
+def law_by_name(name, **fields) -> NoiseLaw:
+    kind = get_mechanism(name, "name")
+    return NoiseLaw.build(lambda **kw: kind(**kw), field="name", **fields)
+
+
+def continuous_form(law: NoiseLaw):
+    form = law.closed_form()
+    if form is None:
+        raise InputError("noise", f"{law.name} is neither Laplace- nor Gaussian-shaped")
+    return form
+
+
+def integer_law(noise, field: str = "noise") -> NoiseLaw:
+    """The law of ``noise``: a :class:`NoiseLaw` or one of this module's distributions centred at 0."""
+    if isinstance(noise, NoiseLaw):
+        law = noise
+    elif isinstance(noise, IntegerNoise):
+        if not np.all(np.asarray(noise.loc) == 0):
+            raise InputError(field, "the noise of a noisy count is centred at 0 (give loc=0)")
+        law = noise.law
+    else:
+        raise InputError(field, f"must be an integer noise law (DiscreteGaussian(0, sigma), DiscreteLaplace(0, "
+                         f"scale), Noise(...), a NoiseLaw), got {type(noise).__name__}")
+    if not law.integer_valued:
+        raise InputError(field, f"{law.name} is continuous: a noisy count takes integer noise (NoisySum takes "
+                         "continuous noise)")
+    return law
+
+
+class NoisyCount(Distribution):
+    """y* = y + e: a latent count ``count`` (a NumPyro discrete distribution) plus integer ``noise``, the count
+    summed out exactly over y* - W..y* + W, W holding all but ``tail`` of the noise."""
+
+    arg_constraints = {}
+    support = integers
+    pytree_data_fields = ("count",)
+    pytree_aux_fields = ("law", "tail", "W")
+
+    def __init__(self, count, noise, tail: float = DEFAULT_TAIL, *, validate_args=None):
+        if not isinstance(count, Distribution) or not count.support.is_discrete:
+            raise InputError("count", f"must be a NumPyro discrete distribution (Poisson, Binomial, ...), got "
+                             f"{type(count).__name__}")
+        if count.event_shape != ():
+            raise InputError("count", f"must be a scalar count per cell (event shape (), got {count.event_shape})")
+        law = integer_law(noise)
+        batch_shape = jnp.broadcast_shapes(count.batch_shape, law.shape)
+        self.count, self.law, self.tail = count, law.broadcast_to(batch_shape), float(tail)
+        self.W = self.law.window(self.tail)
+        window_entries(max(1, math.prod(batch_shape)), self.W)
+        super().__init__(batch_shape=batch_shape, validate_args=validate_args)
+
+    @validate_sample
+    def log_prob(self, value):
+        value = jnp.asarray(value)
+        shape = jnp.broadcast_shapes(jnp.shape(value), self.batch_shape)
+        window_entries(max(1, math.prod(shape)), self.W)
+        j = jnp.arange(-self.W, self.W + 1).reshape((-1,) + (1,) * len(shape))  # noise e = y* - y
+        latent = value - j  # (2W + 1, *shape): the latent counts y in the window
+        inside = self.count.support(latent)
+        safe = jnp.where(inside, latent, self.count.support.feasible_like(latent))
+        log_count = jnp.where(inside, self.count.log_prob(safe), -jnp.inf)
+        return logsumexp(log_count + self.law.log_mass(j, OPS), axis=0)
+
+    def sample(self, key, sample_shape=()):
+        k1, k2 = jax.random.split(key)
+        y = self.count.sample(k1, sample_shape)
+        shape = tuple(sample_shape) + self.batch_shape
+        return jnp.broadcast_to(y, shape) + draw_integer_noise(self.law, k2, shape).astype(y.dtype)
+
+    @property
+    def mean(self):
+        return jnp.broadcast_to(self.count.mean, self.batch_shape)
+
+    @property
+    def variance(self):
+        return self.count.variance + jnp.asarray(self.law.variance)
+
+    def tree_flatten(self):
+        return (self.count,), (self.law, self.tail)
+
+    @classmethod
+    def tree_unflatten(cls, aux, params):
+        return cls(params[0], aux[0], aux[1])
+
+
+class NoisySum(Distribution):
+    """y* = S + e: S the sum of ``n`` clamped records with mean ``mean`` and sd ``sd`` each (their clamped
+    values), taken as N(n mean, n sd^2) by the central limit theorem, plus Laplace or Gaussian ``noise``
+    (``Noise("laplace", epsilon=..., sensitivity=...)``, ``Noise("gaussian", sigma=...)`` or a continuous
+    :class:`NoiseLaw`).  The convolution is exact; the CLT is the approximation (docs/ppl.md says when it
+    fails)."""
+
+    arg_constraints = {"n": constraints.positive, "mean": constraints.real, "sd": constraints.positive}
+    support = constraints.real
+    pytree_data_fields = ("n", "mean", "sd")
+    pytree_aux_fields = ("kind", "scale")
+
+    def __init__(self, n, mean, sd, noise, *, validate_args=None):
+        if isinstance(noise, NoiseLaw):
+            law = noise
+        elif isinstance(noise, (_Laplace, _Normal)):
+            law = None
+            self.kind = NoiseShape.LAPLACE if isinstance(noise, _Laplace) else NoiseShape.GAUSSIAN
+            if not np.all(np.asarray(noise.loc) == 0):
+                raise InputError("noise", "the noise of a noisy sum is centred at 0 (give loc=0)")
+            self.scale = np.asarray(noise.scale)
+        else:
+            raise InputError("noise", f"must be Laplace or Gaussian noise (Noise('laplace', ...), Noise('gaussian', "
+                             f"...)), got {type(noise).__name__}")
+        if law is not None:
+            if law.integer_valued:
+                raise InputError("noise", f"{law.name} is integer noise: a noisy sum takes continuous noise")
+            self.kind, scale, _ = continuous_form(law)
+            self.scale = np.asarray(scale)
+        self.n, self.mean_, self.sd = promote_shapes(jnp.asarray(n, float), jnp.asarray(mean), jnp.asarray(sd))
+        batch_shape = jnp.broadcast_shapes(jnp.shape(self.n), jnp.shape(self.mean_), jnp.shape(self.sd),
+                                           np.shape(self.scale))
+        super().__init__(batch_shape=batch_shape, validate_args=validate_args)
+
+    def log_prob(self, value):
+        mu = self.n * self.mean_
+        s = jnp.sqrt(self.n) * self.sd
+        b = jnp.asarray(self.scale)
+        z = jnp.asarray(value) - mu
+        if self.kind is NoiseShape.GAUSSIAN:
+            total = jnp.sqrt(s ** 2 + b ** 2)
+            return -0.5 * (z / total) ** 2 - jnp.log(total) - 0.5 * math.log(2 * math.pi)
+        return laplace_convolved_log_density(z, s, b, jnp.logaddexp, log_ndtr, jnp.log)
+
+    def sample(self, key, sample_shape=()):
+        k1, k2 = jax.random.split(key)
+        shape = tuple(sample_shape) + self.batch_shape
+        s = self.n * self.mean_ + jnp.sqrt(self.n) * self.sd * jax.random.normal(k1, shape)
+        e = jax.random.laplace(k2, shape) if self.kind is NoiseShape.LAPLACE else jax.random.normal(k2, shape)
+        return s + jnp.asarray(self.scale) * e
+
+    @property
+    def mean(self):
+        return jnp.broadcast_to(self.n * self.mean_, self.batch_shape)
+
+    @property
+    def variance(self):
+        extra = 2 * self.scale ** 2 if self.kind is NoiseShape.LAPLACE else self.scale ** 2
+        return jnp.broadcast_to(self.n * self.sd ** 2 + extra, self.batch_shape)
+
+    def tree_flatten(self):
+        return (self.n, self.mean_, self.sd), (self.kind, self.scale)
+
+    @classmethod
+    def tree_unflatten(cls, aux, params):
+        out = cls.__new__(cls)
+        out.kind, out.scale = aux
+        out.n, out.mean_, out.sd = params
+        Distribution.__init__(out, batch_shape=jnp.broadcast_shapes(*(jnp.shape(p) for p in params),
+                                                                      np.shape(out.scale)))
+        return out
+
+
+def laplace_convolved_log_density(z, s, b, logaddexp, log_ndtr_, log):
+    """log of the density at z of N(0, s^2) + Laplace(0, b):
+    (1 / (4b)) [e^{s^2/(2b^2) - z/b} erfc((s/b - z/s)/sqrt2) + e^{s^2/(2b^2) + z/b} erfc((s/b + z/s)/sqrt2)],
+    with erfc(x / sqrt2) = 2 Phi(-x) taken as log Phi (stable in both tails)."""
+    half = s ** 2 / (2 * b ** 2)
+    left = half - z / b + log_ndtr_(z / s - s / b)
+    right = half + z / b + log_ndtr_(-z / s - s / b)
+    return logaddexp(left, right) - log(2 * b)
