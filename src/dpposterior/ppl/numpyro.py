@@ -164,6 +164,9 @@ def integer_law(noise, field: str = "noise") -> NoiseLaw:
         if not np.all(np.asarray(noise.loc) == 0):
             raise InputError(field, "the noise of a noisy count is centred at 0 (give loc=0)")
         law = noise.law
+    elif isinstance(noise, (_Laplace, _Normal)):
+        raise InputError(field, f"{type(noise).__name__} is continuous: a noisy count takes integer noise (NoisySum "
+                         "takes continuous noise)")
     else:
         raise InputError(field, f"must be an integer noise law (DiscreteGaussian(0, sigma), DiscreteLaplace(0, "
                          f"scale), Noise(...), a NoiseLaw), got {type(noise).__name__}")
