@@ -320,7 +320,7 @@ def test_synopses_name_only_existing_options():
                 assert option in known, f"{path.name}: {text}: {option}"
 
 
-@pytest.mark.parametrize("doc", [p for p in DOCS if any(k == "dpposterior" for k, _ in steps(p))],
+@pytest.mark.parametrize("doc", [p for p in DOCS if any(k in ("dpposterior", "python") for k, _ in steps(p))],
                          ids=lambda p: p.name)
 def test_documented_commands_run_reduced(doc, tmp_path):
     for command, code, out, err in _run_doc(doc, tmp_path, full=False):
@@ -329,7 +329,7 @@ def test_documented_commands_run_reduced(doc, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doc", [p for p in DOCS if any(k == "dpposterior" for k, _ in steps(p))],
+@pytest.mark.parametrize("doc", [p for p in DOCS if any(k in ("dpposterior", "python") for k, _ in steps(p))],
                          ids=lambda p: p.name)
 def test_documented_commands_run_as_written(doc, tmp_path):
     """The full set: every command at the size the doc gives, ending unflagged unless the doc explains it."""

@@ -71,6 +71,10 @@ class IntegerNoise(Distribution):
     def __init__(self, loc, law: NoiseLaw, *, validate_args=None):
         if not isinstance(law, NoiseLaw) or not law.integer_valued:
             raise InputError("noise", "an integer-noise distribution takes an integer noise law")
+        try:  # whether this can be a noisy count's noise: a centre known to be 0 (not a traced value)
+            self.centred = bool(np.all(np.asarray(loc) == 0))
+        except Exception:
+            self.centred = False
         loc = jnp.asarray(loc)
         batch_shape = jnp.broadcast_shapes(jnp.shape(loc), law.shape)
         self.loc = jnp.broadcast_to(loc, batch_shape)
@@ -161,7 +165,7 @@ def integer_law(noise, field: str = "noise") -> NoiseLaw:
     if isinstance(noise, NoiseLaw):
         law = noise
     elif isinstance(noise, IntegerNoise):
-        if not np.all(np.asarray(noise.loc) == 0):
+        if not noise.centred:
             raise InputError(field, "the noise of a noisy count is centred at 0 (give loc=0)")
         law = noise.law
     elif isinstance(noise, (_Laplace, _Normal)):
