@@ -86,3 +86,11 @@ def test_worker_preload_and_a_calibration_unit_skip_scipy_spatial_and_other_fami
             "assert 'scipy.spatial' not in sys.modules, 'scipy.spatial'\n"
             "assert 'dpposterior.families.gaussian' not in sys.modules, 'another family'")
     assert loaded_after(code) == set()
+
+
+def test_ppl_and_from_release_load_no_language():
+    """dpposterior.ppl and from_release need numpy only: no JAX, NumPyro, PyMC or PyTensor until a language's
+    module is imported."""
+    code = ("import sys\nfrom dpposterior.ppl import from_release\nfrom_release(sys.argv[1])\n"
+            "langs = [m for m in ('jax', 'numpyro', 'pymc', 'pytensor') if m in sys.modules]\nassert not langs, langs")
+    assert loaded_after(code, RELEASE) == set()
