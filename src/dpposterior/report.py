@@ -372,8 +372,9 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
 
     release = _release_of(main_attrs)
     sections: list[Any] = []
+    main_sizes = _group(main_idata, "posterior").sizes
     meta = [("file", str(path)), ("family", family), ("method", main.method),
-            ("chains x draws", f"{_group(main_idata, "posterior").sizes['chain']} x {_group(main_idata, "posterior").sizes['draw']}")]
+            ("chains x draws", f"{main_sizes['chain']} x {main_sizes['draw']}")]
     for key, words in RUN_ATTRIBUTES:
         if key in main_attrs and _applies(key, main_attrs):
             meta.append((words, _attr_words(key, main_attrs[key])))
