@@ -200,14 +200,15 @@ class Posterior:
         from .convergence import DECIMALS, summary_rows
         from .errors import InputError
 
-        post = self
+        stored = self.stored()  # (the values of the file and of to_arviz(): float32 where it says so)
+        names = list(stored)
         if var_names is not None:
             names = [var_names] if isinstance(var_names, str) else list(var_names)
-            missing = [n for n in names if n not in self.posterior]
+            missing = [n for n in names if n not in stored]
             if missing:
                 raise InputError("var_names", f"no posterior variable {', '.join(map(repr, missing))}")
-            post = Posterior(family=self.family, method=self.method, dims=self.dims, coords=self.coords,
-                             posterior={n: self.posterior[n] for n in names})
+        post = Posterior(family=self.family, method=self.method, dims=self.dims, coords=self.coords,
+                         posterior={n: stored[n] for n in names})
         columns, rows = summary_rows(post, hdi_prob=hdi_prob, mcse=True)
         table = pd.DataFrame([values for _, values in rows], index=[label for label, _ in rows], columns=columns,
                              dtype=float)
