@@ -13,9 +13,9 @@ import pytest
 az = pytest.importorskip("arviz")
 from dpposterior.arviz_compat import arviz_major  # noqa: E402
 
-if arviz_major() >= 1:  # the reference is ArviZ 0.23's arithmetic, which ArviZ 1 (arviz_stats) changed
-    pytest.skip("compares with ArviZ 0.23's functions (the Python 3.11 run); tests/test_arviz_cross.py checks "
-                "the summary under ArviZ 1", allow_module_level=True)
+#: the comparisons with ArviZ's own functions: the reference is ArviZ 0.23's arithmetic (and API), which ArviZ 1
+#: (arviz_stats) changed; they run under Python 3.11, and tests/test_arviz_cross.py checks the summary under ArviZ 1
+arviz0 = pytest.mark.skipif(arviz_major() >= 1, reason="compares with ArviZ 0.23's functions")
 
 from dpposterior import convergence  # noqa: E402
 from dpposterior.posterior import Posterior  # noqa: E402
@@ -63,6 +63,7 @@ def cases():
         yield kind, chains, draws, seed, make(np.random.default_rng([seed, chains, draws]), chains, draws)
 
 
+@arviz0
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_rhat_and_ess_equal_arviz(kind):
     checked = 0
@@ -80,6 +81,7 @@ def test_rhat_and_ess_equal_arviz(kind):
     assert checked == len(SHAPES) * 3
 
 
+@arviz0
 def test_chains_that_never_move_have_infinite_rhat():
     """Chains each constant at a different value: the within-chain variance is 0, so R-hat is infinite.
     Ours is infinite or huge (np.var of equal values leaves ~1e-32); ArviZ (with numba) computes that
@@ -94,6 +96,7 @@ def test_chains_that_never_move_have_infinite_rhat():
         assert not np.isfinite(theirs) or theirs > 1e6
 
 
+@arviz0
 @pytest.mark.parametrize("n", [1, 5, 16, 100, 1023])
 def test_hdi_equals_arviz(n):
     rng = np.random.default_rng(n)
@@ -121,6 +124,7 @@ def posterior(chains, draws, seed=0, padded=False):
                      coords={"category": ["a", "b", "c"]})
 
 
+@arviz0
 @pytest.mark.parametrize("chains,draws,padded", [(4, 200, False), (2, 51, False), (1, 100, False),
                                                  (3, 3, False), (2, 40, True)])
 def test_summary_rows_equal_arviz_summary(chains, draws, padded):
@@ -139,6 +143,7 @@ def test_summary_rows_equal_arviz_summary(chains, draws, padded):
                 assert close(value, ref.loc[label, column]), (label, column, value, ref.loc[label, column])
 
 
+@arviz0
 @pytest.mark.parametrize("chains,draws,padded", [(4, 200, False), (2, 51, False), (1, 100, False),
                                                  (3, 3, False), (2, 40, True)])
 def test_posterior_summary_is_arviz_summary(chains, draws, padded):
@@ -190,6 +195,7 @@ def test_printed_table_is_arviz_summary_rounded(chains, draws, padded):
     assert {label: [col[i] for col in printed[1:]] for i, label in enumerate(printed[0])} == expected
 
 
+@arviz0
 def test_checks_warn_with_arviz_numbers():
     """dpposterior.checks (after every infer) now uses these functions: same warnings, same numbers."""
     from dpposterior.checks import mcmc_warnings
@@ -207,6 +213,7 @@ def test_checks_warn_with_arviz_numbers():
     assert warned[1].startswith(f"bulk ESS {ess[worst_ess]:.0f} < 400 for {worst_ess}:")
 
 
+@arviz0
 @pytest.mark.parametrize("chains,draws", [(4, 101), (2, 50), (1, 40), (3, 8)])
 def test_diagnose_all_components_at_once_equals_arviz(chains, draws, monkeypatch):
     """One vectorised call over many components of every kind (ties, constant, NaN, stuck chains, heavy
@@ -233,6 +240,7 @@ def test_diagnose_all_components_at_once_equals_arviz(chains, draws, monkeypatch
             assert close(got["ess_tail"][index], az.ess(x, method="tail")), index
 
 
+@arviz0
 def test_hdi_rows_equal_hdi():
     rng = np.random.default_rng(5)
     x = rng.gamma(2.0, size=(30, 401))
@@ -241,6 +249,7 @@ def test_hdi_rows_equal_hdi():
         assert (lo[k], hi[k]) == tuple(float(v) for v in az.hdi(x[k], hdi_prob=0.9))
 
 
+@arviz0
 def test_checks_diagnose_every_component():
     """A component that has not converged is found however far into a large variable it is (the checks
     once looked at the first 64 components only)."""
