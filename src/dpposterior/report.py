@@ -864,7 +864,7 @@ def _table_marginal_figures(main: Loaded, others: list[Loaded], release: dict) -
             top = max(top, float(np.max(h)), float(np.max(x)))
         ax.plot([0, top], [0, top], color="0.5", lw=1, ls="--", label="released = posterior")
         ax.set_xlabel("released (noisy) count / n")
-        ax.set_ylabel("posterior median and 90% interval of the cell's probability")
+        ax.set_ylabel("posterior median and central 90% interval of the cell's probability")
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append(Figure("measured", "Measured marginals: released against posterior", _png(fig),
@@ -889,7 +889,7 @@ def _table_marginal_figures(main: Loaded, others: list[Loaded], release: dict) -
         ax.set_xticks(np.arange(len(names)))
         ax.set_xticklabels(names, rotation=90, fontsize=7)
         ax.set_xlabel(f"cell ({pair[0]}, {pair[1]})")
-        ax.set_ylabel("probability: median and 90% interval")
+        ax.set_ylabel("probability: median and central 90% interval")
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append(Figure("unmeasured", f"An unmeasured marginal: ({pair[0]}, {pair[1]})", _png(fig),
