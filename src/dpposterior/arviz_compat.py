@@ -135,7 +135,8 @@ def rank_figure(data, var_names: list[str]):
     import arviz as az
 
     if arviz_major() >= 1:
-        pc = az.plot_rank(data, var_names=var_names, envelope_prob=RANK_ENVELOPE_PROB, backend="matplotlib")
+        pc = az.plot_rank(data, var_names=var_names, method="envelope", envelope_prob=RANK_ENVELOPE_PROB,
+                          backend="matplotlib")
         return pc.viz["figure"].item()
     axes = az.plot_rank(data, var_names=var_names, kind="vlines", show=False)
     return np.asarray(axes).flat[0].get_figure()
