@@ -23,8 +23,9 @@ Why not call ArviZ: ``import arviz`` takes 2.4 s here (it imports matplotlib, xa
 scipy.stats, and compiles its numba ufuncs in every process), far more than a default ``dpposterior
 infer``'s sampler, and it computes one component at a time in Python; these checks run after every
 ``infer`` (``dpposterior.checks``), in the table the CLI prints (``dpposterior.console``) and in
-``dpposterior report``'s table.  ArviZ stays the library of record for files, plots and
-``Posterior.summary()`` (docs/architecture.md, "Imports stay light").
+``dpposterior report``'s table, and ``Posterior.summary()`` (with the MCSE columns) -- so those numbers are ArviZ
+0.23's under ArviZ 1 as well, whose summary defaults to another interval (docs/architecture.md, "ArviZ 0.x and
+1.x").  ArviZ stays the library of record for reading files and for plots (``dpposterior.arviz_compat``).
 """
 
 from __future__ import annotations
