@@ -147,6 +147,8 @@ class Posterior:
 
         from .netcdf import _arviz_version, _event_dims
 
+        if not hasattr(xr, "DataTree"):  # (pyproject allows older xarray, which ArviZ 0.23 accepts)
+            raise RuntimeError(f"to_datatree() needs xarray >= 2024.10 (xarray.DataTree); this is {xr.__version__}")
         stored = self.stored()
         attrs = self.netcdf_attrs(stored)
         created = datetime.datetime.now(datetime.timezone.utc).isoformat()
