@@ -164,3 +164,16 @@ def test_psis_under_either_arviz():
     assert abs(khat - 0.2457677070813161) < 0.01
     if arviz_compat.arviz_major() < 1:
         assert khat == pytest.approx(0.2457677070813161, abs=1e-12)
+
+
+def test_reading_leaves_the_file_closed(tmp_path):
+    """After ``Posterior.read`` the file can be opened for writing again at once (under ArviZ 1 a DataTree's
+    reference cycle kept the lazily read file open until the garbage collector ran)."""
+    import h5py
+
+    path = tmp_path / "p.nc"
+    expected().to_netcdf(path)
+    before = Posterior.read(path)
+    with h5py.File(path, "r+") as fh:
+        fh["posterior/mu"][0, 0] = 1.0
+    assert Posterior.read(path).posterior["mu"][0, 0] == 1.0 != before.posterior["mu"][0, 0]

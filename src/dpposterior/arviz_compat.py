@@ -57,7 +57,13 @@ def read_netcdf(path):
     """A posterior file read by the installed ArviZ: an InferenceData (0.x) or a DataTree (1.x)."""
     import arviz as az
 
-    return az.from_netcdf(str(path), engine="h5netcdf")
+    data = az.from_netcdf(str(path), engine="h5netcdf")
+    if is_datatree(data):
+        # a DataTree's nodes refer to each other (a reference cycle), so its lazily read file would stay open
+        # until the garbage collector runs (rewriting the file in between fails): read it whole, then close it
+        data.load()
+        data.close()
+    return data
 
 
 def group_names(data) -> list[str]:
