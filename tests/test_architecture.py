@@ -26,6 +26,8 @@ LAYERS = [
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.netcdf",
+                                 # every ArviZ call (0.x and 1.x), beside the file writer; imports no package module
+                                 "dpposterior.arviz_compat",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",
                                  # the family registry only (names -> module strings, Family, EngineSpec)
                                  "dpposterior.families="]),

@@ -23,8 +23,9 @@ Why not call ArviZ: ``import arviz`` takes 2.4 s here (it imports matplotlib, xa
 scipy.stats, and compiles its numba ufuncs in every process), far more than a default ``dpposterior
 infer``'s sampler, and it computes one component at a time in Python; these checks run after every
 ``infer`` (``dpposterior.checks``), in the table the CLI prints (``dpposterior.console``) and in
-``dpposterior report``'s table.  ArviZ stays the library of record for files, plots and
-``Posterior.summary()`` (docs/architecture.md, "Imports stay light").
+``dpposterior report``'s table, and ``Posterior.summary()`` (with the MCSE columns) -- so those numbers are ArviZ
+0.23's under ArviZ 1 as well, whose summary defaults to another interval (docs/architecture.md, "ArviZ 0.x and
+1.x").  ArviZ stays the library of record for reading files and for plots (``dpposterior.arviz_compat``).
 """
 
 from __future__ import annotations
@@ -265,6 +266,24 @@ def _block_diagnostics(x: np.ndarray, which, fold_split: bool) -> dict[str, np.n
             rhat = np.where(tail > bulk, tail, bulk)
             rhat[nan_rows] = np.nan
             out["rhat"] = rhat
+    if "mcse_mean" in which or "mcse_sd" in which:
+        # ArviZ 0.23's summary (_multichain_statistics): the mean's MCSE from the ESS of the split chains
+        # (not rank-normalised), the sd's from the ESS of the squared deviations and their variance
+        size = chains * draws
+        squared = (x - x.mean(axis=(1, 2), keepdims=True)) ** 2
+        total = squared.sum(axis=(1, 2))
+        bad = nan_rows | short
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if "mcse_mean" in which:
+                mcse = np.sqrt(total / (size - 1) / _ess_rows(split_chains(x)))
+                mcse[bad] = np.nan
+                out["mcse_mean"] = mcse
+            if "mcse_sd" in which:
+                evar = total / size
+                varvar = ((squared ** 2).mean(axis=(1, 2)) - evar ** 2) / _ess_rows(split_chains(squared))
+                mcse = np.sqrt(varvar / evar / 4)
+                mcse[bad] = np.nan
+                out["mcse_sd"] = mcse
     if "ess_tail" in which:
         flat = x.reshape(K, -1)
         tail = None
@@ -372,11 +391,12 @@ def _component_labels(name: str, post, event: tuple, flat_index: np.ndarray) -> 
             for j in range(len(flat_index))]
 
 
-def summary_rows(post, hdi_prob: float = 0.95, diagnostics: bool | None = None, limit: tuple[int, int] | None = None):
-    """``(columns, rows)`` of ArviZ's default summary of a Posterior, without ArviZ.
+def summary_rows(post, hdi_prob: float = 0.95, diagnostics: bool | None = None, limit: tuple[int, int] | None = None,
+                 mcse: bool = False):
+    """``(columns, rows)`` of ArviZ 0.23's default summary of a Posterior (its ``hdi_prob`` HDI), without ArviZ.
 
     ``columns``: mean, sd, hdi_lo%, hdi_hi% and, with more than one chain and more than 3 draws (or
-    ``diagnostics=True``), ess_bulk, ess_tail, r_hat.  ``rows``: ``(label, values)`` per scalar
+    ``diagnostics=True``), (with ``mcse``: mcse_mean, mcse_sd,) ess_bulk, ess_tail, r_hat.  ``rows``: ``(label, values)`` per scalar
     component, labelled ``name`` or ``name[coord, ...]`` in C order as ``arviz.summary`` does; the values
     are unrounded (round with :data:`DECIMALS`, 3 otherwise, for ArviZ's printed table).
 
@@ -389,8 +409,10 @@ def summary_rows(post, hdi_prob: float = 0.95, diagnostics: bool | None = None, 
         diagnostics = post.nchains > 1 and post.ndraws > 3
     alpha = 1 - hdi_prob
     columns = ["mean", "sd", f"hdi_{100 * alpha / 2:g}%", f"hdi_{100 * (1 - alpha / 2):g}%"]
+    which = ("mcse_mean", "mcse_sd") if mcse else ()
     if diagnostics:
-        columns += ["ess_bulk", "ess_tail", "r_hat"]
+        columns += [*which, "ess_bulk", "ess_tail", "r_hat"]
+    which += ("ess_bulk", "ess_tail", "rhat")
     sizes = {name: int(np.prod(np.shape(arr)[2:], dtype=np.int64)) for name, arr in post.posterior.items()}
     rows = []
     for name, arr in post.posterior.items():
@@ -407,11 +429,11 @@ def summary_rows(post, hdi_prob: float = 0.95, diagnostics: bool | None = None, 
         x = flat[:, :, chosen]
         sd = np.std(x, axis=(0, 1), ddof=1)
         lo, hi = hdi_rows(x.reshape(chains * draws, -1).T, hdi_prob)
-        diag = diagnose(x, ("ess_bulk", "ess_tail", "rhat"), fold_split=False) if diagnostics else None
+        diag = diagnose(x, which, fold_split=False) if diagnostics else None
         for j, label in enumerate(_component_labels(name, post, event, chosen)):
             values = [float(mean[chosen[j]]), float(sd[j]), float(lo[j]), float(hi[j])]
             if diag is not None:
-                values += [float(diag["ess_bulk"][j]), float(diag["ess_tail"][j]), float(diag["rhat"][j])]
+                values += [float(diag[key][j]) for key in which]
             rows.append((label, values))
         if hidden:
             rows.append((f"... {hidden} more {name}", None))

@@ -5,8 +5,9 @@ Source: the layout ``arviz.InferenceData.to_netcdf(engine="h5netcdf")`` (ArviZ 0
 ``posterior_predictive``, ``sample_stats``) with ``chain``/``draw`` and event-dimension coordinate
 variables, variables gzip-compressed, floats with ``_FillValue`` NaN, booleans as int8 with
 ``dtype = "bool"`` (xarray's encoding), each group's attributes ``created_at``, ``arviz_version`` and
-ours.  ``arviz.from_netcdf`` reads it back identical to the file ArviZ wrote
-(``tests/test_netcdf.py``); the format contract is docs/cli.md ("infer --out").
+ours.  ``arviz.from_netcdf`` reads it back identical to the file ArviZ wrote (``tests/test_netcdf.py``): ArviZ
+0.x as an InferenceData, ArviZ 1.x (``xarray.open_datatree``) as a DataTree (``tests/test_arviz_cross.py``); the
+format contract is docs/cli.md ("infer --out").
 
 Why not ArviZ: importing it (2.4 s here) and xarray with it cost more than a default ``dpposterior infer``
 computes (so that importing stays light; docs/architecture.md, "Imports stay light").

@@ -1,9 +1,10 @@
 """Posterior results: arrays with a leading (chain, draw) axis, exported to ArviZ.
 
-Every engine returns a :class:`Posterior`.  ``to_arviz()`` gives an
-``arviz.InferenceData`` with groups ``posterior`` (and, where the engine makes
-them, ``posterior_predictive`` and ``sample_stats``) and attrs naming the family,
-the method, the release's sha256, the package version and the seed.
+Every engine returns a :class:`Posterior`.  ``to_arviz()`` gives what the installed
+ArviZ works with (an ``arviz.InferenceData`` on ArviZ 0.x, an ``xarray.DataTree`` on
+ArviZ 1.x; ``to_datatree()`` gives the DataTree on either) with groups ``posterior``
+(and, where the engine makes them, ``posterior_predictive`` and ``sample_stats``) and
+attrs naming the family, the method, the release's sha256, the package version and the seed.
 """
 
 from __future__ import annotations
@@ -103,17 +104,18 @@ class Posterior:
         return attrs
 
     def to_arviz(self):
-        import arviz as az
+        """The posterior as the installed ArviZ holds one: an ``arviz.InferenceData`` on ArviZ 0.x (Python
+        3.11), the ``xarray.DataTree`` of :meth:`to_datatree` on ArviZ 1.x (Python >= 3.12).  Either way the same
+        groups, variables, dims, coords and attributes (each group's and the root's: :meth:`netcdf_attrs`)."""
+        from .arviz_compat import arviz_major, from_dict
 
+        if arviz_major() >= 1:
+            return self.to_datatree()
         stored = self.stored()
         attrs = self.netcdf_attrs(stored)
-        groups = {"posterior": stored}
-        if self.posterior_predictive:
-            groups["posterior_predictive"] = self.posterior_predictive
-        if self.sample_stats:
-            groups["sample_stats"] = self.sample_stats
+        groups = self._groups(stored)
         dims = {k: v for k, v in self.dims.items()}
-        idata = az.from_dict(**groups, dims=dims, coords=self.coords or None, attrs=attrs)
+        idata = from_dict(groups, dims=dims, coords=self.coords or None, attrs=attrs)
         for group, data in groups.items():  # the model's order of variables (ArviZ 0.23.4 sorts them by name)
             ds = getattr(idata, group)
             order = [k for k in data if k in ds.data_vars]
@@ -122,6 +124,48 @@ class Posterior:
         for group in idata.groups():
             getattr(idata, group).attrs.update(attrs)
         return idata
+
+    def _groups(self, stored: dict) -> dict:
+        groups = {"posterior": stored}
+        if self.posterior_predictive:
+            groups["posterior_predictive"] = self.posterior_predictive
+        if self.sample_stats:
+            groups["sample_stats"] = self.sample_stats
+        return groups
+
+    def to_datatree(self):
+        """The posterior as an ``xarray.DataTree`` (ArviZ 1's container), on any ArviZ: child nodes
+        ``posterior`` (and ``posterior_predictive``, ``sample_stats`` where the engine made them) with dims
+        (chain, draw, *event), the coords of :attr:`coords` (else 0..n-1, event dims unnamed in :attr:`dims`
+        called ``{name}_dim_{i}``), and :meth:`netcdf_attrs` on the root and on every group, each group also
+        with ``created_at`` and ``arviz_version`` -- what :meth:`to_arviz` holds on ArviZ 0.x and what a file of
+        :meth:`to_netcdf` reads back as.  ``to_datatree().to_netcdf(path, engine="h5netcdf")`` writes a file
+        that :meth:`read` and both ArviZ versions read.  Needs only xarray (>= 2024.10)."""
+        import datetime
+
+        import xarray as xr
+
+        from .netcdf import _arviz_version, _event_dims
+
+        if not hasattr(xr, "DataTree"):  # (pyproject allows older xarray, which ArviZ 0.23 accepts)
+            raise RuntimeError(f"to_datatree() needs xarray >= 2024.10 (xarray.DataTree); this is {xr.__version__}")
+        stored = self.stored()
+        attrs = self.netcdf_attrs(stored)
+        created = datetime.datetime.now(datetime.timezone.utc).isoformat()
+        nodes = {"/": xr.Dataset(attrs=attrs)}
+        for name, variables in self._groups(stored).items():
+            first = np.asarray(next(iter(variables.values())))
+            coords = {"chain": np.arange(first.shape[0]), "draw": np.arange(first.shape[1])}
+            data_vars = {}
+            for var, arr in variables.items():
+                arr = np.asarray(arr)
+                event = _event_dims(var, arr, self.dims, self.coords)
+                for dim, values in event:
+                    coords.setdefault(dim, values)
+                data_vars[var] = (("chain", "draw", *(dim for dim, _ in event)), arr)
+            nodes[name] = xr.Dataset(data_vars, coords=coords,
+                                     attrs={"created_at": created, "arviz_version": _arviz_version(), **attrs})
+        return xr.DataTree.from_dict(nodes)
 
     def to_netcdf(self, path, field: str = "out") -> None:
         """Write the posterior to ``path`` (ArviZ netCDF) atomically.
@@ -147,25 +191,32 @@ class Posterior:
         write_bytes(path, buf.getvalue(), field=field, hint=hint)
 
     def summary(self, hdi_prob: float = 0.95, var_names=None):
-        """ArviZ summary table with ``hdi_prob`` HPD intervals (prints whole, never cut by pandas)."""
+        """Summary table (a pandas DataFrame, printed whole): per scalar component the mean, sd, the
+        ``hdi_prob`` highest-density interval (HDI, the shortest interval, never the equal-tailed one) and,
+        with more than one chain and more than 3 draws, mcse_mean, mcse_sd, ess_bulk, ess_tail and r_hat --
+        ArviZ 0.23's ``az.summary(hdi_prob=hdi_prob)``, its columns, labels and rounding, computed by
+        :mod:`dpposterior.convergence` so that the numbers are the same under ArviZ 0.x and 1.x (ArviZ 1's own
+        summary defaults to an 89% equal-tailed interval).  ``var_names``: the variables to include (all)."""
+        import pandas as pd
 
-        import logging
+        from .convergence import DECIMALS, summary_rows
+        from .errors import InputError
 
-        import arviz as az
-
-        idata = self.to_arviz()
-        kind = "all" if self.nchains > 1 and self.ndraws > 3 else "stats"
-        padded = any(np.isnan(arr).any() for arr in self.posterior.values() if arr.dtype.kind == "f")
-        logger = getattr(az, "_log", None) or logging.getLogger("arviz")  # arviz's own Logger instance
-        level = logger.level
-        if padded:  # NaN padding of a ragged variable (naive-bayes levels): not a warning about the draws
-            logger.setLevel(logging.ERROR)
-        try:
-            table = az.summary(idata, var_names=var_names, hdi_prob=hdi_prob, kind=kind)
-        finally:
-            logger.setLevel(level)
-        if padded:  # padding cells are no parameters: their all-NaN rows are left out
-            table = table[~table.isna().all(axis=1) & table["mean"].notna()]
+        stored = self.stored()  # (the values of the file and of to_arviz(): float32 where it says so)
+        names = list(stored)
+        if var_names is not None:
+            names = [var_names] if isinstance(var_names, str) else list(var_names)
+            missing = [n for n in names if n not in stored]
+            if missing:
+                raise InputError("var_names", f"no posterior variable {', '.join(map(repr, missing))}")
+        post = Posterior(family=self.family, method=self.method, dims=self.dims, coords=self.coords,
+                         posterior={n: stored[n] for n in names})
+        columns, rows = summary_rows(post, hdi_prob=hdi_prob, mcse=True)
+        table = pd.DataFrame([values for _, values in rows], index=[label for label, _ in rows], columns=columns,
+                             dtype=float)
+        # padding cells of a ragged variable (naive-bayes levels) are no parameters: their rows are left out
+        table = table[~table.isna().all(axis=1) & table["mean"].notna()]
+        table = table.round({c: DECIMALS.get(c, 3) for c in columns})
         return _summary_frame_class()(table)
 
     def mean(self, name: str) -> np.ndarray:
@@ -222,8 +273,13 @@ class Posterior:
 
     @classmethod
     def from_arviz(cls, idata) -> "Posterior":
-        """A Posterior from an ``arviz.InferenceData`` (a posterior file read back)."""
-        ds = idata.posterior
+        """A Posterior from an ``arviz.InferenceData`` or an ``xarray.DataTree`` (a posterior file read back by
+        ArviZ 0.x or 1.x, or :meth:`to_arviz`/:meth:`to_datatree`)."""
+        from .arviz_compat import group
+
+        ds = group(idata, "posterior")
+        if ds is None:
+            raise ValueError("no posterior group")
         posterior, dims, coords = {}, {}, {}
         for name, var in ds.data_vars.items():
             posterior[name] = np.asarray(var.values)
@@ -234,11 +290,13 @@ class Posterior:
                 coords.setdefault(d, [v.item() if hasattr(v, "item") else v for v in ds[d].values])
         attrs = dict(ds.attrs)
         family, method = str(attrs.pop("family", "")), str(attrs.pop("method", ""))
-        sample_stats = {}
-        if hasattr(idata, "sample_stats"):
-            sample_stats = {k: np.asarray(v.values) for k, v in idata.sample_stats.data_vars.items()}
-        out = cls(family=family, method=method, posterior=posterior, dims=dims, coords=coords,
-                  sample_stats=sample_stats, attrs=attrs, iid=bool(int(attrs.get("iid_draws", 0) or 0)))
+        extra = {}
+        for name in ("posterior_predictive", "sample_stats"):
+            other = group(idata, name)
+            if other is not None:
+                extra[name] = {k: np.asarray(v.values) for k, v in other.data_vars.items()}
+        out = cls(family=family, method=method, posterior=posterior, dims=dims, coords=coords, attrs=attrs,
+                  iid=bool(int(attrs.get("iid_draws", 0) or 0)), **extra)
         if isinstance(out.attrs.get("n"), (np.integer, np.floating)):
             out.attrs["n"] = int(out.attrs["n"])
         return out
@@ -246,16 +304,15 @@ class Posterior:
     @classmethod
     def read(cls, path, field: str = "posterior") -> "Posterior":
         """A posterior file (netCDF, as ``infer --out`` writes it) read back; a one-line error naming ``field``."""
-        import arviz as az
-
+        from .arviz_compat import group, read_netcdf
         from .errors import InputError, check_input_file
 
         check_input_file(path, field)
         try:
-            idata = az.from_netcdf(str(path))
+            idata = read_netcdf(path)
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(field, f"cannot read a posterior file ({type(exc).__name__}: {exc})") from None
-        if not hasattr(idata, "posterior"):
+        if group(idata, "posterior") is None:
             raise InputError(field, "holds no posterior group")
         return cls.from_arviz(idata)
 

@@ -6,9 +6,10 @@ For a posterior (ArviZ netCDF written by ``dpposterior infer``):
   overlaid -- recomputed from the release stored in the file's attrs (``release_json``,
   ``prior_json``: see :func:`dpposterior.inference.infer`) when possible, and any
   ``--compare`` posteriors;
-* a table of posterior means and 95% HPD intervals (ArviZ ``hdi``, the shortest
-  interval holding 95% of the draws), with ESS and R-hat for the main posterior;
-* trace and rank plots (ArviZ ``plot_trace`` / ``plot_rank``, Vehtari et al. 2021)
+* a table of posterior means and 95% HPD intervals (highest-density: the shortest
+  interval holding 95% of the draws, never ArviZ 1's default 89% equal-tailed one;
+  ``dpposterior.convergence``), with ESS and R-hat for the main posterior;
+* trace and rank plots (ArviZ's, through ``dpposterior.arviz_compat``; Vehtari et al. 2021)
   for MCMC engines;
 * for a small-area posterior (hundreds or thousands of areas), a caterpillar plot of the area rates
   per cell (sorted by the posterior median, with 90% intervals, the naive ones beside them) instead
@@ -45,6 +46,8 @@ from typing import Any
 import numpy as np
 
 # engines that draw iid samples (no trace/rank diagnostics needed): the one list is dpposterior.checks'
+from .arviz_compat import group as _group
+from .arviz_compat import group_names, plot_kde, rank_caption, rank_figure, read_netcdf, root_attrs, trace_figure
 from .console import constrainable, registered_family
 from .errors import InputError
 
@@ -139,28 +142,26 @@ def _existing(p, field_name: str) -> Path:
 
 def load_posterior(path: Path, field_name: str = "posterior"):
     """ArviZ InferenceData from a netCDF file, or a one-line InputError."""
-    import arviz as az
-
     try:
-        idata = az.from_netcdf(path)
+        idata = read_netcdf(path)
     except Exception as exc:  # h5netcdf/xarray raise many kinds (OSError, ValueError, KeyError...)
         raise InputError(field_name, f"cannot read {path} as an ArviZ netCDF posterior "
                                      f"({type(exc).__name__})") from None
-    if "posterior" not in idata.groups() or not idata.posterior.data_vars:
+    if "posterior" not in group_names(idata) or not _group(idata, "posterior").data_vars:
         raise InputError(field_name, f"{path} has no posterior group")
     from .checks import is_padding
 
-    for name, var in idata.posterior.data_vars.items():
+    for name, var in _group(idata, "posterior").data_vars.items():
         values = np.asarray(var.values)
         if values.dtype.kind in "fc" and not _all_finite(values) and not is_padding(values):
             bad = int((~np.isfinite(values)).sum())
             raise InputError(field_name, f"{path}: {bad} of {values.size} draws of {name} are not finite (NaN or "
                              "infinite); a report of them would be meaningless")
-    sealed = idata.attrs.get("draws_sha256") if hasattr(idata, "attrs") else None
+    sealed = root_attrs(idata).get("draws_sha256")
     if sealed is not None:  # written by current versions (older files have no seal)
         from .posterior import draws_sha256
 
-        if str(sealed) != draws_sha256({k: v.values for k, v in idata.posterior.data_vars.items()}):
+        if str(sealed) != draws_sha256({k: v.values for k, v in _group(idata, "posterior").data_vars.items()}):
             raise InputError(field_name, f"{path}: its draws do not match their sha256 (edited or corrupted after "
                                          "dpposterior wrote them)")
     return idata
@@ -176,7 +177,7 @@ def components(idata, max_components: int | None = None, skip=()) -> dict[str, n
     """Scalar components ``label -> (chain, draw)`` of every posterior variable (but those in ``skip``),
     e.g. ``theta[x1]``."""
     out: dict[str, np.ndarray] = {}
-    for name, da in idata.posterior.data_vars.items():
+    for name, da in _group(idata, "posterior").data_vars.items():
         if name in skip:
             continue
         event_dims = [d for d in da.dims if d not in ("chain", "draw")]
@@ -201,8 +202,8 @@ def components(idata, max_components: int | None = None, skip=()) -> dict[str, n
 
 
 def _attrs(idata) -> dict[str, Any]:
-    attrs = dict(idata.attrs) if getattr(idata, "attrs", None) else {}
-    attrs.update(dict(idata.posterior.attrs))
+    attrs = root_attrs(idata)
+    attrs.update(dict(_group(idata, "posterior").attrs))
     return attrs
 
 
@@ -328,8 +329,6 @@ def _iid(attrs: dict) -> bool:
 
 def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None = None,
                         geometry_key: str | None = None):
-    import arviz as az
-
     from . import progress
 
     progress.status("reading the posterior")
@@ -340,11 +339,11 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
     areal = registered is not None and registered.areal
     outlines = None
     if geometry is not None:  # before any long work: a file that matches no area is refused at once
-        if not areal or "area" not in main_idata.posterior.coords:
+        if not areal or "area" not in _group(main_idata, "posterior").coords:
             raise InputError("geometry", f"maps are drawn for a small-area posterior; {path} is of family {family!r}")
         from .geometry import match_areas, read_geojson
 
-        areas = [str(a) for a in main_idata.posterior.coords["area"].values]
+        areas = [str(a) for a in _group(main_idata, "posterior").coords["area"].values]
         outlines = (areas, *match_areas(areas, read_geojson(geometry), geometry_key), geometry)
     # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each
     skip = AREA_VARIABLES if areal else ()
@@ -373,8 +372,9 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
 
     release = _release_of(main_attrs)
     sections: list[Any] = []
+    main_sizes = _group(main_idata, "posterior").sizes
     meta = [("file", str(path)), ("family", family), ("method", main.method),
-            ("chains x draws", f"{main_idata.posterior.sizes['chain']} x {main_idata.posterior.sizes['draw']}")]
+            ("chains x draws", f"{main_sizes['chain']} x {main_sizes['draw']}")]
     for key, words in RUN_ATTRIBUTES:
         if key in main_attrs and _applies(key, main_attrs):
             meta.append((words, _attr_words(key, main_attrs[key])))
@@ -390,7 +390,7 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
             sections.append(_choropleth_figure(main, *outlines))
         sections.append(("note", "The table, densities and trace plots below show the shared parameters; the "
                                  "per-area variables (" + ", ".join(v for v in AREA_VARIABLES
-                                                                    if v in main_idata.posterior) +
+                                                                    if v in _group(main_idata, "posterior")) +
                                  ") are in the caterpillar plot above and in the posterior file."))
     sections.append(("table", f"Posterior means and {HDI_PROB:.0%} HPD intervals", *_hpd_table(main, others)))
     sections.append(_density_figure(main, others))
@@ -405,17 +405,13 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
     if not _iid(main.attrs):
         var_names = [v for v in _first_vars(main_idata, 4 + len(skip)) if v not in skip][:4]
         sections.append(_arviz_figure(
-            "trace", "Trace plot (MCMC)",
-            lambda: az.plot_trace(main_idata, var_names=var_names, compact=True, show=False),
+            "trace", "Trace plot (MCMC)", lambda: trace_figure(main_idata, var_names),
             "Left: per-chain densities; right: draws in iteration order. Chains should overlap and look "
             "like stationary noise."))
-        if main_idata.posterior.sizes["chain"] >= 2:
+        if _group(main_idata, "posterior").sizes["chain"] >= 2:
             sections.append(_arviz_figure(
-                "rank", "Rank plot (MCMC)",
-                lambda: az.plot_rank(main_idata, var_names=var_names, kind="vlines", show=False),
-                "Ranks of each chain's draws among all draws: uniform (flat around the dashed line) when the "
-                "chains mix (Vehtari et al. 2021)."))
-    if "posterior_predictive" in main_idata.groups():
+                "rank", "Rank plot (MCMC)", lambda: rank_figure(main_idata, var_names), rank_caption()))
+    if "posterior_predictive" in group_names(main_idata):
         pp = _predictive_figure(main_idata, release)
         if pp is not None:
             sections.append(pp)
@@ -424,7 +420,7 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
 
 def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
     """(draws as (samples, area, cell), cell labels) of a per-area variable, or None when absent."""
-    post = loaded.idata.posterior
+    post = _group(loaded.idata, "posterior")
     if var not in post:
         return None
     da = post[var]
@@ -437,7 +433,7 @@ def _area_draws(loaded: Loaded, var: str) -> tuple[np.ndarray, list] | None:
 
 def _area_names(loaded: Loaded, count: int) -> list[str]:
     """The area ids of a small-area posterior (its ``area`` coordinate), or 1..G when it has none."""
-    post = loaded.idata.posterior
+    post = _group(loaded.idata, "posterior")
     if "area" in post.coords and post.sizes.get("area") == count:
         return [str(a) for a in post.coords["area"].values]
     return [str(k + 1) for k in range(count)]
@@ -471,7 +467,7 @@ def _caterpillar_figure(main: Loaded, others: list[Loaded]) -> Figure:
 
     from .units import unit_label
 
-    var = "rate" if "rate" in main.idata.posterior else "u"
+    var = "rate" if "rate" in _group(main.idata, "posterior") else "u"
     draws, cells = _area_draws(main, var)
     lo_q, hi_q = 0.5 - CATERPILLAR_PROB / 2, 0.5 + CATERPILLAR_PROB / 2
     G = draws.shape[1]
@@ -530,7 +526,7 @@ def _choropleth_figure(main: Loaded, areas: list[str], rings: dict, key: str, ot
     from .geometry import FEATURE_ID, draw_choropleth
     from .units import unit_label
 
-    var = "rate" if "rate" in main.idata.posterior else "u"
+    var = "rate" if "rate" in _group(main.idata, "posterior") else "u"
     draws, cells = _area_draws(main, var)
     lo_q, hi_q = 0.5 - CATERPILLAR_PROB / 2, 0.5 + CATERPILLAR_PROB / 2
     medians = [_median_by_blocks(draws[:, :, c]) for c in range(len(cells))]
@@ -613,7 +609,7 @@ def _attr_words(key: str, value) -> str:
 
 
 def _first_vars(idata, k: int) -> list[str]:
-    return [str(v) for v in list(idata.posterior.data_vars)[:k]]
+    return [str(v) for v in list(_group(idata, "posterior").data_vars)[:k]]
 
 
 def _hpd_table(main: Loaded, others: list[Loaded]):
@@ -622,7 +618,7 @@ def _hpd_table(main: Loaded, others: list[Loaded]):
     from .convergence import diagnose, hdi_rows
 
     header = ["variable", f"{main.label}: mean", f"{HDI_PROB:.0%} HPD"]
-    diag = main.idata.posterior.sizes["chain"] >= 2
+    diag = _group(main.idata, "posterior").sizes["chain"] >= 2
     if diag:
         header += ["ESS (bulk)", "R-hat"]
     for o in others:
@@ -664,7 +660,6 @@ def _fmt(x) -> str:
 
 
 def _density_figure(main: Loaded, others: list[Loaded]) -> Figure:
-    import arviz as az
     import matplotlib.pyplot as plt
 
     labels = list(main.components)[:MAX_DENSITY_PANELS]
@@ -691,7 +686,7 @@ def _density_figure(main: Loaded, others: list[Loaded]) -> Figure:
                 ax.axvline(float(np.mean(x)), label=name, **style)
                 spikes = True
                 continue
-            az.plot_kde(x, ax=ax, plot_kwargs=style, label=name)
+            plot_kde(x, ax, label=name, **style)
         ax.set_xlim(*view)
         ax.set_title(label)
         ax.set_xlabel(label)
@@ -722,7 +717,6 @@ def _thin(x: np.ndarray) -> np.ndarray:
 
 
 def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
-    import arviz as az
     import matplotlib.pyplot as plt
 
     labels = list(main.components)[:MAX_PAIR_COMPONENTS]
@@ -742,8 +736,7 @@ def _pair_figure(main: Loaded, others: list[Loaded]) -> Figure | None:
                     continue
                 color = COLORS[c % len(COLORS)]
                 if i == j:
-                    az.plot_kde(post.components[xl].reshape(-1), ax=ax,
-                                plot_kwargs={"color": color, "linestyle": "-" if c == 0 else "--"})
+                    plot_kde(post.components[xl].reshape(-1), ax, color=color, linestyle="-" if c == 0 else "--")
                 else:
                     ax.scatter(_thin(post.components[xl]), _thin(post.components[yl]), s=2,
                                alpha=0.25 if c == 0 else 0.15, color=color, rasterized=True,
@@ -817,16 +810,15 @@ def _feasible_figure(main: Loaded, others: list[Loaded], release: dict | None) -
 
 
 def _predictive_figure(idata, release: dict | None) -> Figure | None:
-    import arviz as az
     import matplotlib.pyplot as plt
 
-    pp = idata.posterior_predictive
+    pp = _group(idata, "posterior_predictive")
     names = [str(v) for v in pp.data_vars if pp[v].ndim == 2]
     if not names:
         return None
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for c, name in enumerate(names[:3]):
-        az.plot_kde(pp[name].values.reshape(-1), ax=ax, plot_kwargs={"color": COLORS[c]}, label=name)
+        plot_kde(pp[name].values.reshape(-1), ax, label=name, color=COLORS[c])
     if release is not None and "bounds" in release:
         a, b = (float(v) for v in release["bounds"])
         ax.axvspan(a, b, color="0.9", zorder=0, label="data bounds")
@@ -837,10 +829,7 @@ def _predictive_figure(idata, release: dict | None) -> Figure | None:
 
 
 def _arviz_figure(name: str, title: str, plot, caption: str) -> Figure:
-    import matplotlib.pyplot as plt
-
-    axes = plot()
-    fig = np.asarray(axes).flat[0].get_figure()
+    fig = plot()
     fig.tight_layout()
     return Figure(name, title, _png(fig), caption)
 
@@ -875,7 +864,7 @@ def _table_marginal_figures(main: Loaded, others: list[Loaded], release: dict) -
             top = max(top, float(np.max(h)), float(np.max(x)))
         ax.plot([0, top], [0, top], color="0.5", lw=1, ls="--", label="released = posterior")
         ax.set_xlabel("released (noisy) count / n")
-        ax.set_ylabel("posterior median and 90% interval of the cell's probability")
+        ax.set_ylabel("posterior median and central 90% interval of the cell's probability")
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append(Figure("measured", "Measured marginals: released against posterior", _png(fig),
@@ -900,7 +889,7 @@ def _table_marginal_figures(main: Loaded, others: list[Loaded], release: dict) -
         ax.set_xticks(np.arange(len(names)))
         ax.set_xticklabels(names, rotation=90, fontsize=7)
         ax.set_xlabel(f"cell ({pair[0]}, {pair[1]})")
-        ax.set_ylabel("probability: median and 90% interval")
+        ax.set_ylabel("probability: median and central 90% interval")
         ax.legend(fontsize=8)
         fig.tight_layout()
         out.append(Figure("unmeasured", f"An unmeasured marginal: ({pair[0]}, {pair[1]})", _png(fig),

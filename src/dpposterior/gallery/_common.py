@@ -166,10 +166,11 @@ def _seeds(ctx: Context, n: int):
 
 
 def _hdi(x, prob: float = 0.95) -> tuple[float, float]:
-    import arviz as az
+    """The ``prob`` highest-density interval of the draws (``dpposterior.convergence``: ArviZ 0.23's
+    ``az.hdi`` to the last bit, whichever ArviZ is installed)."""
+    from ..convergence import hdi
 
-    lo, hi = az.hdi(np.asarray(x, dtype=float).reshape(-1), hdi_prob=prob)
-    return float(lo), float(hi)
+    return hdi(np.asarray(x, dtype=float).reshape(-1), prob)
 
 
 def _g(x, digits: int = 3) -> str:

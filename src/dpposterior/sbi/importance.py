@@ -73,14 +73,13 @@ def effective_sample_size(log_weights) -> float:
 
 
 def pareto_smooth(log_weights) -> tuple[np.ndarray, float]:
-    """PSIS-smoothed, normalised log weights and k-hat (``arviz.psislw``)."""
-    import arviz as az
+    """PSIS-smoothed, normalised log weights and k-hat (ArviZ's ``psislw``, dpposterior.arviz_compat)."""
+    from ..arviz_compat import psislw
 
     lw = np.asarray(log_weights, float)
     with warnings.catch_warnings():   # psislw warns on k-hat > 0.7 itself; the caller reports it
         warnings.simplefilter("ignore")
-        smoothed, khat = az.psislw(lw - lw.max(), reff=1.0)
-    return np.asarray(smoothed, float), float(np.asarray(khat))
+        return psislw(lw - lw.max())
 
 
 def kernel_resample(theta, log_weights, n: int, rng: np.random.Generator) -> np.ndarray:
