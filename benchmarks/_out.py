@@ -48,3 +48,36 @@ def out_path(out, name: str, update: bool) -> Path:
     path = Path(out) if out else results_dir(update) / name
     print(f"(results go to {path})", flush=True)
     return path
+
+
+def loadavg() -> str:
+    """``/proc/loadavg`` (recorded before and after every timed run), or "n/a"."""
+    try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return "n/a"
+
+
+def run_worker(cmd: list[str], env: dict, timeout: float, rec: dict, stderr_tail: int = 600) -> dict:
+    """Run one worker process and fold its last ``RESULT {json}`` line into ``rec``, with ``status`` ("ok", the
+    exit code and the tail of stderr, or the timeout), ``process_seconds`` and the load before and after."""
+    import json
+    import subprocess
+    import time
+
+    rec["loadavg_before"] = loadavg()
+    t0 = time.perf_counter()
+    try:
+        cp = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        rec["process_seconds"] = time.perf_counter() - t0
+        line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
+        if cp.returncode != 0 or not line:
+            rec["status"] = f"failed rc={cp.returncode}: {cp.stderr.strip()[-stderr_tail:]}"
+        else:
+            rec.update(json.loads(line[-1][7:]))
+            rec["status"] = "ok"
+    except subprocess.TimeoutExpired:
+        rec["process_seconds"] = time.perf_counter() - t0
+        rec["status"] = f"timeout after {timeout} s"
+    rec["loadavg_after"] = loadavg()
+    return rec

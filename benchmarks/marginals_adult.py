@@ -134,13 +134,6 @@ REDUCTION_NOTES = [
 ]
 
 
-def loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "n/a"
-
-
 def require_data(path: Path) -> None:
     if not Path(path).is_file():
         sys.exit(f"marginals_adult: no data at {path}. It is Private-PGM's data/adult.csv (ryan112358/private-pgm, "
@@ -461,22 +454,9 @@ def run_child(extra: list[str], args, cores: int) -> dict:
            str(args.attributes), "--mbi-iters", str(args.mbi_iters),
            *([] if args.concentration is None else ["--concentration", repr(args.concentration)]), "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
-    rec = {"loadavg_before": loadavg()}
-    t0 = time.perf_counter()
-    try:
-        cp = subprocess.run(cmd, env=child_env(cores), capture_output=True, text=True, timeout=args.timeout)
-        rec["process_seconds"] = time.perf_counter() - t0
-        line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
-        if cp.returncode != 0 or not line:
-            rec["status"] = f"failed rc={cp.returncode}: {cp.stderr.strip()[-1500:]}"
-        else:
-            rec.update(json.loads(line[-1][7:]))
-            rec["status"] = "ok"
-    except subprocess.TimeoutExpired:
-        rec["process_seconds"] = time.perf_counter() - t0
-        rec["status"] = f"timeout after {args.timeout} s"
-    rec["loadavg_after"] = loadavg()
-    return rec
+    from _out import run_worker
+
+    return run_worker(cmd, child_env(cores), args.timeout, {}, stderr_tail=1500)
 
 
 def truth(args) -> dict:
@@ -583,7 +563,7 @@ def table(doc: dict) -> str:
 
 
 def main(argv=None) -> None:
-    from _out import add_update_flag, out_path
+    from _out import add_update_flag, loadavg, out_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Private-PGM's adult.csv (default %(default)s)")

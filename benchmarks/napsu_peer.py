@@ -83,6 +83,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _out import loadavg  # this folder is on sys.path: the script is run by path, its workers by __file__
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -95,13 +96,6 @@ MEASURED = ("age", "income")
 EPSILONS = (0.5, 1.0)
 LEVEL = 0.90
 NAPSU_MODES = ("napsu", "napsu-nuts", "napsu-laplace")
-
-
-def loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "n/a"
 
 
 def _summ(draws: np.ndarray, truth: np.ndarray) -> dict:

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,13 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "docs" / "gallery" / "small-area" / "release.json"
 CHAINS, DRAWS, WARMUP = 4, 1000, 1000
 ENGINES = ("exact-da", "numpyro", "pymc")
-
-
-def loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "n/a"
 
 
 # ----------------------------------------------------------------------------- the models
@@ -177,23 +169,10 @@ def child_env() -> dict:
 
 
 def run_one(engine, seed, timeout) -> dict:
-    rec = {"engine": engine, "seed": seed, "loadavg_before": loadavg()}
-    t0 = time.perf_counter()
-    try:
-        cp = subprocess.run([sys.executable, __file__, "--worker", engine, "--worker-seed", str(seed)],
-                            env=child_env(), capture_output=True, text=True, timeout=timeout)
-        rec["process_seconds"] = time.perf_counter() - t0
-        line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
-        if cp.returncode != 0 or not line:
-            rec["status"] = f"failed rc={cp.returncode}: {cp.stderr.strip()[-600:]}"
-        else:
-            rec.update(json.loads(line[-1][7:]))
-            rec["status"] = "ok"
-    except subprocess.TimeoutExpired:
-        rec["process_seconds"] = time.perf_counter() - t0
-        rec["status"] = f"timeout after {timeout} s"
-    rec["loadavg_after"] = loadavg()
-    return rec
+    from _out import run_worker
+
+    return run_worker([sys.executable, __file__, "--worker", engine, "--worker-seed", str(seed)], child_env(), timeout,
+                      {"engine": engine, "seed": seed})
 
 
 def agreement(rows, engine: str, reference: str = "exact-da") -> dict:
@@ -256,7 +235,7 @@ def table(rows) -> str:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _out import add_update_flag, out_path
+    from _out import add_update_flag, loadavg, out_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -60,13 +60,6 @@ PRIOR = {"alpha_mean": 1.0, "alpha_sd": 1.0}
 TAIL = 1e-12
 
 
-def loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "n/a"
-
-
 def make_release(G: int, seed: int):
     from dpposterior.families.small_area import SmallAreaPrior, simulate
 
@@ -212,22 +205,10 @@ def run_one(engine, G, seed, args, cores) -> dict:
            "--draws", str(args.draws), "--warmup", str(args.warmup)]
     if args.second and not (engine.startswith("numpyro") and G > args.second_max_G):
         cmd.append("--worker-second")
-    rec = {"engine": engine, "G": G, "C": C, "sigma": SIGMA, "seed": seed, "loadavg_before": loadavg()}
-    t0 = time.perf_counter()
-    try:
-        cp = subprocess.run(cmd, env=child_env(cores), capture_output=True, text=True, timeout=args.timeout)
-        rec["process_seconds"] = time.perf_counter() - t0
-        line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
-        if cp.returncode != 0 or not line:
-            rec["status"] = f"failed rc={cp.returncode}: {cp.stderr.strip()[-600:]}"
-        else:
-            rec.update(json.loads(line[-1][7:]))
-            rec["status"] = "ok"
-    except subprocess.TimeoutExpired:
-        rec["process_seconds"] = time.perf_counter() - t0
-        rec["status"] = f"timeout after {args.timeout} s"
-    rec["loadavg_after"] = loadavg()
-    return rec
+    from _out import run_worker
+
+    return run_worker(cmd, child_env(cores), args.timeout, {"engine": engine, "G": G, "C": C, "sigma": SIGMA,
+                                                             "seed": seed})
 
 
 def agreement(rows) -> None:
@@ -289,7 +270,7 @@ def table(rows) -> str:
 
 def main() -> None:
     global DRAWS, WARMUP
-    from _out import add_update_flag, out_path
+    from _out import add_update_flag, loadavg, out_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     ap.add_argument("--G", type=int, nargs="+", default=[100, 1000])
