@@ -326,3 +326,18 @@ def test_refusals_are_one_line_and_name_the_field():
         P_pm.DiscreteGaussian(0, 1.0)
     with pytest.raises(InputError, match="noise"):
         P_pm.NoisyCount.dist(pm.Poisson.dist(3.0), pm.Normal.dist(0, 1))
+
+
+def test_from_release_reads_every_shipped_release_and_names_what_has_no_law():
+    """Every example release: its tables with their laws, or (a binomial trajectory, built by its family alone) a
+    one-line reason when asked for."""
+    for path in sorted((ROOT / "examples" / "releases").glob("*.json")):
+        data = from_release(path)
+        assert len(data) + len(data.unavailable) >= 1, path.name
+        for name in data:
+            t = data[name]
+            assert t.noise.shape == t.value.shape, (path.name, name)
+        for name in data.unavailable:
+            with pytest.raises(InputError, match="no noise law"):
+                data[name]
+    assert "statistics.infected" in from_release(ROOT / "examples" / "releases" / "sir-eps10.json").unavailable

@@ -298,12 +298,19 @@ class ReleaseBase(BaseModel):
         return flag_large_delta(compose([record_cost(rec, delta) for rec in _records(self)], delta),
                                 getattr(self, "n", None))
 
-    def released_tables(self) -> list[tuple[str, np.ndarray, list, np.ndarray | None, tuple[str, ...]]]:
+    def released_tables(self) -> list[tuple]:
         """Every released table as (name, values, its mechanisms, each cell's index into them or None for one
-        mechanism, the names of its axes): what ``dpposterior.ppl.from_release`` conditions a model on.  Here each
+        mechanism, the names of its axes[, why it has no noise law]): what ``dpposterior.ppl.from_release``
+        conditions a model on.  Here each
         statistic record by its field path (``statistics.successes``); a family whose tables are not statistic
         records, or whose cells differ in their noise, states its own."""
-        return [(path, rec.array(), [from_record(rec)], None, ()) for path, rec in named_records(self)]
+        out = []
+        for path, rec in named_records(self):
+            try:
+                out.append((path, rec.array(), [from_record(rec)], None, ()))
+            except (InputError, ValueError) as exc:  # a mechanism only its family builds: no law of its own
+                out.append((path, rec.array(), [], None, (), getattr(exc, "reason", None) or str(exc)))
+        return out
 
     def total_privacy_cost(self) -> tuple[float, float]:
         """(epsilon, delta) of the whole release (:meth:`privacy`)."""

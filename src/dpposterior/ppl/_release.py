@@ -68,7 +68,10 @@ def from_release(path) -> ReleaseData:
 
     release = load_release(path)
     tables, unavailable = {}, {}
-    for name, values, mechanisms, index, dims in release.released_tables():
+    for name, values, mechanisms, index, dims, *why in release.released_tables():
+        if why:
+            unavailable[name] = f"has no noise law a model can use ({why[0]})"
+            continue
         try:
             law = NoiseLaw(mechanisms, np.zeros(np.shape(values), np.int64) if index is None else index)
         except InputError as exc:
