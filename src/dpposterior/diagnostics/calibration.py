@@ -131,8 +131,11 @@ def resolve_mechanism(family, mechanism, epsilon, rho) -> dict | None:
         # a count simulator takes any registered integer noise law (exact integer noise from its own sampler)
         if mechanism not in offered and not (family.simulates_integer_noise and is_integer_noise(mechanism)):
             if not offered:
+                from ..families import available_families, get_family
+
+                takers = ", ".join(n for n in available_families() if get_family(n).simulate_mechanisms)
                 raise InputError("mechanism", f"the {family.name} simulator releases through its own mechanism "
-                                 "only; --mechanism is for binomial, multinomial and poisson")
+                                 f"only; --mechanism is for {takers}")
             raise InputError("mechanism", f"{mechanism!r} is not a mechanism of the {family.name} simulator "
                              f"(one of: {', '.join(offered)})")
     if accounts_rho(mechanism):  # zCDP: the budget is rho
@@ -169,6 +172,9 @@ def mechanism_record(family, epsilon, mechanism: dict | None) -> dict | None:
     families."""
     if mechanism is not None:
         return dict(mechanism)
+    own = family.hooks.get("simulated_mechanism")
+    if own is not None:  # a simulator that reads --epsilon its own way says how
+        return own(epsilon)
     if family.simulate_mechanisms:
         return {"name": family.simulate_mechanisms[0], "epsilon": float(epsilon)}
     return None
@@ -662,7 +668,8 @@ def budget_label(result: dict, short: bool = False) -> str:
     ``discrete-gaussian rho=0.5`` (``short``: eps, rho)."""
     mech = result.get("mechanism") or {}
     eps = "eps" if short else "epsilon"
-    if not mech or mech.get("name") == _own_mechanism(result.get("family")):
+    own = not mech or mech.get("name") == _own_mechanism(result.get("family"))
+    if own and result.get("epsilon") is not None:  # the simulator's own release, at calibrate's --epsilon
         return f"{eps}={result['epsilon']:g}"
     budget = f"rho={mech['rho']:g}" if "rho" in mech else f"{eps}={mech['epsilon']:g}"
     return f"{mech['name']} {budget}"

@@ -619,8 +619,9 @@ def sigma_of_variance(var: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- simulation
 def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=None, postprocessing="none",
-             parents=None, tau: float | None = None, likelihood: str = "poisson"):
-    """theta ~ prior, counts ~ model, release through the discrete Gaussian (sigma per cell).
+             parents=None, tau: float | None = None, likelihood: str = "poisson", noise=None):
+    """theta ~ prior, counts ~ model, release through the discrete Gaussian (sigma per cell), or through
+    ``noise`` = (the release record's mechanism fields, a seeded draw ``noise_draw(shape, rng)``) when given.
 
     ``tau`` fixes the area-effect sd (benchmarks) instead of drawing it.  ``likelihood="binomial"``: y ~
     Binomial(E, p), logit p = alpha + u (+ v), E the whole number at risk per area (``exposure``, required);
@@ -650,29 +651,58 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
     else:
         rate = np.exp(log_rate)
         y = rng.poisson(E[:, None] * rate)
-    noisy = y + DiscreteGaussian(sigma).draw(y.shape, rng)
+    if noise is None:
+        record = {"mechanism": "discrete-gaussian", "sigma": float(sigma)}
+        noisy = y + DiscreteGaussian(sigma).draw(y.shape, rng)
+    else:
+        record, noise_draw = noise
+        noisy = y + np.asarray(noise_draw(y.shape, rng)).astype(np.int64)
     if postprocessing == "nonnegative":
         noisy = np.maximum(noisy, 0)
     truth.update(rate=rate, counts=y)
     release = _release_dict([f"a{g}" for g in range(G)], [f"c{c}" for c in range(C)],
-                            noisy.astype(int).tolist(), {"mechanism": "discrete-gaussian", "sigma": float(sigma)},
+                            noisy.astype(int).tolist(), dict(record),
                             exposure=None if exposure is None else E,
                             parents=None if parents is None else [f"p{p}" for p in parents], post=postprocessing)
     return truth, release
 
 
-def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float, rng):
-    """``Family.simulate`` for ``dpposterior calibrate``: ``n`` areas, 2 cells, exposures uniform on [5, 50],
-    discrete-Gaussian noise at rho = epsilon^2 / 2 per person (sigma = 1 / sqrt(rho)), theta from the prior."""
+def simulated_mechanism(epsilon: float) -> dict:
+    """What the simulator's own release is, given calibrate's ``--epsilon`` (the result JSON records it)."""
+    return {"name": "discrete-gaussian", "epsilon": float(epsilon), "rho": 0.5 * float(epsilon) ** 2,
+            "note": "the small-area simulator reads --epsilon as rho = epsilon^2 / 2 (sigma = 1 / sqrt(rho))"}
+
+
+def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float | None, rng, mechanism: str | None = None,
+                     rho: float | None = None):
+    """``Family.simulate`` for ``dpposterior calibrate``: ``n`` areas, 2 cells, exposures uniform on [5, 50], theta
+    from the prior, and the table released through ``mechanism`` at its budget (``rho`` for a zCDP law, ``epsilon``
+    otherwise; replace-one sensitivity L2 sqrt(2), L1 2).  Without ``mechanism``: the discrete Gaussian at
+    rho = epsilon^2 / 2 per person (sigma = 1 / sqrt(rho))."""
     from . import SimulatedRelease
     from ..release import load_release
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError("n", f"must be an integer >= 1 (the number of areas; got {shown(n)})")
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
-    sigma = 1.0 / math.sqrt(0.5 * epsilon ** 2)
-    truth, release = simulate(prior, int(n), 2, sigma, rng, exposure=rng.uniform(5.0, 50.0, size=int(n)))
+    noise = None
+    if mechanism is None:
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+            raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
+        sigma = 1.0 / math.sqrt(0.5 * epsilon ** 2)
+    else:
+        if not accepts_mechanism(mechanism):
+            raise InputError("mechanism", f"{shown(mechanism)} is not a small-area mechanism")
+        kind = get_mechanism(mechanism)
+        sens = math.sqrt(2.0) if kind.sensitivity_norm == "L2" else 2.0
+        scale, fields = kind.noise_for_budget(sens, epsilon=epsilon, rho=rho)
+        if not kind.integer_valued:
+            raise InputError("mechanism", f"{mechanism} is continuous noise: the small-area simulator releases "
+                             "integer counts (discrete-gaussian, discrete-laplace or a registered integer law)")
+        noise = ({"mechanism": mechanism, **fields, "sensitivity": sens},
+                 lambda shape, gen: kind.numpy_noise(scale, shape, gen))
+        sigma = None
+    truth, release = simulate(prior, int(n), 2, sigma, rng, exposure=rng.uniform(5.0, 50.0, size=int(n)),
+                              noise=noise)
     theta = {"alpha": truth["alpha"], "tau": truth["tau"], "u": truth["u"]}
     return SimulatedRelease(theta=theta, release=load_release(release), confidential={"counts": truth["counts"]})
 
@@ -687,7 +717,9 @@ FAMILY = Family(
     curate=curate,
     naive_method="naive",
     simulate=simulate_release,
-    hooks={"prior_moments": prior_moments.small_area},
+    simulate_mechanisms=("discrete-gaussian", "discrete-laplace"),
+    simulates_integer_noise=True,
+    hooks={"prior_moments": prior_moments.small_area, "simulated_mechanism": simulated_mechanism},
     description="area x cell count tables with (discrete) noise: hierarchical Poisson model",
     mechanisms=SMALL_AREA_MECHANISMS,
 )
