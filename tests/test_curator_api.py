@@ -150,3 +150,32 @@ def test_from_measurements_is_for_small_area_only(measurements, tmp_path, capsys
 def test_release_needs_data_or_measurements(tmp_path, capsys):
     assert main(["release", "--family", "binomial", "--epsilon", "1", "--out", str(tmp_path / "t.json")]) == 2
     assert capsys.readouterr().err.startswith("error: data: give the CSV of confidential records")
+
+
+def test_release_from_measurements_reads_parents_from_a_csv_and_the_cli(tmp_path, capsys):
+    """--parents FILE.csv (area, parent) gives the same release as the dict; a missing area, an empty parent, a
+    duplicated area and --parents without --from-measurements are refused in one line."""
+    from dpposterior.cli import main
+
+    table = tmp_path / "m.csv"
+    table.write_text("area,cell,noisy_value,noise_variance\nA,x,4,4.0\nA,y,7,4.0\nB,x,-1,4.0\nB,y,3,4.0\n")
+    parents = tmp_path / "p.csv"
+    parents.write_text("area,parent\nA,north\nB,south\n")
+    by_dict = dpposterior.release_from_measurements(table, parents={"A": "north", "B": "south"})
+    by_csv = dpposterior.release_from_measurements(table, parents=parents)
+    assert by_csv.parents == by_dict.parents == ["north", "south"]
+    assert main(["release", "--from-measurements", str(table), "--family", "small-area", "--parents", str(parents),
+                 "--out", str(tmp_path / "r.json")]) == 0
+    assert json.loads((tmp_path / "r.json").read_text())["parents"] == ["north", "south"]
+    capsys.readouterr()
+    for text, message in (("area,parent\nA,north\n", "parents"), ("area,parent\nA,north\nB,\n", "row 2: the parent"),
+                          ("area,parent\nA,n\nA,s\nB,s\n", "area 'A' appears twice")):
+        parents.write_text(text)
+        code = main(["release", "--from-measurements", str(table), "--family", "small-area", "--parents",
+                     str(parents), "--out", str(tmp_path / "bad.json")])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err
+    code = main(["release", str(table), "--family", "small-area", "--parents", str(parents), "--out",
+                 str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: parents: is read with --from-measurements only"), err

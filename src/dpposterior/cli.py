@@ -110,6 +110,9 @@ def release_cmd(
     from_measurements: Optional[Path] = typer.Option(None, "--from-measurements", help="small-area: a long-format "
                                                      "CSV of noisy measurements (area, cell, noisy_value, "
                                                      "noise_variance) written as a release, adding no noise."),
+    parents: Optional[Path] = typer.Option(None, "--parents", help="small-area, with --from-measurements: public "
+                                           "CSV of each area's parent (columns area, parent; e.g. tract -> "
+                                           "county)."),
 ):
     """Curator: clamp, compute statistics, add DP noise, write a release file (never a data row)."""
     import warnings
@@ -126,7 +129,10 @@ def release_cmd(
                  "design": design, "area-column": area_column, "cell-column": cell_column, "areas": areas,
                  "cells": cells, "drop-missing": drop_missing or None, "cliques": cliques}
         return _release_from_measurements(from_measurements, family, out, mechanism, exposure, postprocessing,
-                                          given)
+                                          given, parents)
+    if parents is not None:
+        raise InputError("parents", "is read with --from-measurements only (the curator's records give no "
+                         "hierarchy)")
     if data is None:
         raise InputError("data", "give the CSV of confidential records (or --from-measurements FILE.csv for a "
                          "small-area table that is already noisy)")
@@ -166,7 +172,8 @@ def release_cmd(
                        "(Mironov 2012); omit --seed for the exact publication samplers (OpenDP's)", err=True)
 
 
-def _release_from_measurements(path, family, out, mechanism, exposure, postprocessing, given: dict) -> None:
+def _release_from_measurements(path, family, out, mechanism, exposure, postprocessing, given: dict,
+                               parents=None) -> None:
     """``release --from-measurements``: the measurements are already noisy, so no budget, seed or data CSV
     applies; each is refused in one line."""
     for name, value in given.items():
@@ -178,13 +185,13 @@ def _release_from_measurements(path, family, out, mechanism, exposure, postproce
         if name in ("epsilon", "rho", "target-epsilon", "target-rho", "delta", "seed"):
             raise InputError(name, "not an option of --from-measurements (the measurements are already noisy: no "
                              "noise is added, and the noise they state gives the privacy statement)")
-        raise InputError(name, "not an option of --from-measurements (it takes --exposure, --postprocessing and "
-                         "--mechanism discrete-gaussian)")
+        raise InputError(name, "not an option of --from-measurements (it takes --exposure, --parents, "
+                         "--postprocessing and --mechanism discrete-gaussian)")
     from .curator_api import release_from_measurements
     from .errors import check_output_path
 
     check_output_path(out, "--out")
-    release = release_from_measurements(path, family, out, mechanism=mechanism, exposure=exposure,
+    release = release_from_measurements(path, family, out, mechanism=mechanism, exposure=exposure, parents=parents,
                                         postprocessing=postprocessing)
     cost = release.privacy()
     typer.echo(f"wrote {out} (family {release.family}, total {cost.describe()}, neighbouring {release.neighbouring})")

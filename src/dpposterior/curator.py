@@ -80,6 +80,30 @@ def read_exposure(path) -> dict:
     return {a: float(v) for a, v in zip(areas, values)}
 
 
+def read_parents(path) -> dict:
+    """A public parents file (CSV with columns ``area``, ``parent``) -> {area id: parent id} (small-area's
+    two-level hierarchy, e.g. tract -> county)."""
+    import pandas as pd
+
+    frame = read_csv(path)
+    for col in ("area", "parent"):
+        if col not in frame.columns:
+            raise InputError("parents", f"no column {col!r} in {path} (columns: area, parent)")
+    out = {}
+    for row in range(len(frame)):
+        area, parent = frame["area"].iloc[row], frame["parent"].iloc[row]
+        for name, value in (("area", area), ("parent", parent)):
+            if pd.isna(value) or not str(value).strip():
+                raise InputError("parents", f"row {row + 1}: the {name} is empty")
+        area = str(area).strip()
+        if area in out:
+            raise InputError("parents", f"area {area!r} appears twice")
+        out[area] = str(parent).strip()
+    if not out:
+        raise InputError("parents", f"{path} has no rows")
+    return out
+
+
 def read_public_list(path, kind: str) -> list[str]:
     """A public list of ``kind`` (area, cell) ids: one per line, or a CSV whose header names a column ``kind``
     (e.g. the exposure file).  Blank lines are refused; ids must be distinct."""

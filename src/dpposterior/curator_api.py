@@ -81,7 +81,7 @@ def release_from_csv(data, family: str, out=None, *, extra: dict | None = None, 
 
 
 #: the options ``release --from-measurements`` takes besides the table, the family and --out
-MEASUREMENT_OPTIONS = ("mechanism", "exposure", "postprocessing")
+MEASUREMENT_OPTIONS = ("mechanism", "exposure", "parents", "postprocessing")
 #: the families whose releases are read from a table of noisy measurements (small-area's ``read_measurements``)
 MEASUREMENT_FAMILIES = ("small-area",)
 
@@ -96,10 +96,10 @@ def release_from_measurements(path, family: str = "small-area", out=None, *, mec
     :func:`dpposterior.families.small_area.read_measurements`: the values are already noisy, so nothing is
     noised here, and the privacy statement (``release.privacy()``, the file's ``accounting``) is what the
     stated discrete-Gaussian noise gives.  ``exposure``: public exposure per area, a dict or a CSV of
-    ``area, exposure``; ``parents``: a dict area -> parent area; ``postprocessing``: ``none`` (default) or
+    ``area, exposure``; ``parents``: a dict area -> parent area or a CSV of ``area, parent``; ``postprocessing``: ``none`` (default) or
     ``nonnegative`` (the values were published as max(0, y + e)).  Returns the release; writes it to ``out``.
     """
-    from .curator import read_exposure
+    from .curator import read_exposure, read_parents
     from .errors import check_output_path
     from .families.small_area import read_measurements
     from .release import accounting_record, load_release
@@ -110,6 +110,8 @@ def release_from_measurements(path, family: str = "small-area", out=None, *, mec
         raise InputError("family", f"measurement tables are read for family small-area only (got {family!r})")
     if isinstance(exposure, (str, Path)):
         exposure = read_exposure(exposure)
+    if isinstance(parents, (str, Path)):
+        parents = read_parents(parents)
     if isinstance(mechanism, str):
         mechanism = mechanism.strip().lower()
     if description is None:
