@@ -95,3 +95,17 @@ def test_not_json_and_missing_file(tmp_path):
     assert info.value.field == "release"
     with pytest.raises(InputError, match="file not found"):
         load_release(tmp_path / "absent.json")
+
+
+def test_gaussian_bounds_too_narrow_for_their_square_are_refused_in_one_line():
+    """bounds [0, 5e-324] (a fuzz case): (b - a)^2 underflows to 0 and the engine divided by it; refused on loading."""
+    from dpposterior.errors import InputError
+    from dpposterior.release import load_release
+
+    rel = {"format": "dpposterior-release/1", "family": "gaussian", "n": 4, "bounds": [0.0, 5e-324],
+           "statistics": {"mean": {"value": 0.0, "mechanism": "laplace", "epsilon": 1.0},
+                          "variance": {"value": 0.0, "mechanism": "laplace", "epsilon": 1.0}}}
+    with pytest.raises(InputError, match=r"^release\.bounds: width b - a = 4\.94066e-324 is too small"):
+        load_release(rel)
+    rel["bounds"] = [0.0, 1e-150]
+    assert load_release(rel).width == 1e-150

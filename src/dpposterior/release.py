@@ -15,6 +15,7 @@ The format of every family is documented in ``docs/release-format.md``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -427,6 +428,14 @@ def json_depth_at_most(data: Any, limit: int, field: str) -> None:
             raise InputError(field, f"is nested more than {limit} levels deep; no valid file is")
         # only containers are pushed: a table of 10^7 numbers is scanned once, not stacked number by number
         children = node.values() if isinstance(node, dict) else node
+        kinds = set(map(type, children))
+        if not kinds & {dict, list}:
+            continue
+        if kinds == {list} and not set(map(type, itertools.chain.from_iterable(children))) & {dict, list}:
+            # a table (a list of lists of numbers): one pass in C over its cells, its rows never stacked
+            if depth + 1 > limit:
+                raise InputError(field, f"is nested more than {limit} levels deep; no valid file is")
+            continue
         stack.extend([(child, depth + 1) for child in children if isinstance(child, containers)])
 
 

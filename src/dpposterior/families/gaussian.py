@@ -45,6 +45,9 @@ GAUSSIAN_FAMILY_MECHANISMS = ("laplace",)
 SENSITIVITY_RTOL = 1e-9
 #: the widest clamping interval: (b - a)^2 must be finite in double precision
 MAX_WIDTH = 1e150
+#: the narrowest bounds: (b - a)^2 must not underflow to 0 (the variance is released on that scale); 1e-150^2
+#: = 1e-300 is still a normal double
+MIN_WIDTH = 1e-150
 #: the smallest noise scale of the released mean, as a fraction of the bounds' width (n * epsilon <= 1e9):
 #: measured, the Gibbs sampler's truncated-normal pieces overflow beyond it (at n = 43: n * epsilon = 1.3e9
 #: gave the right posterior, 4.3e9 an sd twice too large with overflow warnings)
@@ -81,6 +84,9 @@ class GaussianRelease(ReleaseBase):
         if not (math.isfinite(width) and width <= MAX_WIDTH):
             raise InputError("release.bounds", f"width b - a = {width:g} is too large: (b - a)^2 must stay finite in "
                              f"double precision (at most {MAX_WIDTH:g})")
+        if width < MIN_WIDTH:
+            raise InputError("release.bounds", f"width b - a = {width:g} is too small: (b - a)^2 must stay a normal "
+                             f"double (at least {MIN_WIDTH:g})")
         expected = {"mean": width / self.n, "variance": width**2 / self.n}
         for name in ("mean", "variance"):
             rec: StatisticRecord = getattr(self.statistics, name)
@@ -257,6 +263,9 @@ def curate(frame, options) -> dict:
     if not hi - lo <= MAX_WIDTH:
         raise InputError("bounds", f"width {hi - lo:g} is too large: (HI - LO)^2 must stay finite in double "
                          f"precision (at most {MAX_WIDTH:g})")
+    if hi - lo < MIN_WIDTH:
+        raise InputError("bounds", f"width {hi - lo:g} is too small: (HI - LO)^2 must stay a normal double (at least "
+                         f"{MIN_WIDTH:g})")
     if options.mechanism not in (None, *GAUSSIAN_FAMILY_MECHANISMS):
         raise InputError("mechanism", f"the gaussian family releases through 'laplace' only (got {options.mechanism!r})")
     # the first bad cell is named by row: an infinite record is refused (clamping it would hide a data error)
