@@ -341,3 +341,19 @@ def test_from_release_reads_every_shipped_release_and_names_what_has_no_law():
             with pytest.raises(InputError, match="no noise law"):
                 data[name]
     assert "statistics.infected" in from_release(ROOT / "examples" / "releases" / "sir-eps10.json").unavailable
+
+
+def test_numpyro_works_whatever_was_imported_first():
+    """ArviZ 1 registers numpyro as a lazily loaded module; importing ``numpyro.distributions`` before ``numpyro``
+    then left numpyro without its submodule bindings and ``numpyro.factor`` failed inside NUTS.  Importing
+    dpposterior.ppl.numpyro restores them (under ArviZ 0.23, which loads nothing lazily, this passes either way)."""
+    import subprocess
+    import sys
+
+    code = ("import arviz, jax\nimport numpyro.distributions as dist\nimport dpposterior.ppl.numpyro\nimport numpyro\n"
+            "from numpyro.infer.util import log_density\n"
+            "def m():\n    x = numpyro.sample('x', dist.HalfNormal(1.0))\n    numpyro.factor('f', -x)\n"
+            "print(float(log_density(m, (), {}, {'x': 1.0})[0]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-1500:]
+    assert float(run.stdout.split()[-1]) == pytest.approx(stats.halfnorm.logpdf(1.0) - 1.0)

@@ -19,21 +19,45 @@ Batch shapes broadcast as in NumPyro; the noise parameters are published numbers
 from __future__ import annotations
 
 import math
+import sys
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from jax.scipy.special import log_ndtr, logsumexp
-from numpyro.distributions import Distribution, constraints
-from numpyro.distributions import Laplace as _Laplace
-from numpyro.distributions import Normal as _Normal
-from numpyro.distributions.util import promote_shapes, validate_sample
 
-from ..errors import InputError
-from ..mechanisms.base import NoiseShape
-from ..mechanisms.registry import get_mechanism
-from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, window_entries
-from ._release import ReleaseData, ReleasedTable, from_release
+def _bind_submodules(*packages: str) -> None:
+    """Bind every loaded submodule of ``packages`` on its parent module where the binding is missing.
+
+    ArviZ 1 (arviz_base) registers jax and numpyro as lazily loaded modules (lazy_loader); a package realised
+    by importing one of its submodules first (``import numpyro.distributions``) is left without the bindings
+    of submodules it had already imported, and NumPyro's own ``numpyro.factor`` then fails on
+    ``numpyro.distributions.distribution``.  Realising the package first and restoring the bindings of anything
+    imported the other way makes the order of imports irrelevant."""
+    for name in sorted(m for m in list(sys.modules) if m.startswith(tuple(p + "." for p in packages))):
+        parent, _, child = name.rpartition(".")
+        module, owner = sys.modules.get(name), sys.modules.get(parent)
+        if module is not None and owner is not None and not hasattr(owner, child):
+            setattr(owner, child, module)
+
+
+import jax  # noqa: E402
+import numpyro  # noqa: E402
+
+numpyro.__version__  # realise a lazily registered package before its submodules are imported
+_bind_submodules("jax", "numpyro")
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.scipy.special import log_ndtr, logsumexp  # noqa: E402
+from numpyro.distributions import Distribution, constraints  # noqa: E402
+from numpyro.distributions import Laplace as _Laplace  # noqa: E402
+from numpyro.distributions import Normal as _Normal  # noqa: E402
+from numpyro.distributions.util import promote_shapes, validate_sample  # noqa: E402
+
+from ..errors import InputError  # noqa: E402
+from ..mechanisms.base import NoiseShape  # noqa: E402
+from ..mechanisms.registry import get_mechanism  # noqa: E402
+from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, window_entries  # noqa: E402
+from ._release import ReleaseData, ReleasedTable, from_release  # noqa: E402
+
+_bind_submodules("jax", "numpyro")
 
 __all__ = ["DiscreteGaussian", "DiscreteLaplace", "Noise", "NoisyCount", "NoisySum", "from_release",
            "ReleaseData", "ReleasedTable", "NoiseLaw", "OPS"]
