@@ -68,7 +68,7 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
         post.attrs.setdefault("release_privacy", f"{cost.describe()}; {cost.note}")
     # the release itself (public by construction) and the prior, when it is plain data, so that
     # `dpposterior report` can draw the feasible region and recompute the naive posterior
-    post.attrs.setdefault("release_json", json.dumps(release.to_dict(), sort_keys=True))
+    post.attrs.setdefault("release_json", release.source_json())
     # release_sha256 is of the file's bytes; this one lets `report` notice an edited release_json
     post.attrs.setdefault("release_json_sha256", hashlib.sha256(post.attrs["release_json"].encode()).hexdigest())
     if prior is None or isinstance(prior, dict):

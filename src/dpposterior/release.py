@@ -252,6 +252,9 @@ class ReleaseBase(BaseModel):
         return self.not_dp is None
 
     _sha256: str = PrivateAttr(default="")
+    #: the JSON text the release was read from (or last saved as): what a posterior stores as ``release_json``
+    #: without dumping a 10^7-cell table again
+    _source_text: Any = PrivateAttr(default=None)
     #: the registered Family, found once by load_release (or on first use)
     _family_entry: Any = PrivateAttr(default=None)
 
@@ -272,6 +275,13 @@ class ReleaseBase(BaseModel):
     def to_dict(self) -> dict:
         return self.model_dump(mode="json", exclude_none=True)
 
+    def source_json(self) -> str:
+        """The release as JSON text: the text it was read from or saved as (the bytes ``sha256`` is of), else the
+        canonical dump of :meth:`to_dict`."""
+        if self._source_text is not None:
+            return self._source_text
+        return json.dumps(self.to_dict(), sort_keys=True)
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
@@ -281,6 +291,7 @@ class ReleaseBase(BaseModel):
         text = self.to_json()
         write_bytes(path, text, field="out")  # atomic: unique temporary name, fsync, rename
         self._sha256 = hashlib.sha256(text.encode()).hexdigest()
+        self._source_text = text
 
     def reporting_delta(self) -> float:
         """The delta at which a zCDP release states its (epsilon, delta)."""
@@ -492,6 +503,10 @@ def load_release(source) -> ReleaseBase:
     except ValidationError as exc:
         raise from_pydantic(exc, "release") from None
     release._sha256 = hashlib.sha256(raw_bytes).hexdigest()
+    try:
+        release._source_text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError:  # UTF-16/32 JSON: the posterior stores the canonical dump instead
+        release._source_text = None
     release._family_entry = family
     if release.accounting is not None and release.is_dp:
         check_stated_accounting(release)
