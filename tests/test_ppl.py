@@ -357,3 +357,26 @@ def test_numpyro_works_whatever_was_imported_first():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-1500:]
     assert float(run.stdout.split()[-1]) == pytest.approx(stats.halfnorm.logpdf(1.0) - 1.0)
+
+
+def test_noisy_sum_central_limit_error_is_within_its_berry_esseen_bound():
+    """The CDF of simulated clamped sums plus Laplace noise against NoisySum's, for records uniform on [0, 1] and
+    for a skewed law on [0, 1] (Beta(0.5, 4)), n = 30: the largest gap stays under the Berry-Esseen bound
+    0.4748 (U - L) / (s sqrt n) that docs/ppl.md quotes (0.30 and 0.65 here); measured, 0.002 and 0.0075.  Monte
+    Carlo error of 400,000 simulated sums: ~0.0008 on a CDF value."""
+    from scipy.integrate import cumulative_trapezoid
+
+    rng = np.random.default_rng(12)
+    n, b, reps = 30, 0.8, 400_000
+    gaps = []
+    for draw, mean, var in ((lambda size: rng.uniform(0, 1, size), 0.5, 1 / 12),
+                            (lambda size: rng.beta(0.5, 4.0, size), 0.5 / 4.5, 0.5 * 4 / (4.5 ** 2 * 5.5))):
+        sums = np.sort(draw((reps, n)).sum(axis=1) + rng.laplace(0, b, reps))
+        grid = np.quantile(sums, np.linspace(0.02, 0.98, 25))
+        empirical = np.searchsorted(sums, grid, side="right") / reps
+        t = np.linspace(n * mean - 40, grid.max(), 40_001)
+        law = P_np.NoisySum(n, mean, math.sqrt(var), P_np.Noise("laplace", epsilon=1.0, sensitivity=b))
+        cdf = np.interp(grid, t, cumulative_trapezoid(np.exp(np.asarray(law.log_prob(jnp.asarray(t)))), t, initial=0))
+        gaps.append(float(np.max(np.abs(cdf - empirical))))
+        assert gaps[-1] < 0.4748 / (math.sqrt(var) * math.sqrt(n)), gaps
+    assert gaps[0] < 0.005 < gaps[1]  # the symmetric records are well inside it; the skewed ones are the hard case
