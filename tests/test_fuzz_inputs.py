@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dpposterior
 from dpposterior.cli import main
 from dpposterior.errors import InputError
 
@@ -682,3 +683,42 @@ def test_calibrate_model_refuses_options_it_would_ignore(extra, field, capsys, t
              if "dpposterior.Model(" in line and "=" in line.split("dpposterior.Model(")[0]]
     argv = ["calibrate", "--model", f"{model}:{names[0]}", "--trials", "3", "--out", tmp_path / "c.json", *extra]
     _refused(argv, capsys, field, tmp_path / "c.json")
+
+
+def test_stored_draws_beyond_memory_are_refused_before_any_work(monkeypatch, capsys):
+    """A multinomial of 10^5 categories at 10^6 draws x 4 chains would store 3.2 TB of draws: refused in one line
+    with the estimate, before the engine runs (the check reads the family's ``draw_values``)."""
+    import dpposterior.memory as memory
+    from dpposterior.api import check_stored_draws
+    from dpposterior.errors import RefusedError
+    from dpposterior.families import get_family
+    from dpposterior.release import load_release
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 8.0 * 2 ** 30)
+    rel = load_release({"format": "dpposterior-release/1", "family": "multinomial", "n": 10 ** 6,
+                        "statistics": {"counts": {"value": [10] * 100_000, "mechanism": "laplace", "epsilon": 1.0}}})
+    with pytest.raises(RefusedError, match=r"^draws: 1000000 draws x 4 chains of 100,000 values each needs about "
+                                           r"5960\.5 GiB of memory, more than the 8\.0 GiB available"):
+        dpposterior.infer(rel, method="naive", draws=10 ** 6, chains=4, seed=1)
+    fam = get_family("multinomial")
+    options = fam.engine_options("naive").from_inference(
+        dpposterior.InferenceOptions(method="naive", draws=1000, chains=2, seed=1), "multinomial/naive")
+    check_stored_draws(fam, rel, options)  # 1000 x 2 x 10^5 x 16 bytes = 3 GiB: fits in 8
+
+
+@pytest.mark.parametrize("release,method", [
+    ({"format": "dpposterior-release/1", "family": "multinomial", "n": 50,
+      "statistics": {"counts": {"value": [9, 21, 11], "mechanism": "discrete-laplace", "epsilon": 1.0,
+                                "sensitivity": 2}}}, "auto"),
+    ("examples/releases/naive-bayes-xiong-eps10.json", "auto"),
+    ("examples/releases/loglinear-eps10.json", "naive"),
+])
+def test_draw_values_bound_what_a_draw_stores(release, method):
+    """Each family's draw_values is at least the values one stored draw holds, and at most twice them."""
+    from dpposterior.release import load_release
+
+    rel = load_release(EXAMPLES.parent / release if isinstance(release, str) else release)
+    post = dpposterior.infer(rel, method=method, draws=5, chains=1, seed=1)
+    per_draw = sum(int(np.prod(v.shape[2:])) for v in post.posterior.values())
+    bound = rel.family_entry.hooks["draw_values"](rel)
+    assert per_draw <= bound <= 2 * per_draw, (per_draw, bound)

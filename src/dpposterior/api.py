@@ -23,6 +23,22 @@ from .options import InferenceOptions
 from .release import load_release
 
 
+def check_stored_draws(family, release, engine_options) -> None:
+    """Refuse, before any work, stored draws that would not fit in memory: draws x chains x the values of one draw,
+    twice (the engine's arrays and the packed posterior), for a family whose draw grows with its release (its
+    ``draw_values`` hook; the others draw a few numbers, under the draws x chains cap of ``InferenceOptions``)."""
+    size = family.hooks.get("draw_values")
+    draws = getattr(engine_options, "draws", None)
+    if size is None or not draws:
+        return
+    from .memory import check_fits
+
+    chains = int(getattr(engine_options, "chains", None) or 1)
+    values = int(size(release))
+    check_fits(16.0 * draws * chains * values, "draws", f"{draws} draws x {chains} chains of {values:,} values each",
+               "fewer --draws or --chains")
+
+
 def infer(release, prior=None, method: str = "auto", *, observed=None, constrained: bool | None = None,
           draws: int | None = None, warmup: int | None = None, chains: int | None = None,
           seed: int | None = None, quiet: bool = True, scheduler: str = "serial", **extra):
@@ -52,6 +68,7 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     # the engine's own options, before any work: an option it does not take is refused here, in one line
     engine_options = family.engine_options(resolved).from_inference(options, f"{family.name}/{resolved}")
     prior_obj = family.parse_prior(prior, release)
+    check_stored_draws(family, release, engine_options)
     post = _run(lambda: engine(release, prior_obj, engine_options), options, engine_options, family, prior_obj,
                 release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))

@@ -282,3 +282,16 @@ def da_model(release, prior):
 FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_model,
                     "naive Bayes log-linear model by simulation-based inference (Xiong, Ju & Zhang App. E.3)",
                     curate=curate, da_model=da_model, mechanisms=LOGLINEAR_MECHANISMS)
+
+
+def draw_values(release) -> int:
+    """The values of one draw (``api.check_stored_draws``): the conditional tables padded to the most levels
+    (ragged levels are stored padded with NaN) plus the class probabilities."""
+    longest, level = [], [release.statistics.tables.value]
+    while level and all(isinstance(x, list) for x in level):
+        longest.append(max(len(x) for x in level))
+        level = [y for x in level for y in x]
+    return int(np.prod(longest)) + max(longest)
+
+
+FAMILY.hooks["draw_values"] = draw_values

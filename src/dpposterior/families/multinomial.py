@@ -54,7 +54,7 @@ FAMILY = Family(
     curate=curate_multinomial,
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
-    hooks={"da_model": da_model},
+    hooks={"da_model": da_model, "draw_values": lambda release: int(np.size(release.statistics.counts.value))},
     simulate=simulate_multinomial,
 )
 

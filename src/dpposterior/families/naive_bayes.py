@@ -600,6 +600,17 @@ def da_model(release, prior):
 #: the module of the variational engine and its baselines
 _VB = "dpposterior.inference.naive_bayes_vb"
 
+def table_draw_values(release) -> int:
+    """The values of one posterior draw: every conditional table cell, padded to the most levels (a ragged table is
+    stored padded with NaN), plus the class probabilities -- the padded box of the released tables plus its
+    longest side."""
+    longest, level = [], [release.statistics.tables.value]
+    while level and all(isinstance(x, list) for x in level):
+        longest.append(max(len(x) for x in level))
+        level = [y for x in level for y in x]
+    return int(np.prod(longest)) + max(longest)
+
+
 FAMILY = Family(
     name="naive-bayes",
     release_model=NaiveBayesRelease,
@@ -612,7 +623,7 @@ FAMILY = Family(
         "exact": EngineSpec.of("dpposterior.inference.exact_counts", "exact_naive_bayes", "ExactOptions"),
         "da-mcmc": DA_MCMC,
     },
-    hooks={"da_model": da_model},
+    hooks={"da_model": da_model, "draw_values": table_draw_values},
     auto_method="vb",
     # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
     auto_rule=lambda release: "vb" if is_continuous_laplace(release.statistics.tables.mechanism) else "exact",

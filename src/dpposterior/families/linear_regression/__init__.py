@@ -103,5 +103,7 @@ FAMILY = Family(
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
-           "prior_moments": prior_moments},
+           "prior_moments": prior_moments,
+           # one draw: beta and sigma2, and (mcmc-normalx) the features' mean and covariance: at most d^2 + 2d + 2
+           "draw_values": lambda release: release.d ** 2 + 2 * release.d + 2},
 )
