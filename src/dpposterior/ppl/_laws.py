@@ -48,6 +48,10 @@ class Ops:
     take: Callable[[Any, Any], Any]  # take(table_1d, integer_index_array)
     eq: Callable[[Any, Any], Any]  # elementwise == (PyTensor's == is identity)
     logical_and: Callable[[Any, Any], Any]
+    sqrt: Callable[[Any], Any]
+    log: Callable[[Any], Any]
+    logaddexp: Callable[[Any, Any], Any]
+    log_ndtr: Callable[[Any], Any]  # log Phi, accurate in both tails
 
 
 class NoiseLaw:
@@ -71,7 +75,7 @@ class NoiseLaw:
         if self.index.size and (self.index.min() < 0 or self.index.max() >= len(mechanisms)):
             raise InputError("noise", "a cell's law index is outside the list of laws")
         self.integer_valued = kinds.pop()
-        self._tables: dict[int, tuple[int, np.ndarray]] = {}
+        self._tables: dict[str, tuple[int, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -110,6 +114,28 @@ class NoiseLaw:
                 raise InputError(field, text if text else type(exc).__name__) from None
         return cls(mechanisms, inverse.reshape(shape))
 
+    @classmethod
+    def discrete_gaussian(cls, sigma) -> "NoiseLaw":
+        """N_Z(0, sigma^2) per cell (``sigma`` a number or an array)."""
+        from ..mechanisms.discrete_gaussian import DiscreteGaussian
+
+        return cls.build(lambda sigma: DiscreteGaussian(sigma), field="sigma", sigma=sigma)
+
+    @classmethod
+    def discrete_laplace(cls, scale) -> "NoiseLaw":
+        """The discrete Laplace of OpenDP's ``scale`` per cell: P(k) proportional to exp(-|k| / scale)."""
+        from ..mechanisms.discrete_laplace import DiscreteLaplace
+
+        return cls.build(lambda scale: DiscreteLaplace.with_scale(scale), field="scale", scale=scale)
+
+    @classmethod
+    def by_name(cls, name, field: str = "name", **fields) -> "NoiseLaw":
+        """The registered mechanism ``name`` built from its release-record ``fields`` (numbers or arrays)."""
+        from ..mechanisms.registry import get_mechanism
+
+        kind = get_mechanism(name, field)
+        return cls.build(lambda **kw: kind(**kw), field=field, **fields)
+
     # ------------------------------------------------------------------ shape
     @property
     def shape(self) -> tuple[int, ...]:
@@ -119,7 +145,8 @@ class NoiseLaw:
         try:
             index = np.broadcast_to(self.index, tuple(shape))
         except ValueError:
-            raise InputError("noise", f"a noise law of shape {self.shape} does not broadcast to {tuple(shape)}") from None
+            raise InputError("noise", f"a noise law of shape {self.shape} does not broadcast to "
+                             f"{tuple(shape)}") from None
         out = NoiseLaw(self.mechanisms, np.array(index))  # ascontiguousarray would make a 0-d index 1-d
         out._tables = self._tables
         return out
@@ -152,9 +179,9 @@ class NoiseLaw:
             raise InputError("tail", f"must be in (0, 1), got {tail}")
         return max(int(m.tail_window(tail)) for m in self.mechanisms)
 
-    def closed_form(self):
-        """(NoiseShape, per-cell scale, per-cell log-normaliser) when every law has the same Laplace- or
-        Gaussian-shaped log-mass (or log-density); None otherwise."""
+    def _law_form(self):
+        """(NoiseShape, scale, log-normaliser) of each distinct law when all share one Laplace- or Gaussian-shaped
+        log-mass (or log-density); None otherwise."""
         shapes = [m.log_mass_shape() for m in self.mechanisms]
         if any(s is None for s in shapes) or len({s[0] for s in shapes}) != 1:
             return None
@@ -166,7 +193,23 @@ class NoiseLaw:
             log_norm = np.log(2.0 * scale)
         else:
             log_norm = np.log(scale) + 0.5 * math.log(2.0 * math.pi)
+        return kind, scale, log_norm
+
+    def closed_form(self):
+        """(NoiseShape, per-cell scale, per-cell log-normaliser) when every law has the same Laplace- or
+        Gaussian-shaped log-mass (or log-density); None otherwise."""
+        form = self._law_form()
+        if form is None:
+            return None
+        kind, scale, log_norm = form
         return kind, self.per_cell(scale), self.per_cell(log_norm)
+
+    def shaped_form(self):
+        """:meth:`closed_form`, or a one-line error for a law that is neither Laplace- nor Gaussian-shaped."""
+        form = self.closed_form()
+        if form is None:
+            raise InputError("noise", f"{self.name} is neither Laplace- nor Gaussian-shaped")
+        return form
 
     def table(self):
         """(W, log-mass table (laws, 2W + 1) over k = -W..W) of the integer laws, W holding all but
@@ -211,34 +254,22 @@ class NoiseLaw:
     def log_mass(self, k, ops: Ops, index=None):
         """log P(noise = k) per cell as a backend expression; ``k`` broadcasts with :attr:`shape` (a leading
         window axis is fine).  ``index``: the per-cell law index as a backend array (default: this law's)."""
-        form = self.closed_form()
+        index = ops.asarray(self.index) if index is None else index
+        form = self._law_form()
         if form is not None:
             kind, scale, log_norm = form
-            if index is None:
-                scale, log_norm = ops.asarray(scale), ops.asarray(log_norm)
-            else:
-                per = np.array([m.log_mass_shape()[1] for m in self.mechanisms])
-                scale = ops.take(ops.asarray(per), index)
-                log_norm = ops.take(ops.asarray(self._law_log_norms()), index)
+            scale, log_norm = ops.take(ops.asarray(scale), index), ops.take(ops.asarray(log_norm), index)
             body = -ops.abs(k) / scale if kind is NoiseShape.LAPLACE else -0.5 * (k / scale) ** 2
             out = body - log_norm
             if self.integer_valued:
                 out = ops.where(ops.eq(ops.floor(k), k), out, -np.inf)
             return out
         w, table = self.table()
-        index = ops.asarray(self.index) if index is None else index
         flat = ops.asarray(table.ravel())
         kk = ops.clip(ops.floor(k), -w, w)
         pos = index * (2 * w + 1) + (kk + w).astype("int64")
         out = ops.take(flat, pos)
         return ops.where(ops.logical_and(ops.eq(ops.floor(k), k), ops.abs(k) <= w), out, -np.inf)
-
-    def _law_log_norms(self) -> np.ndarray:
-        if self.integer_valued:
-            return np.array([float(m.log_norm) for m in self.mechanisms])
-        kind, scale, log_norm = self.closed_form()
-        per = np.array([m.log_mass_shape()[1] for m in self.mechanisms])
-        return np.log(2.0 * per) if kind is NoiseShape.LAPLACE else np.log(per) + 0.5 * math.log(2.0 * math.pi)
 
     # ------------------------------------------------------------------ exact numpy draws
     def draw(self, rng: np.random.Generator, shape=None) -> np.ndarray:
@@ -266,3 +297,19 @@ def window_entries(cells: int, w: int, field: str = "tail") -> None:
         raise InputError(field, f"summing the latent count over {2 * w + 1} values for each of {cells} cells is "
                          f"{entries:,} terms ({entries * 8 / 2 ** 30:.1f} GiB), above {MAX_ENTRIES:,}: raise the "
                          "tail mass or split the cells")
+
+
+def noisy_sum_log_density(value, n, mean, sd, kind: NoiseShape, b, ops: Ops):
+    """log density of y* = S + e, S ~ N(n mean, n sd^2) (a clamped sum by its central limit), e Gaussian of sd ``b``
+    (then N(n mean, n sd^2 + b^2)) or Laplace of scale ``b``, the Gaussian convolved with the Laplace in closed form:
+    (1 / (4b)) [e^{s^2/(2b^2) - z/b} erfc((s/b - z/s)/sqrt2) + e^{s^2/(2b^2) + z/b} erfc((s/b + z/s)/sqrt2)],
+    s = sqrt(n) sd, z = y* - n mean, with erfc(x / sqrt2) = 2 Phi(-x) taken as log Phi (stable in both tails)."""
+    z = value - n * mean
+    s = ops.sqrt(n) * sd
+    if kind is NoiseShape.GAUSSIAN:
+        total = ops.sqrt(s ** 2 + b ** 2)
+        return -0.5 * (z / total) ** 2 - ops.log(total) - 0.5 * math.log(2 * math.pi)
+    half = s ** 2 / (2 * b ** 2)
+    left = half - z / b + ops.log_ndtr(z / s - s / b)
+    right = half + z / b + ops.log_ndtr(-z / s - s / b)
+    return ops.logaddexp(left, right) - ops.log(2 * b)

@@ -41,7 +41,6 @@ import jax  # noqa: E402
 import numpyro  # noqa: E402
 
 numpyro.__version__  # realise a lazily registered package before its submodules are imported
-_bind_submodules("jax", "numpyro")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -53,8 +52,7 @@ from numpyro.distributions.util import promote_shapes, validate_sample  # noqa: 
 
 from ..errors import InputError  # noqa: E402
 from ..mechanisms.base import NoiseShape  # noqa: E402
-from ..mechanisms.registry import get_mechanism  # noqa: E402
-from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, window_entries  # noqa: E402
+from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, noisy_sum_log_density, window_entries  # noqa: E402
 from ._release import ReleaseData, ReleasedTable, from_release  # noqa: E402
 
 _bind_submodules("jax", "numpyro")
@@ -63,8 +61,9 @@ __all__ = ["DiscreteGaussian", "DiscreteLaplace", "Noise", "NoisyCount", "NoisyS
            "ReleaseData", "ReleasedTable", "NoiseLaw", "OPS"]
 
 #: jax.numpy's operations for :meth:`NoiseLaw.log_mass`
-OPS = Ops(eq=jnp.equal, logical_and=jnp.logical_and, asarray=jnp.asarray, where=jnp.where, abs=jnp.abs, floor=jnp.floor, clip=jnp.clip,
-          take=lambda table, idx: jnp.take(table, idx))
+OPS = Ops(asarray=jnp.asarray, where=jnp.where, abs=jnp.abs, floor=jnp.floor, clip=jnp.clip, take=jnp.take,
+          eq=jnp.equal, logical_and=jnp.logical_and, sqrt=jnp.sqrt, log=jnp.log, logaddexp=jnp.logaddexp,
+          log_ndtr=log_ndtr)
 
 
 class _Integers(constraints.ParameterFreeConstraint):
@@ -147,41 +146,26 @@ class DiscreteGaussian(IntegerNoise):
     """The discrete Gaussian N_Z(loc, sigma^2): P(loc + k) = exp(-k^2 / (2 sigma^2)) / Z(sigma), k integer."""
 
     def __init__(self, loc=0, sigma=1.0, *, validate_args=None):
-        law = NoiseLaw.build(lambda sigma: get_mechanism("discrete-gaussian")(sigma), sigma=sigma)
-        super().__init__(loc, law, validate_args=validate_args)
+        super().__init__(loc, NoiseLaw.discrete_gaussian(sigma), validate_args=validate_args)
 
 
 class DiscreteLaplace(IntegerNoise):
     """The discrete Laplace (two-sided geometric): P(loc + k) = exp(-|k| / scale) / Z(scale) (OpenDP's scale)."""
 
     def __init__(self, loc=0, scale=1.0, *, validate_args=None):
-        law = NoiseLaw.build(lambda scale: get_mechanism("discrete-laplace").with_scale(scale), field="scale",
-                             scale=scale)
-        super().__init__(loc, law, validate_args=validate_args)
+        super().__init__(loc, NoiseLaw.discrete_laplace(scale), validate_args=validate_args)
 
 
 def Noise(name, loc=0, *, validate_args=None, **fields):
     """The registered noise law ``name`` with its release-record fields (``Noise("skellam", mu=4.0)``,
     ``Noise("discrete-gaussian", sigma=3)``, ``Noise("laplace", epsilon=1, sensitivity=2)``), centred at ``loc``;
     or a :class:`NoiseLaw` (``from_release(...)["counts"].noise``) given as ``name``."""
-    law = name if isinstance(name, NoiseLaw) else law_by_name(name, **fields)
+    law = name if isinstance(name, NoiseLaw) else NoiseLaw.by_name(name, **fields)
     if law.integer_valued:
         return IntegerNoise(loc, law, validate_args=validate_args)
-    kind, scale, _ = continuous_form(law)
+    kind, scale, _ = law.shaped_form()
     base = _Laplace if kind is NoiseShape.LAPLACE else _Normal
     return base(loc, jnp.asarray(scale), validate_args=validate_args)
-
-
-def law_by_name(name, **fields) -> NoiseLaw:
-    kind = get_mechanism(name, "name")
-    return NoiseLaw.build(lambda **kw: kind(**kw), field="name", **fields)
-
-
-def continuous_form(law: NoiseLaw):
-    form = law.closed_form()
-    if form is None:
-        raise InputError("noise", f"{law.name} is neither Laplace- nor Gaussian-shaped")
-    return form
 
 
 def integer_law(noise, field: str = "noise") -> NoiseLaw:
@@ -211,7 +195,7 @@ class NoisyCount(Distribution):
     arg_constraints = {}
     support = integers
     pytree_data_fields = ("count",)
-    pytree_aux_fields = ("law", "tail", "W")
+    pytree_aux_fields = ("law", "tail")
 
     def __init__(self, count, noise, tail: float = DEFAULT_TAIL, *, validate_args=None):
         if not isinstance(count, Distribution) or not count.support.is_discrete:
@@ -269,40 +253,31 @@ class NoisySum(Distribution):
 
     arg_constraints = {"n": constraints.positive, "mean": constraints.real, "sd": constraints.positive}
     support = constraints.real
-    pytree_data_fields = ("n", "mean", "sd")
+    pytree_data_fields = ("n", "mean_", "sd")
     pytree_aux_fields = ("kind", "scale")
 
     def __init__(self, n, mean, sd, noise, *, validate_args=None):
-        if isinstance(noise, NoiseLaw):
-            law = noise
-        elif isinstance(noise, (_Laplace, _Normal)):
-            law = None
-            self.kind = NoiseShape.LAPLACE if isinstance(noise, _Laplace) else NoiseShape.GAUSSIAN
+        if isinstance(noise, (_Laplace, _Normal)):
             if not np.all(np.asarray(noise.loc) == 0):
                 raise InputError("noise", "the noise of a noisy sum is centred at 0 (give loc=0)")
+            self.kind = NoiseShape.LAPLACE if isinstance(noise, _Laplace) else NoiseShape.GAUSSIAN
             self.scale = np.asarray(noise.scale)
+        elif isinstance(noise, NoiseLaw):
+            if noise.integer_valued:
+                raise InputError("noise", f"{noise.name} is integer noise: a noisy sum takes continuous noise")
+            self.kind, scale, _ = noise.shaped_form()
+            self.scale = np.asarray(scale)
         else:
             raise InputError("noise", f"must be Laplace or Gaussian noise (Noise('laplace', ...), Noise('gaussian', "
                              f"...)), got {type(noise).__name__}")
-        if law is not None:
-            if law.integer_valued:
-                raise InputError("noise", f"{law.name} is integer noise: a noisy sum takes continuous noise")
-            self.kind, scale, _ = continuous_form(law)
-            self.scale = np.asarray(scale)
         self.n, self.mean_, self.sd = promote_shapes(jnp.asarray(n, float), jnp.asarray(mean), jnp.asarray(sd))
         batch_shape = jnp.broadcast_shapes(jnp.shape(self.n), jnp.shape(self.mean_), jnp.shape(self.sd),
                                            np.shape(self.scale))
         super().__init__(batch_shape=batch_shape, validate_args=validate_args)
 
     def log_prob(self, value):
-        mu = self.n * self.mean_
-        s = jnp.sqrt(self.n) * self.sd
-        b = jnp.asarray(self.scale)
-        z = jnp.asarray(value) - mu
-        if self.kind is NoiseShape.GAUSSIAN:
-            total = jnp.sqrt(s ** 2 + b ** 2)
-            return -0.5 * (z / total) ** 2 - jnp.log(total) - 0.5 * math.log(2 * math.pi)
-        return laplace_convolved_log_density(z, s, b, jnp.logaddexp, log_ndtr, jnp.log)
+        return noisy_sum_log_density(jnp.asarray(value), self.n, self.mean_, self.sd, self.kind,
+                                     jnp.asarray(self.scale), OPS)
 
     def sample(self, key, sample_shape=()):
         k1, k2 = jax.random.split(key)
@@ -332,12 +307,3 @@ class NoisySum(Distribution):
                                                                       np.shape(out.scale)))
         return out
 
-
-def laplace_convolved_log_density(z, s, b, logaddexp, log_ndtr_, log):
-    """log of the density at z of N(0, s^2) + Laplace(0, b):
-    (1 / (4b)) [e^{s^2/(2b^2) - z/b} erfc((s/b - z/s)/sqrt2) + e^{s^2/(2b^2) + z/b} erfc((s/b + z/s)/sqrt2)],
-    with erfc(x / sqrt2) = 2 Phi(-x) taken as log Phi (stable in both tails)."""
-    half = s ** 2 / (2 * b ** 2)
-    left = half - z / b + log_ndtr_(z / s - s / b)
-    right = half + z / b + log_ndtr_(-z / s - s / b)
-    return logaddexp(left, right) - log(2 * b)

@@ -28,16 +28,27 @@ import pytensor.tensor as pt
 
 from ..errors import InputError
 from ..mechanisms.base import NoiseShape
+from ..mechanisms.integer import SCHEMA_RECORD_FIELDS
 from ..mechanisms.registry import get_mechanism
-from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, window_entries
+from ._laws import DEFAULT_TAIL, NoiseLaw, Ops, noisy_sum_log_density, window_entries
 from ._release import ReleaseData, ReleasedTable, from_release
 
 __all__ = ["DiscreteGaussian", "DiscreteLaplace", "Noise", "NoisyCount", "NoisySum", "from_release",
            "ReleaseData", "ReleasedTable", "NoiseLaw", "OPS"]
 
-#: PyTensor's operations for :meth:`NoiseLaw.log_mass`
-OPS = Ops(eq=pt.eq, logical_and=pt.and_, asarray=pt.as_tensor_variable, where=pt.switch, abs=pt.abs, floor=pt.floor, clip=pt.clip,
-          take=lambda table, idx: table[idx])
+def _log_ndtr(x):
+    """log Phi(x), accurate in both tails: erfcx below 0, log1p above (each branch fed only its own side so
+    neither overflows into the other's gradient)."""
+    neg, pos = pt.minimum(x, 0.0), pt.maximum(x, 0.0)
+    lower = pt.log(pt.erfcx(-neg / math.sqrt(2.0))) - 0.5 * neg ** 2 - math.log(2.0)
+    upper = pt.log1p(-0.5 * pt.erfc(pos / math.sqrt(2.0)))
+    return pt.switch(x < 0, lower, upper)
+
+
+#: PyTensor's operations for :meth:`NoiseLaw.log_mass` and :func:`noisy_sum_log_density`
+OPS = Ops(asarray=pt.as_tensor_variable, where=pt.switch, abs=pt.abs, floor=pt.floor, clip=pt.clip,
+          take=lambda table, idx: table[idx], eq=pt.eq, logical_and=pt.and_, sqrt=pt.sqrt, log=pt.log,
+          logaddexp=pt.logaddexp, log_ndtr=_log_ndtr)
 
 #: where a variable built here keeps its noise law (``NoisyCount`` and ``NoisySum`` read it back)
 _TAG = "dpposterior_noise"
@@ -66,18 +77,11 @@ def _integer_variable(name, loc, law: NoiseLaw, kwargs):
 
 
 def _continuous_variable(name, loc, law: NoiseLaw, kwargs):
-    kind, scale, _ = _continuous_form(law)
+    kind, scale, _ = law.shaped_form()
     base = pm.Laplace if kind is NoiseShape.LAPLACE else pm.Normal
     var = base.dist(loc, scale, **kwargs) if name is None else base(name, loc, scale, **kwargs)
     setattr(var.tag, _TAG, ("continuous", law, loc))
     return var
-
-
-def _continuous_form(law: NoiseLaw):
-    form = law.closed_form()
-    if form is None:
-        raise InputError("noise", f"{law.name} is neither Laplace- nor Gaussian-shaped")
-    return form
 
 
 class _Law:
@@ -110,8 +114,7 @@ class DiscreteGaussian(_Law):
 
     @classmethod
     def _law(cls, loc=0, sigma=1.0, **kwargs):
-        return loc, NoiseLaw.build(lambda sigma: get_mechanism("discrete-gaussian")(sigma), field="sigma",
-                                   sigma=sigma), kwargs
+        return loc, NoiseLaw.discrete_gaussian(sigma), kwargs
 
 
 class DiscreteLaplace(_Law):
@@ -119,8 +122,7 @@ class DiscreteLaplace(_Law):
 
     @classmethod
     def _law(cls, loc=0, scale=1.0, **kwargs):
-        return loc, NoiseLaw.build(lambda scale: get_mechanism("discrete-laplace").with_scale(scale), field="scale",
-                                   scale=scale), kwargs
+        return loc, NoiseLaw.discrete_laplace(scale), kwargs
 
 
 class Noise(_Law):
@@ -131,10 +133,10 @@ class Noise(_Law):
     def _law(cls, law, loc=0, **kwargs):
         if isinstance(law, NoiseLaw):
             return loc, law, kwargs
-        kind = get_mechanism(law, "law")
-        own = set(getattr(kind, "record_fields", ())) | {"epsilon", "sigma", "sensitivity", "delta", "rho"}
+        # the law's own record fields go to the law, the rest (shape, observed, ...) to PyMC
+        own = set(getattr(get_mechanism(law, "law"), "record_fields", ())) | set(SCHEMA_RECORD_FIELDS) | {"sensitivity"}
         fields = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
-        return loc, NoiseLaw.build(lambda **kw: kind(**kw), field="law", **fields), kwargs
+        return loc, NoiseLaw.by_name(law, field="law", **fields), kwargs
 
 
 def _law_of(noise, integer: bool) -> NoiseLaw:
@@ -216,15 +218,10 @@ class NoisySum:
     @classmethod
     def _make(cls, name, n, mean, sd, noise, kwargs):
         law = _law_of(noise, integer=False)
-        kind, scale, _ = _continuous_form(law)
+        kind, scale, _ = law.shaped_form()
 
         def logp(value, n, mean, sd):
-            z = value - n * mean
-            s = pt.sqrt(n) * sd
-            if kind is NoiseShape.GAUSSIAN:
-                total = pt.sqrt(s ** 2 + scale ** 2)
-                return -0.5 * (z / total) ** 2 - pt.log(total) - 0.5 * math.log(2 * math.pi)
-            return laplace_convolved_log_density(z, s, scale)
+            return noisy_sum_log_density(value, n, mean, sd, kind, scale, OPS)
 
         def random(n, mean, sd, rng=None, size=None):
             shape = tuple(size) if size is not None else _broadcast_shape(n, mean, sd, scale)
@@ -236,19 +233,3 @@ class NoisySum:
         args = (pt.as_tensor_variable(np.asarray(n, float)) if not isinstance(n, pt.TensorVariable) else n, mean, sd)
         return pm.CustomDist.dist(*args, **opts) if name is None else pm.CustomDist(name, *args, **opts)
 
-
-def _log_ndtr(x):
-    """log Phi(x), accurate in both tails: erfcx below 0, log1p above (each branch fed only its own side so
-    neither overflows into the other's gradient)."""
-    neg, pos = pt.minimum(x, 0.0), pt.maximum(x, 0.0)
-    lower = pt.log(pt.erfcx(-neg / math.sqrt(2.0))) - 0.5 * neg ** 2 - math.log(2.0)
-    upper = pt.log1p(-0.5 * pt.erfc(pos / math.sqrt(2.0)))
-    return pt.switch(x < 0, lower, upper)
-
-
-def laplace_convolved_log_density(z, s, b):
-    """log density at z of N(0, s^2) + Laplace(0, b) (see :func:`dpposterior.ppl.numpyro.laplace_convolved_log_density`)."""
-    half = s ** 2 / (2 * b ** 2)
-    left = half - z / b + _log_ndtr(z / s - s / b)
-    right = half + z / b + _log_ndtr(-z / s - s / b)
-    return pt.logaddexp(left, right) - pt.log(2 * b)
