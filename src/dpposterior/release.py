@@ -392,18 +392,9 @@ def named_records(model: BaseModel, prefix: str = ""):
 
 
 def _records(model: BaseModel):
-    """All StatisticRecord instances inside a release (recursing into lists and models)."""
-    stack: list[Any] = [model]
-    while stack:
-        obj = stack.pop()
-        if isinstance(obj, StatisticRecord):
-            yield obj
-        elif isinstance(obj, BaseModel):
-            stack.extend(getattr(obj, name) for name in type(obj).model_fields)
-        elif isinstance(obj, dict):
-            stack.extend(obj.values())
-        elif isinstance(obj, (list, tuple)):
-            stack.extend(obj)
+    """All StatisticRecord instances inside a release, last field first (the order the privacy composition has
+    always taken them in: a composition's last bits depend on it)."""
+    return [rec for _, rec in reversed(list(named_records(model)))]
 
 
 #: the deepest nesting of objects and lists a release file may have (the deepest format, a
