@@ -54,19 +54,33 @@ def _records_frame(frame):
     return out
 
 
-def read_exposure(path) -> dict:
-    """A public exposure file (CSV with columns ``area``, ``exposure``) -> {area id: exposure > 0}."""
-    import numpy as np
+def _read_area_file(path, column: str, field: str, value) -> dict:
+    """A public per-area CSV (columns ``area`` and ``column``) -> {area id: ``value(row, area, cell)``}: each row's
+    area non-empty, each area once; ``value`` checks and converts the row's cell (raising a one-line error)."""
     import pandas as pd
 
     frame = read_csv(path)
-    for col in ("area", "exposure"):
+    for col in ("area", column):
         if col not in frame.columns:
-            raise InputError("exposure", f"no column {col!r} in {path} (columns: area, exposure)")
-    values = frame["exposure"].to_numpy()
-    for row, (area, value) in enumerate(zip(frame["area"].astype(str), values), start=1):
-        if pd.isna(frame["area"].iloc[row - 1]) or not area.strip():
-            raise InputError("exposure", f"row {row}: the area is empty")
+            raise InputError(field, f"no column {col!r} in {path} (columns: area, {column})")
+    out = {}
+    for row in range(1, len(frame) + 1):
+        raw = frame["area"].iloc[row - 1]
+        if pd.isna(raw) or not str(raw).strip():
+            raise InputError(field, f"row {row}: the area is empty")
+        area = str(raw).strip()
+        converted = value(row, area, frame[column].iloc[row - 1])
+        if area in out:
+            raise InputError(field, f"area {area!r} appears twice")
+        out[area] = converted
+    return out
+
+
+def read_exposure(path) -> dict:
+    """A public exposure file (CSV with columns ``area``, ``exposure``) -> {area id: exposure > 0}."""
+    import numpy as np
+
+    def exposure(row, area, value):
         try:
             ok = float(value) > 0 and np.isfinite(float(value))
         except (TypeError, ValueError):
@@ -74,10 +88,9 @@ def read_exposure(path) -> dict:
         if not ok:
             raise InputError("exposure", f"row {row}: exposure of area {area!r} must be a finite number > 0 "
                              f"(got {shown(value)})")
-    areas = frame["area"].astype(str).str.strip()
-    if areas.duplicated().any():
-        raise InputError("exposure", f"area {areas[areas.duplicated()].iloc[0]!r} appears twice")
-    return {a: float(v) for a, v in zip(areas, values)}
+        return float(value)
+
+    return _read_area_file(path, "exposure", "exposure", exposure)
 
 
 def read_parents(path) -> dict:
@@ -85,20 +98,12 @@ def read_parents(path) -> dict:
     two-level hierarchy, e.g. tract -> county)."""
     import pandas as pd
 
-    frame = read_csv(path)
-    for col in ("area", "parent"):
-        if col not in frame.columns:
-            raise InputError("parents", f"no column {col!r} in {path} (columns: area, parent)")
-    out = {}
-    for row in range(len(frame)):
-        area, parent = frame["area"].iloc[row], frame["parent"].iloc[row]
-        for name, value in (("area", area), ("parent", parent)):
-            if pd.isna(value) or not str(value).strip():
-                raise InputError("parents", f"row {row + 1}: the {name} is empty")
-        area = str(area).strip()
-        if area in out:
-            raise InputError("parents", f"area {area!r} appears twice")
-        out[area] = str(parent).strip()
+    def parent(row, area, value):
+        if pd.isna(value) or not str(value).strip():
+            raise InputError("parents", f"row {row}: the parent is empty")
+        return str(value).strip()
+
+    out = _read_area_file(path, "parent", "parents", parent)
     if not out:
         raise InputError("parents", f"{path} has no rows")
     return out
