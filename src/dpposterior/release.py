@@ -373,6 +373,16 @@ def _check_counts(data: dict) -> None:
                              "exact in double precision")
 
 
+def padded_shape(value) -> tuple[int, ...]:
+    """The box a nested list of numbers fills when padded: the longest list at each depth (a ragged table, stored
+    padded with NaN, takes this much room)."""
+    longest, level = [], [value]
+    while level and all(isinstance(x, list) for x in level):
+        longest.append(max(len(x) for x in level))
+        level = [y for x in level for y in x]
+    return tuple(longest)
+
+
 def named_records(model: BaseModel, prefix: str = ""):
     """(dotted field path, StatisticRecord) for every record inside a release, in field order."""
     if isinstance(model, StatisticRecord):

@@ -40,7 +40,8 @@ from typing_extensions import Annotated
 from . import SimulatedRelease
 from ..errors import InputError
 from ..mechanisms import Laplace, draw_noise
-from ..release import ReleaseBase, StatisticRecord, load_release, require_noise_at_least, require_within_reach
+from ..release import (ReleaseBase, StatisticRecord, load_release, padded_shape, require_noise_at_least,
+                       require_within_reach)
 from ..sbi import DirichletALRPrior, SimulatorModel
 from ._curate import class_feature_tables, curator, curator_options
 from ._simulator import sbi_family
@@ -287,11 +288,8 @@ FAMILY = sbi_family("loglinear", LoglinearRelease, parse_prior, simulate, sbi_mo
 def draw_values(release) -> int:
     """The values of one draw (``api.check_stored_draws``): the conditional tables padded to the most levels
     (ragged levels are stored padded with NaN) plus the class probabilities."""
-    longest, level = [], [release.statistics.tables.value]
-    while level and all(isinstance(x, list) for x in level):
-        longest.append(max(len(x) for x in level))
-        level = [y for x in level for y in x]
-    return int(np.prod(longest)) + max(longest)
+    box = padded_shape(release.statistics.tables.value)
+    return int(np.prod(box)) + max(box)
 
 
 FAMILY.hooks["draw_values"] = draw_values

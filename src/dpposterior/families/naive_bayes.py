@@ -35,7 +35,7 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
 from ..mechanisms.registry import get_mechanism, is_continuous_laplace, is_integer_noise
-from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, require_within_reach
+from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, padded_shape, require_within_reach
 from ._curate import class_feature_tables, curator, curator_options
 
 
@@ -604,11 +604,8 @@ def table_draw_values(release) -> int:
     """The values of one posterior draw: every conditional table cell, padded to the most levels (a ragged table is
     stored padded with NaN), plus the class probabilities -- the padded box of the released tables plus its
     longest side."""
-    longest, level = [], [release.statistics.tables.value]
-    while level and all(isinstance(x, list) for x in level):
-        longest.append(max(len(x) for x in level))
-        level = [y for x in level for y in x]
-    return int(np.prod(longest)) + max(longest)
+    box = padded_shape(release.statistics.tables.value)
+    return int(np.prod(box)) + max(box)
 
 
 FAMILY = Family(
