@@ -310,6 +310,10 @@ class ReleaseBase(BaseModel):
         return flag_large_delta(compose([record_cost(rec, delta) for rec in _records(self)], delta),
                                 getattr(self, "n", None))
 
+    def after_load(self, base_dir) -> None:
+        """Called by :func:`load_release` after validation, with the directory of the release file (None for a
+        dict or string): a family whose tables are files beside its manifest reads them here."""
+
     def released_tables(self) -> list[tuple]:
         """Every released table as (name, values, its mechanisms, each cell's index into them or None for one
         mechanism, the names of its axes[, why it has no noise law]): what ``dpposterior.ppl.from_release``
@@ -509,6 +513,8 @@ def load_release(source) -> ReleaseBase:
     except UnicodeDecodeError:  # UTF-16/32 JSON: the posterior stores the canonical dump instead
         release._source_text = None
     release._family_entry = family
+    # a release whose tables live beside it (the census family's measurements file) reads them now
+    release.after_load(Path(source).parent if isinstance(source, (str, os.PathLike)) else None)
     if release.accounting is not None and release.is_dp:
         check_stated_accounting(release)
     return release

@@ -44,6 +44,7 @@ FAMILY_MODULES: dict[str, str] = {
     "loglinear": "dpposterior.families.loglinear",
     "small-area": "dpposterior.families.small_area",
     "marginals": "dpposterior.families.marginals",
+    "census": "dpposterior.families.census",
 }
 
 

@@ -1,0 +1,270 @@
+"""Family ``census``: the Census noisy measurement files -- a geographic hierarchy of noisy marginals of one latent
+block-level histogram -- to posteriors of block-level counts (docs/census.md).
+
+The release (``census_table`` describes its arrays): a JSON manifest with ``attributes`` (the histogram's axes),
+``queries`` (marginals of it), ``levels`` (top first, ending in ``block``), ``invariants`` (persons published
+exactly, e.g. state totals) and ``measurements``: a parquet or CSV file beside the manifest (or, in Python, a dict
+of columns) holding one row per noisy cell -- ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value``,
+``variance``: discrete-Gaussian noise of the variance the Census publishes (Abowd et al. 2022, Sec. 5; Canonne,
+Kamath & Steinke 2020 for the mechanism).
+
+The model (docs/census.md, "Model and prior"): x[b, c] persons of cell c in block b,
+
+    N_b = sum_c x[b, c] ~ NegBin(mean M_g(b), shape alpha)              blocks pooled within block groups g
+    x[b, .] | N_b ~ DirichletMultinomial(N_b, beta * pi_t(b))           cells pooled toward their tract's mix
+    log M_g ~ N(eta_t(g), tau^2),  eta_t ~ N(log size_mean, size_sd^2),  tau ~ half-N(0, tau_scale^2)
+    pi_t ~ Dirichlet(1, ..., 1),  log alpha ~ N(log 0.5, 1.5^2),  log beta ~ N(log 10, 1.5^2)
+
+-- the negative binomial holds the many empty blocks (a third of Hawaii's) and the few large ones; the
+Dirichlet-multinomial lets a block's mix differ from its tract's by as much as the data say (beta).  Every
+measurement y_m = sum of x over its geounit's blocks and its query cell's histogram cells + discrete-Gaussian noise.
+
+Privacy (replace-one): one person replaced changes, in every (level, query), at most two cells by one each (the
+removed person's and the added person's), so the zCDP cost of the (level, query) is at most
+(1/sigma_a^2 + 1/sigma_b^2)/2 over its two smallest sigmas, and the release composes these over every (level,
+query) (Bun & Steinke 2016, Prop. 1.6 and Lemma 2.3).  Invariants are published exactly (as the Census's are);
+the privacy statement covers the noisy measurements given them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import PrivateAttr
+
+from . import EngineSpec, Family
+from ..errors import InputError, shown
+from ..release import ReleaseBase
+from .census_table import CensusStructure, build_structure
+
+#: the columns of a measurements table
+COLUMNS = ("level", "geocode", "query", "cell", "noisy_value", "variance")
+
+
+def read_table(path: Path, field_name: str = "measurements") -> dict:
+    """The measurement columns of a parquet or CSV file (geocodes and cells read as text, so leading zeros stay)."""
+    from ..errors import check_input_file
+
+    check_input_file(path, field_name)
+    suffix = "".join(path.suffixes[-2:]).lower()
+    try:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        elif path.suffix.lower() == ".csv" or suffix == ".csv.gz":
+            import pyarrow as pa
+            import pyarrow.csv as pacsv
+
+            text = {c: pa.string() for c in ("level", "geocode", "query", "cell")}
+            table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+                column_types=text, strings_can_be_null=False, quoted_strings_can_be_null=False))
+        else:
+            raise InputError(field_name, f"{path.name}: must be a .parquet or .csv file")
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow's parse errors: one line naming the file
+        raise InputError(field_name, f"{path.name} could not be read ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(field_name, f"{path.name} has no column {missing[0]!r} (needs: {', '.join(COLUMNS)})")
+    out = {}
+    for c in COLUMNS:
+        col = table.column(c)
+        if col.null_count:
+            raise InputError(f"{field_name}.{c}", f"{path.name} has an empty {c} in {col.null_count} row(s)")
+        out[c] = col.to_numpy(zero_copy_only=False)
+    if out["geocode"].dtype.kind != "O" and out["geocode"].dtype.kind != "U":
+        raise InputError(f"{field_name}.geocode", f"{path.name}: geocodes must be stored as text (GEOIDs keep their "
+                         "leading zeros)")
+    return out
+
+
+class CensusRelease(ReleaseBase):
+    """Release of family ``census`` (docs/census.md)."""
+
+    family: Literal["census"]
+    attributes: dict[str, list[str]]
+    queries: dict[str, list[str]]
+    levels: list[str]
+    #: a parquet or CSV file name, relative to the manifest; or the columns themselves (a dict of lists)
+    measurements: str | dict[str, list]
+    invariants: dict[str, dict[str, int]] | None = None
+    #: the block GEOIDs (default: every block-level geocode of the measurements)
+    blocks: list[str] | None = None
+    #: how the noise was allocated (written by ``dpposterior.census.simulate``; provenance only)
+    strategy: dict[str, Any] | None = None
+    _structure: Any = PrivateAttr(default=None)
+
+    def after_load(self, base_dir: Path | None) -> None:
+        """Read the measurements table and index the release (every field checked, one-line errors)."""
+        if isinstance(self.measurements, str):
+            path = Path(self.measurements)
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            rows = read_table(path)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            self._sha256 = hashlib.sha256((self._sha256 + digest).encode()).hexdigest()
+        else:
+            rows = self.measurements
+        self._structure = build_structure(self.attributes, self.queries, self.levels, rows, self.invariants,
+                                          self.blocks)
+
+    @property
+    def structure(self) -> CensusStructure:
+        if self._structure is None:
+            self.after_load(None)
+        return self._structure
+
+    def privacy(self):
+        """Per (level, query) the worst pair of cells (its two smallest sigmas, each shifted by one), composed
+        over every (level, query): privacy loss distributions (dp-accounting, pessimistic), rho beside."""
+        from ..mechanisms.accounting import Loss, PrivacyCost, zcdp_pair_epsilon
+
+        s = self.structure
+        losses = []
+        for li in range(s.L):
+            for qi in range(s.Q):
+                rows, units, _ = s.measured(li, qi)
+                if rows.size == 0:
+                    continue
+                sig = np.sort(s.sigma[rows])
+                # one geounit with one cell (a state's total) cannot hold both changed cells: one shift only
+                if len(s.units[li]) == 1 and int(s.query_sizes[qi]) == 1:
+                    losses.append(Loss("discrete-gaussian", float(sig[0]), 1.0))
+                    continue
+                second = float(sig[1]) if sig.size > 1 else float(sig[0])
+                losses += [Loss("discrete-gaussian", float(sig[0]), 1.0), Loss("discrete-gaussian", second, 1.0)]
+        delta = self.reporting_delta()
+        rho = sum(loss.rho() for loss in losses)
+        eps, how = zcdp_pair_epsilon(tuple(losses), delta)
+        return PrivacyCost(eps, delta, rho, "zcdp", f"(epsilon, delta): {how}; the worst pair of cells of every "
+                           "(level, query), composed; invariants published exactly, outside the guarantee",
+                           losses=tuple(losses))
+
+    def released_tables(self) -> list[tuple]:
+        """One table per (level, query): the measured cells as a flat vector (row order of the table)."""
+        from ..mechanisms.discrete_gaussian import DiscreteGaussian
+
+        s = self.structure
+        out = []
+        for li, lv in enumerate(s.levels):
+            for qi, q in enumerate(s.query_names):
+                rows, _, _ = s.measured(li, qi)
+                if rows.size == 0:
+                    continue
+                sig, idx = np.unique(s.sigma[rows], return_inverse=True)
+                out.append((f"{lv}.{q}", s.noisy[rows], [DiscreteGaussian(float(v)) for v in sig],
+                            idx.astype(np.int64), ("cell",)))
+        return out
+
+    def to_dict(self) -> dict:
+        return self.model_dump(exclude_none=True)
+
+
+@dataclass(frozen=True)
+class CensusPrior:
+    """The hyperpriors (module docstring); defaults are weakly informative on the scale of census blocks."""
+
+    #: eta_t ~ N(log size_mean, size_sd^2): a tract's typical block-group mean block size
+    size_mean: float = 30.0
+    size_sd: float = 2.0
+    #: tau ~ half-N(0, tau_scale^2): sd of log M_g within a tract
+    tau_scale: float = 1.0
+    #: log alpha ~ N(log alpha_median, alpha_log_sd^2): negative-binomial shape of block totals
+    alpha_median: float = 0.5
+    alpha_log_sd: float = 1.5
+    #: log beta ~ N(log beta_median, beta_log_sd^2): concentration of a block's mix around its tract's
+    beta_median: float = 10.0
+    beta_log_sd: float = 1.5
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse_prior(prior: Any, release=None) -> CensusPrior:
+    if prior is None:
+        return CensusPrior()
+    if isinstance(prior, CensusPrior):
+        return prior
+    if not isinstance(prior, dict):
+        raise InputError("prior", f"must be a table of census hyperprior settings (got {shown(prior)})")
+    known = {f.name for f in fields(CensusPrior)}
+    for k, v in prior.items():
+        if k not in known:
+            raise InputError(f"prior.{k}", f"unknown setting (one of: {', '.join(sorted(known))})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise InputError(f"prior.{k}", f"must be a finite number > 0 (got {shown(v)})")
+    return CensusPrior(**{k: float(v) for k, v in prior.items()})
+
+
+def draw_prior(prior: CensusPrior, structure: CensusStructure, rng) -> dict:
+    """One draw of every hyperparameter from the prior (for simulation-based calibration)."""
+    T = len(structure.units[_level(structure, "tract")])
+    G = len(structure.units[_level(structure, "block_group")])
+    tau = abs(rng.normal(0.0, prior.tau_scale))
+    eta = rng.normal(math.log(prior.size_mean), prior.size_sd, size=T)
+    tract_of_bg = bg_parent(structure)
+    log_m = rng.normal(eta[tract_of_bg], tau)
+    return {"alpha": float(np.exp(rng.normal(math.log(prior.alpha_median), prior.alpha_log_sd))),
+            "beta": float(np.exp(rng.normal(math.log(prior.beta_median), prior.beta_log_sd))),
+            "tau": float(tau), "eta": eta, "block_group_mean": np.exp(log_m)[:G],
+            "tract_mix": rng.dirichlet(np.ones(structure.C), size=T)}
+
+
+def draw_histograms(theta: dict, structure: CensusStructure, rng) -> np.ndarray:
+    """x ~ the model given the hyperparameters ``theta`` (block totals, then each block's mix)."""
+    bg = structure.block_unit[_level(structure, "block_group")]
+    tract = structure.block_unit[_level(structure, "tract")]
+    alpha, beta = theta["alpha"], theta["beta"]
+    mean = theta["block_group_mean"][bg]
+    N = rng.negative_binomial(alpha, alpha / (alpha + mean))
+    x = np.zeros((structure.B, structure.C), dtype=np.int64)
+    for b in range(structure.B):
+        if N[b]:
+            p = rng.dirichlet(np.maximum(beta * theta["tract_mix"][tract[b]], 1e-300))
+            x[b] = rng.multinomial(N[b], p / p.sum())
+    return x
+
+
+def _level(structure: CensusStructure, name: str) -> int:
+    """Index of level ``name``; a release without block groups or tracts pools at the nearest level above."""
+    order = ("block_group", "tract", "county", "state", "us")
+    start = order.index(name)
+    for lv in order[start:]:
+        if lv in structure.levels:
+            return structure.levels.index(lv)
+    return structure.levels.index("block")  # blocks only: each block its own group
+
+
+def bg_parent(structure: CensusStructure) -> np.ndarray:
+    """The tract (pooling level above the block group) of every block group."""
+    gi, ti = _level(structure, "block_group"), _level(structure, "tract")
+    G = len(structure.units[gi])
+    out = np.zeros(G, dtype=np.int64)
+    out[structure.block_unit[gi]] = structure.block_unit[ti]
+    return out
+
+
+def pooling_levels(structure: CensusStructure) -> tuple[int, int]:
+    """(block-group level, tract level) indices used by the prior's pooling."""
+    return _level(structure, "block_group"), _level(structure, "tract")
+
+
+FAMILY = Family(
+    name="census",
+    release_model=CensusRelease,
+    methods={"da": EngineSpec.of("dpposterior.inference.census_da", "census_da", "CensusDAOptions"),
+             "naive": EngineSpec.of("dpposterior.inference.census_da", "census_naive", "CensusNaiveOptions")},
+    auto_method="da",
+    parse_prior=parse_prior,
+    naive_method="naive",
+    naive_by_default=False,
+    description="the Census noisy measurement files: a geographic hierarchy of noisy marginals -> block counts",
+    mechanisms=("discrete-gaussian",),
+)

@@ -1,0 +1,787 @@
+"""Engines of the ``census`` family: exact data augmentation over the latent block histograms, and the per-cell
+flat-prior posterior a user who reads each noisy block cell alone would get.
+
+``da`` (the default) -- a Gibbs sampler on x (persons per block and cell) and the hyperparameters of the prior in
+``families/census.py`` (Tanner & Wong 1987's data augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022).
+The block-level parameters (block means, block mixes) are integrated out, so the state is x and
+(alpha, beta, M_g, eta_t, tau, pi_t).  One sweep:
+
+1. **moves on x**, each an exact Gibbs draw of one integer d along a line of the lattice, from its full
+   conditional -- the collapsed prior of the one or two blocks it touches (negative-binomial block total times
+   Dirichlet-multinomial mix, ``block_log_prior``) times every measurement that changes (discrete-Gaussian noise:
+   log-mass -(y - s)^2 / (2 sigma^2) up to its normaliser, so the product over measurements is a quadratic in d):
+   - a cell alone, x[b, c] += d (only where no invariant covers block b: it changes every total above it);
+   - a person moved between two cells of one block, x[b, c1] += d, x[b, c2] -= d: every block, tract, ... total
+     stays; only the queries that separate c1 from c2 see it;
+   - a person moved between two blocks of one geounit at level l (a block group, a tract, a county, the state),
+     x[b, c] += d, x[b', c] -= d: every measurement at level l and above stays, so aggregates with small noise
+     do not freeze the chain (the moves the Census's own hierarchy suggests; exact invariants are kept by
+     construction: a move never crosses the geounit of an invariant);
+   d is enumerated over a window that grows from the current value (and from the likelihood's peak) until the
+   log-density falls 30 below its maximum on both sides, the boundary values (an empty cell, where the
+   Dirichlet-multinomial's mass can spike) always checked -- mass left out is below e^-30 relative per value;
+2. **hyperparameters** given x: M_g, tau and alpha by slice sampling (Neal 2003, Ann. Statist. 31, stepping out
+   and shrinkage) on the log scale; eta_t exactly (normal-normal conjugate); beta by slice sampling; each tract's
+   mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, which under
+   the uniform Dirichlet prior has a uniform conditional prior.
+
+Each chain runs in a thread (compiled, ``nogil``), seeded per chunk of sweeps from its own
+:class:`numpy.random.SeedSequence`, so the draws are the same whatever the number of threads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+from ..options import EngineOptions, MCMCOptions, option
+from ..progress import status as report_status
+from .mcmc_common import pick_from_log_weights
+
+#: log-density drop at which a move's window stops growing
+WINDOW_DROP = 30.0
+#: sweeps per compiled call (progress and reseeding granularity)
+CHUNK = 10
+
+
+@dataclass(frozen=True)
+class CensusDAOptions(MCMCOptions):
+    engine = "da"
+
+    draws: int = option(500, "int", "posterior draws per chain", low=1)
+    chains: int = option(2, "int", "chains (run in parallel threads)", low=1)
+    warmup: int = option(500, "int", "warm-up sweeps per chain", low=0)
+    thin: int = option(1, "int", "sweeps per kept draw", low=1)
+
+
+@dataclass(frozen=True)
+class CensusNaiveOptions(EngineOptions):
+    engine = "naive"
+
+    draws: int = option(1000, "int", "posterior draws per chain", low=1)
+    chains: int = option(1, "int", "chains (independent draws: only the output's shape)", low=1)
+
+
+# --------------------------------------------------------------------------- compiled kernels
+@numba.njit(cache=True, nogil=True)
+def cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, out):
+    """out[l * Q + q] = the measurement of (level l, query q) that holds block b's cell c, -1 when unmeasured."""
+    j = 0
+    for l in range(block_unit.shape[0]):
+        base = off[l] + block_unit[l, b] * Q * K
+        for q in range(Q):
+            out[j] = mtab[base + q * K + query_cell[q, c]]
+            j += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def move_log_density(d, A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta):
+    """log of the conditional of a move by d (module docstring), up to a constant: the measurements' quadratic
+    -A d^2 + Bq d plus the collapsed prior of the block(s) touched.  Block 1's cell gains d, block 2's loses d."""
+    v = -A * d * d + Bq * d
+    if same_block:
+        v += math.lgamma(x1 + d + a1) - math.lgamma(x1 + d + 1.0) + math.lgamma(x2 - d + a2) - math.lgamma(x2 - d + 1.0)
+        return v
+    if has1:
+        v += (math.lgamma(alpha + n1 + d) - math.lgamma(n1 + d + beta) + d * lq1
+              + math.lgamma(x1 + d + a1) - math.lgamma(x1 + d + 1.0))
+    if has2:
+        v += (math.lgamma(alpha + n2 - d) - math.lgamma(n2 - d + beta) - d * lq2
+              + math.lgamma(x2 - d + a2) - math.lgamma(x2 - d + 1.0))
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def move_step(d, A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta):
+    """f(d + 1) - f(d) of :func:`move_log_density` (each lgamma difference a log: Gamma(z + 1) = z Gamma(z)),
+    for d + 1 within the move's bounds."""
+    v = -A * (2.0 * d + 1.0) + Bq
+    if same_block:
+        return v + math.log((x1 + d + a1) / (x1 + d + 1.0)) + math.log((x2 - d) / (x2 - d - 1.0 + a2))
+    if has1:
+        v += math.log((alpha + n1 + d) / (n1 + d + beta)) + lq1 + math.log((x1 + d + a1) / (x1 + d + 1.0))
+    if has2:
+        m = -d
+        v -= math.log((alpha + n2 + m - 1.0) / (n2 + m - 1.0 + beta)) + lq2 + math.log((x2 + m - 1.0 + a2) / (x2 + m))
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def _grow(buf, n):
+    if n < buf.shape[0]:
+        return buf
+    out = np.empty(2 * buf.shape[0] + n)
+    out[:buf.shape[0]] = buf
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_move(dlo, dhi, A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta, bufL, bufR):
+    """One exact draw of d in [dlo, dhi] (dlo <= 0 <= dhi) from the move's conditional, over the window of
+    :data:`WINDOW_DROP` (module docstring), the log-density walked outward from d = 0 by :func:`move_step`.
+    ``bufL``, ``bufR``: scratch for the log weights left and right of 0 (grown when needed)."""
+    if dlo == dhi:
+        return 0, bufL, bufR
+    peak = 0.0
+    if A > 0.0:
+        peak = Bq / (2.0 * A)
+    top = 0.0
+    # right of 0: f(d) - f(0) for d = 1..hi
+    hi = 0
+    cur = 0.0
+    while hi < dhi:
+        cur += move_step(float(hi), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta)
+        bufR = _grow(bufR, hi + 1)
+        bufR[hi] = cur
+        hi += 1
+        if cur > top:
+            top = cur
+        if cur < top - WINDOW_DROP and hi > peak:
+            break
+    if hi < dhi:  # the boundary, where an emptied cell's Dirichlet-multinomial mass may spike
+        f = (move_log_density(float(dhi), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha,
+                              beta)
+             - move_log_density(0.0, A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta))
+        if f > top - WINDOW_DROP:
+            while hi < dhi:
+                cur += move_step(float(hi), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha,
+                                 beta)
+                bufR = _grow(bufR, hi + 1)
+                bufR[hi] = cur
+                hi += 1
+                if cur > top:
+                    top = cur
+    # left of 0: f(-k) - f(0) for k = 1..-lo
+    lo = 0
+    cur = 0.0
+    while lo > dlo:
+        cur -= move_step(float(lo - 1), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta)
+        bufL = _grow(bufL, -lo + 1)
+        bufL[-lo] = cur
+        lo -= 1
+        if cur > top:
+            top = cur
+        if cur < top - WINDOW_DROP and lo < peak:
+            break
+    if lo > dlo:
+        f = (move_log_density(float(dlo), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha,
+                              beta)
+             - move_log_density(0.0, A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2, alpha, beta))
+        if f > top - WINDOW_DROP:
+            while lo > dlo:
+                cur -= move_step(float(lo - 1), A, Bq, same_block, has1, n1, x1, a1, lq1, has2, n2, x2, a2, lq2,
+                                 alpha, beta)
+                bufL = _grow(bufL, -lo + 1)
+                bufL[-lo] = cur
+                lo -= 1
+                if cur > top:
+                    top = cur
+    # inverse-CDF draw over lo..hi
+    acc = 0.0
+    for k in range(-lo):
+        acc += math.exp(bufL[k] - top)
+    acc += math.exp(-top)
+    for k in range(hi):
+        acc += math.exp(bufR[k] - top)
+    target = np.random.random() * acc
+    run = 0.0
+    for k in range(-lo - 1, -1, -1):
+        run += math.exp(bufL[k] - top)
+        if run >= target:
+            return -(k + 1), bufL, bufR
+    run += math.exp(-top)
+    if run >= target:
+        return 0, bufL, bufR
+    for k in range(hi):
+        run += math.exp(bufR[k] - top)
+        if run >= target:
+            return k + 1, bufL, bufR
+    return hi, bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def _quadratic(S1, S2, y, s, w, use2):
+    """(A, Bq) of the measurements a move changes: those of S1 gain d, those of S2 lose d (positions holding the
+    same measurement in both cancel)."""
+    A = 0.0
+    Bq = 0.0
+    for j in range(S1.shape[0]):
+        m1 = S1[j]
+        m2 = S2[j] if use2 else -1
+        if m1 == m2:
+            continue
+        if m1 >= 0:
+            r = y[m1] - s[m1]
+            A += w[m1]
+            Bq += 2.0 * w[m1] * r
+        if m2 >= 0:
+            r = y[m2] - s[m2]
+            A += w[m2]
+            Bq -= 2.0 * w[m2] * r
+    return A, Bq
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply(S1, S2, s, d, use2):
+    for j in range(S1.shape[0]):
+        m1 = S1[j]
+        m2 = S2[j] if use2 else -1
+        if m1 == m2:
+            continue
+        if m1 >= 0:
+            s[m1] += d
+        if m2 >= 0:
+            s[m2] -= d
+
+
+@numba.njit(cache=True, nogil=True)
+def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
+                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2):
+    """Step 1 of the module docstring: every move on x once (cells alone, pairs of cells, pairs of blocks at
+    every level).  ``s`` (the measurements' current sums) is kept equal to the sums of x."""
+    B, C = x.shape
+    Q = query_cell.shape[0]
+    L = block_unit.shape[0]
+    # 1a. each cell alone, where no invariant covers the block
+    for b in range(B):
+        if inv_level[b] >= 0:
+            continue
+        g = block_bg[b]
+        t = block_tract[b]
+        lq = math.log(M[g] / (M[g] + alpha))
+        for c in range(C):
+            cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, S1)
+            A, Bq = _quadratic(S1, S2, y, s, w, False)
+            d, bufL, bufR = draw_move(-x[b, c], 1 << 40, A, Bq, False, True, float(N[b]), float(x[b, c]),
+                               beta * pi[t, c], lq, False, 0.0, 0.0, 1.0, 0.0, alpha, beta, bufL, bufR)
+            if d != 0:
+                x[b, c] += d
+                N[b] += d
+                _apply(S1, S2, s, d, False)
+    # 1b. a person moved between two cells of one block
+    for b in range(B):
+        if N[b] == 0:
+            continue
+        t = block_tract[b]
+        for k in range(C):
+            c1 = np.random.randint(C)
+            c2 = np.random.randint(C - 1)
+            if c2 >= c1:
+                c2 += 1
+            if x[b, c1] == 0 and x[b, c2] == 0:
+                continue
+            cell_measurements(b, c1, block_unit, query_cell, mtab, off, Q, K, S1)
+            cell_measurements(b, c2, block_unit, query_cell, mtab, off, Q, K, S2)
+            A, Bq = _quadratic(S1, S2, y, s, w, True)
+            d, bufL, bufR = draw_move(-x[b, c1], x[b, c2], A, Bq, True, True, float(N[b]), float(x[b, c1]),
+                               beta * pi[t, c1], 0.0, True, float(N[b]), float(x[b, c2]), beta * pi[t, c2], 0.0,
+                               alpha, beta, bufL, bufR)
+            if d != 0:
+                x[b, c1] += d
+                x[b, c2] -= d
+                _apply(S1, S2, s, d, True)
+    # 1c. a person moved between two blocks of one geounit, at every level above the block
+    for l in range(L - 2, -1, -1):
+        for b in range(B):
+            lo = unit_start[l, block_unit[l, b]]
+            hi = unit_end[l, block_unit[l, b]]
+            if hi - lo < 2:
+                continue
+            p = lo + np.random.randint(hi - lo - 1)
+            if p >= b:
+                p += 1
+            if l < inv_level[b] or l < inv_level[p]:
+                continue
+            g1, g2 = block_bg[b], block_bg[p]
+            t1, t2 = block_tract[b], block_tract[p]
+            lq1 = math.log(M[g1] / (M[g1] + alpha))
+            lq2 = math.log(M[g2] / (M[g2] + alpha))
+            for c in range(C):
+                if x[b, c] == 0 and x[p, c] == 0:
+                    continue
+                cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, S1)
+                cell_measurements(p, c, block_unit, query_cell, mtab, off, Q, K, S2)
+                A, Bq = _quadratic(S1, S2, y, s, w, True)
+                d, bufL, bufR = draw_move(-x[b, c], x[p, c], A, Bq, False, True, float(N[b]), float(x[b, c]),
+                                   beta * pi[t1, c], lq1, True, float(N[p]), float(x[p, c]), beta * pi[t2, c], lq2,
+                                   alpha, beta, bufL, bufR)
+                if d != 0:
+                    x[b, c] += d
+                    x[p, c] -= d
+                    N[b] += d
+                    N[p] -= d
+                    _apply(S1, S2, s, d, True)
+    return bufL, bufR
+
+
+# ------------------------------------------------------------------ hyperparameters
+@numba.njit(cache=True, nogil=True)
+def _nb_group(lm, n_g, S_g, alpha, eta, tau):
+    """log density of log M_g: its blocks' negative-binomial totals (n_g blocks summing to S_g) and its prior."""
+    m = math.exp(lm)
+    return S_g * lm - (n_g * alpha + S_g) * math.log(alpha + m) - 0.5 * ((lm - eta) / tau) ** 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _alpha_logdens(la, N, block_bg, n_g, S_g, M, mu, sd):
+    a = math.exp(la)
+    v = -0.5 * ((la - mu) / sd) ** 2
+    for b in range(N.shape[0]):
+        if N[b] > 0:
+            v += math.lgamma(N[b] + a) - math.lgamma(a)
+    for g in range(M.shape[0]):
+        if n_g[g] > 0:
+            v += n_g[g] * a * math.log(a) - (n_g[g] * a + S_g[g]) * math.log(a + M[g])
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def _beta_logdens(lb, x, N, block_tract, pi, mu, sd):
+    bt = math.exp(lb)
+    v = -0.5 * ((lb - mu) / sd) ** 2
+    B, C = x.shape
+    for b in range(B):
+        if N[b] == 0:
+            continue
+        v += math.lgamma(bt) - math.lgamma(N[b] + bt)
+        t = block_tract[b]
+        for c in range(C):
+            if x[b, c] > 0:
+                a = bt * pi[t, c]
+                v += math.lgamma(x[b, c] + a) - math.lgamma(a)
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def _tau_logdens(lt, lM, eta, bg_tract, scale):
+    tau = math.exp(lt)
+    G = lM.shape[0]
+    v = -G * lt - 0.5 * (tau / scale) ** 2 + lt
+    for g in range(G):
+        v -= 0.5 * ((lM[g] - eta[bg_tract[g]]) / tau) ** 2
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def _share_logdens(z, x, lo, hi, c1, c2, bs):
+    """log density of z = logit(u), the share of pi_c1 in pi_c1 + pi_c2 (= s; ``bs`` = beta * s) over one tract's
+    blocks [lo, hi); the uniform Dirichlet prior gives u a uniform conditional, so z gets u (1 - u)."""
+    u = 1.0 / (1.0 + math.exp(-z))
+    a1 = bs * u
+    a2 = bs * (1.0 - u)
+    if a1 <= 1e-300 or a2 <= 1e-300:
+        return -np.inf
+    v = math.log(u) + math.log1p(-u)
+    for b in range(lo, hi):
+        if x[b, c1] > 0:
+            v += math.lgamma(x[b, c1] + a1) - math.lgamma(a1)
+        if x[b, c2] > 0:
+            v += math.lgamma(x[b, c2] + a2) - math.lgamma(a2)
+    return v
+
+
+@numba.njit(cache=True, nogil=True)
+def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior):
+    """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau] (updated in place); ``prior`` = [log
+    size_mean, size_sd, tau_scale, log alpha_median, alpha_log_sd, log beta_median, beta_log_sd]."""
+    G = M.shape[0]
+    T = eta.shape[0]
+    B, C = x.shape
+    alpha, beta, tau = hyp[0], hyp[1], hyp[2]
+    n_g = np.zeros(G)
+    S_g = np.zeros(G)
+    for b in range(B):
+        n_g[block_bg[b]] += 1.0
+        S_g[block_bg[b]] += N[b]
+    # M_g: slice on log M_g
+    lM = np.log(M)
+    for g in range(G):
+        e = eta[bg_tract[g]]
+        x0 = lM[g]
+        f0 = _nb_group(x0, n_g[g], S_g[g], alpha, e, tau)
+        level = f0 + math.log(np.random.random())
+        width = 1.0
+        left = x0 - width * np.random.random()
+        right = left + width
+        for _ in range(50):
+            if _nb_group(left, n_g[g], S_g[g], alpha, e, tau) <= level:
+                break
+            left -= width
+        for _ in range(50):
+            if _nb_group(right, n_g[g], S_g[g], alpha, e, tau) <= level:
+                break
+            right += width
+        for _ in range(200):
+            x1 = left + (right - left) * np.random.random()
+            if _nb_group(x1, n_g[g], S_g[g], alpha, e, tau) > level:
+                lM[g] = x1
+                break
+            if x1 < x0:
+                left = x1
+            else:
+                right = x1
+        M[g] = math.exp(lM[g])
+    # eta_t: normal-normal conjugate
+    sum_t = np.zeros(T)
+    cnt_t = np.zeros(T)
+    for g in range(G):
+        sum_t[bg_tract[g]] += lM[g]
+        cnt_t[bg_tract[g]] += 1.0
+    for t in range(T):
+        prec = 1.0 / prior[1] ** 2 + cnt_t[t] / tau ** 2
+        mean = (prior[0] / prior[1] ** 2 + sum_t[t] / tau ** 2) / prec
+        eta[t] = mean + np.random.standard_normal() / math.sqrt(prec)
+    # tau, alpha, beta: slice on the log scale
+    for which in range(3):
+        if which == 0:
+            x0 = math.log(tau)
+            f0 = _tau_logdens(x0, lM, eta, bg_tract, prior[2])
+        elif which == 1:
+            x0 = math.log(alpha)
+            f0 = _alpha_logdens(x0, N, block_bg, n_g, S_g, M, prior[3], prior[4])
+        else:
+            x0 = math.log(beta)
+            f0 = _beta_logdens(x0, x, N, block_tract, pi, prior[5], prior[6])
+        level = f0 + math.log(np.random.random())
+        width = 0.5
+        left = x0 - width * np.random.random()
+        right = left + width
+        for side in range(2):
+            for _ in range(40):
+                z = left if side == 0 else right
+                if which == 0:
+                    f = _tau_logdens(z, lM, eta, bg_tract, prior[2])
+                elif which == 1:
+                    f = _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
+                else:
+                    f = _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
+                if f <= level:
+                    break
+                if side == 0:
+                    left -= width
+                else:
+                    right += width
+        new = x0
+        for _ in range(200):
+            z = left + (right - left) * np.random.random()
+            if which == 0:
+                f = _tau_logdens(z, lM, eta, bg_tract, prior[2])
+            elif which == 1:
+                f = _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
+            else:
+                f = _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
+            if f > level:
+                new = z
+                break
+            if z < x0:
+                left = z
+            else:
+                right = z
+        if which == 0:
+            tau = math.exp(new)
+        elif which == 1:
+            alpha = math.exp(new)
+        else:
+            beta = math.exp(new)
+    # pi_t: pairs of cells, the share of their sum
+    for t in range(T):
+        lo, hi = tract_start[t], tract_end[t]
+        for k in range(C):
+            c1 = np.random.randint(C)
+            c2 = np.random.randint(C - 1)
+            if c2 >= c1:
+                c2 += 1
+            ssum = pi[t, c1] + pi[t, c2]
+            bs = beta * ssum
+            u0 = pi[t, c1] / ssum
+            if u0 <= 0.0 or u0 >= 1.0:
+                continue
+            z0 = math.log(u0) - math.log1p(-u0)
+            level = _share_logdens(z0, x, lo, hi, c1, c2, bs) + math.log(np.random.random())
+            width = 2.0
+            left = z0 - width * np.random.random()
+            right = left + width
+            for _ in range(40):
+                if _share_logdens(left, x, lo, hi, c1, c2, bs) <= level:
+                    break
+                left -= width
+            for _ in range(40):
+                if _share_logdens(right, x, lo, hi, c1, c2, bs) <= level:
+                    break
+                right += width
+            for _ in range(200):
+                z = left + (right - left) * np.random.random()
+                if _share_logdens(z, x, lo, hi, c1, c2, bs) > level:
+                    u = 1.0 / (1.0 + math.exp(-z))
+                    pi[t, c1] = ssum * u
+                    pi[t, c2] = ssum * (1.0 - u)
+                    break
+                if z < z0:
+                    left = z
+                else:
+                    right = z
+    hyp[0], hyp[1], hyp[2] = alpha, beta, tau
+
+
+@numba.njit(cache=True, nogil=True)
+def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
+               block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior, bufL, bufR):
+    """``n`` sweeps (step 1 then step 2), numba's generator of this thread seeded with ``seed`` first."""
+    np.random.seed(seed)
+    L = block_unit.shape[0]
+    S1 = np.empty(L * query_cell.shape[0], dtype=np.int64)
+    S2 = np.empty(L * query_cell.shape[0], dtype=np.int64)
+    for _ in range(n):
+        bufL, bufR = sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
+                                  inv_level, block_bg, block_tract, hyp[0], hyp[1], M, pi, bufL, bufR, S1, S2)
+        sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior)
+    return bufL, bufR
+
+
+# --------------------------------------------------------------------------- the problem, in arrays
+class Problem:
+    """The arrays the kernels read, built once from the release's :class:`CensusStructure`."""
+
+    def __init__(self, structure, prior):
+        from ..families.census import bg_parent, pooling_levels
+
+        s = structure
+        self.structure = s
+        self.prior = prior
+        self.y = s.noisy.astype(np.float64)
+        self.w = 1.0 / (2.0 * s.sigma.astype(np.float64) ** 2)
+        self.K = int(s.query_sizes.max())
+        sizes = np.array([len(u) * s.Q * self.K for u in s.units], dtype=np.int64)
+        self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        mtab = np.full(int(sizes.sum()), -1, dtype=np.int64)
+        mtab[self.off[s.level] + (s.unit * s.Q + s.query) * self.K + s.cell] = np.arange(s.M)
+        self.mtab = mtab
+        U = max(len(u) for u in s.units)
+        self.unit_start = np.zeros((s.L, U), dtype=np.int64)
+        self.unit_end = np.zeros((s.L, U), dtype=np.int64)
+        for li in range(s.L):
+            bu = s.block_unit[li]  # blocks are sorted by GEOID, so a geounit's blocks are contiguous
+            n_u = len(s.units[li])
+            self.unit_start[li, :n_u] = np.searchsorted(bu, np.arange(n_u), side="left")
+            self.unit_end[li, :n_u] = np.searchsorted(bu, np.arange(n_u), side="right")
+        gi, ti = pooling_levels(s)
+        self.block_bg = s.block_unit[gi].copy()
+        self.block_tract = s.block_unit[ti].copy()
+        self.bg_tract = bg_parent(s)
+        T = len(s.units[ti])
+        self.tract_start = self.unit_start[ti, :T].copy()
+        self.tract_end = self.unit_end[ti, :T].copy()
+        self.inv_level = np.full(s.B, -1, dtype=np.int64)
+        for lv, (units, _) in s.invariants.items():
+            li = s.levels.index(lv)
+            covered = np.isin(s.block_unit[li], units)
+            self.inv_level[covered] = np.maximum(self.inv_level[covered], li)
+        self.prior_vec = np.array([math.log(prior.size_mean), prior.size_sd, prior.tau_scale,
+                                   math.log(prior.alpha_median), prior.alpha_log_sd, math.log(prior.beta_median),
+                                   prior.beta_log_sd])
+
+    def initial_counts(self, rng) -> np.ndarray:
+        """x from the block-level detailed-cell measurements where they exist (clipped at 0), else each block's
+        noisy total spread over the cells; then the invariants met exactly (persons added or removed at random
+        among the geounit's blocks and cells, deepest invariant level first)."""
+        s = self.structure
+        x = np.zeros((s.B, s.C), dtype=np.int64)
+        Lb = s.L - 1
+        full = [q for q in range(s.Q) if s.query_sizes[q] == s.C and
+                np.array_equal(np.sort(s.query_cell[q]), np.arange(s.C))]
+        if full:
+            q = full[0]
+            rows, units, cells = s.measured(Lb, q)
+            cell_of = np.argsort(s.query_cell[q])  # query cell -> histogram cell
+            x[units, cell_of[cells]] = np.maximum(s.noisy[rows], 0)
+        else:
+            tot = [q for q in range(s.Q) if s.query_sizes[q] == 1]
+            if tot:
+                rows, units, _ = s.measured(Lb, tot[0])
+                for r, u in zip(rows, units):
+                    n = max(int(s.noisy[r]), 0)
+                    x[u] = rng.multinomial(n, np.full(s.C, 1.0 / s.C))
+        for lv in sorted(s.invariants, key=lambda v: -s.levels.index(v)):
+            li = s.levels.index(lv)
+            units, totals = s.invariants[lv]
+            for u, total in zip(units, totals):
+                members = np.flatnonzero(s.block_unit[li] == u)
+                free = members[self.inv_level[members] <= li]
+                cur = int(x[members].sum())
+                gap = int(total) - cur
+                if gap > 0:
+                    if free.size == 0:
+                        raise InputError(f"invariants.{lv}_total", f"{s.units[li][u]}: its blocks are all fixed by "
+                                         "deeper invariants whose sum is not this total")
+                    add = rng.multinomial(gap, np.full(free.size * s.C, 1.0 / (free.size * s.C)))
+                    x[free] += add.reshape(free.size, s.C)
+                elif gap < 0:
+                    flat = x[free].ravel()
+                    if flat.sum() < -gap:
+                        raise InputError(f"invariants.{lv}_total", f"{s.units[li][u]}: the deeper invariants hold "
+                                         "more persons than this total")
+                    take = rng.multivariate_hypergeometric(flat, -gap)
+                    x[free] = (flat - take).reshape(free.size, s.C)
+        return x
+
+    def sums(self, x) -> np.ndarray:
+        """Every measurement's true sum under x."""
+        s = self.structure
+        out = np.zeros(s.M, dtype=np.int64)
+        for li in range(s.L):
+            for qi in range(s.Q):
+                rows, units, cells = s.measured(li, qi)
+                if rows.size:
+                    agg = s.aggregate(x, li, qi)
+                    out[rows] = agg[units, cells]
+        return out
+
+
+def _memory_check(structure, chains: int, draws: int) -> None:
+    from ..memory import check_fits
+
+    cells = structure.B * structure.C
+    est = 4.0 * cells * chains * draws + 8.0 * cells * (chains + 2) + 8.0 * structure.M * 6
+    check_fits(est, "draws", f"{draws} draws x {chains} chains of {cells:,} block cells",
+               "give fewer --draws or --chains, or a larger --thin with fewer draws")
+
+
+def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None):
+    s = prob.structure
+    rng = np.random.default_rng(seed)
+    x = prob.initial_counts(rng)
+    N = x.sum(axis=1)
+    sums = prob.sums(x)
+    G = int(prob.block_bg.max()) + 1
+    T = int(prob.block_tract.max()) + 1
+    # start the hyperparameters at their prior medians, block-group means at the data's
+    M = np.maximum(np.bincount(prob.block_bg, weights=N, minlength=G) / np.bincount(prob.block_bg, minlength=G), 0.5)
+    eta = np.full(T, math.log(prob.prior.size_mean))
+    hyp = np.array([prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5])
+    pi = np.full((T, s.C), 1.0 / s.C)
+    bufL, bufR = np.empty(4096), np.empty(4096)
+    draws = options.draws
+    out_x = np.empty((draws, s.B, s.C), dtype=np.int32)
+    out_h = np.empty((draws, 3))
+    out_M = np.empty((draws, G))
+    out_pi = np.empty((draws, T, s.C))
+    total = options.warmup + draws * options.thin
+    done = kept = 0
+    while done < total:
+        # sweeps up to the next kept draw or chunk end
+        if done < options.warmup:
+            n = min(CHUNK, options.warmup - done)
+        else:
+            n = options.thin
+        bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit, s.query_cell,
+                         prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg,
+                         prob.block_tract, prob.bg_tract, prob.tract_start, prob.tract_end, M, eta, hyp, pi,
+                         prob.prior_vec, bufL, bufR)
+        done += n
+        if done > options.warmup:
+            out_x[kept] = x
+            out_h[kept] = hyp
+            out_M[kept] = M
+            out_pi[kept] = pi
+            kept += 1
+        if progress is not None:
+            progress(done, total)
+    return out_x, out_h, out_M, out_pi
+
+
+def census_da(release, prior, options: CensusDAOptions):
+    from ..execution import spawn_seeds
+    from ..families.census import parse_prior, pooling_levels
+    from ..posterior import Posterior
+    from .mcmc_common import chain_workers, map_chains
+
+    s = release.structure
+    prior = parse_prior(prior, release)
+    _memory_check(s, options.chains, options.draws)
+    prob = Problem(s, prior)
+    seeds = spawn_seeds(options.seed, options.chains)
+    workers = chain_workers(options.chains, (options.warmup + options.draws * options.thin) * s.B * s.C)
+    last = [0]
+
+    def progress(done, total):
+        if done * 20 // total > last[0] * 20 // total or done == total:
+            report_status(f"da: sweep {done}/{total}")
+        last[0] = done
+
+    results = map_chains(lambda c: _run_chain(prob, options, seeds[c], progress if c == 0 and not options.quiet
+                                              else None), options.chains, workers)
+    gi, ti = pooling_levels(s)
+    post = Posterior(
+        family="census", method="da",
+        posterior={"counts": np.stack([r[0] for r in results]),
+                   "alpha": np.stack([r[1][:, 0] for r in results]),
+                   "beta": np.stack([r[1][:, 1] for r in results]),
+                   "tau": np.stack([r[1][:, 2] for r in results]),
+                   "block_group_mean": np.stack([r[2] for r in results]),
+                   "tract_mix": np.stack([r[3] for r in results])},
+        dims={"counts": ["block", "cell"], "block_group_mean": ["block_group"], "tract_mix": ["tract", "cell"]},
+        coords={"block": list(s.blocks), "cell": s.cell_labels(), "block_group": list(s.units[gi]),
+                "tract": list(s.units[ti])},
+        attrs=census_attrs(s) | {"algorithm": "data augmentation over the block histograms (exact discrete-Gaussian "
+                                              "likelihood; cell, cell-pair and block-pair moves; collapsed "
+                                              "negative-binomial / Dirichlet-multinomial prior)",
+                                 "options_warmup": options.warmup, "options_thin": options.thin},
+        float32_variables=("tract_mix", "block_group_mean"))
+    return post
+
+
+def census_attrs(structure) -> dict:
+    """What a posterior file needs to tabulate any geounit and query without the release: attributes, queries,
+    levels (JSON text)."""
+    import json
+
+    return {"census_attributes": json.dumps(structure.attributes), "census_queries": json.dumps(structure.queries),
+            "census_levels": json.dumps(structure.levels)}
+
+
+def census_naive(release, prior, options: CensusNaiveOptions):
+    """Each block cell alone: a flat prior on the non-negative integers times its own block-level measurement's
+    exact discrete-Gaussian likelihood (what a user reading one noisy cell at a time gets; the ``noisyvalue``
+    package's posterior).  A block cell without a block-level detailed measurement is refused."""
+    from ..execution import spawn_seeds
+    from ..posterior import Posterior
+
+    s = release.structure
+    Lb = s.L - 1
+    full = [q for q in range(s.Q) if s.query_sizes[q] == s.C]
+    if not full:
+        raise InputError("method", "naive needs a block-level measurement of every histogram cell (a detailed query)")
+    q = full[0]
+    rows, units, cells = s.measured(Lb, q)
+    if rows.size != s.B * s.C:
+        raise InputError("method", f"naive needs every block's {s.query_names[q]} cells measured; "
+                         f"{s.B * s.C - rows.size} are not")
+    cell_of = np.argsort(s.query_cell[q])
+    y = np.zeros((s.B, s.C))
+    sig = np.zeros((s.B, s.C))
+    y[units, cell_of[cells]] = s.noisy[rows]
+    sig[units, cell_of[cells]] = s.sigma[rows]
+    width = int(np.ceil(12 * sig.max())) + 1
+    if width * s.B * s.C > 2e8:
+        raise InputError("method", f"naive would enumerate {width * s.B * s.C:.3g} values (sigma {sig.max():.3g})")
+    seeds = spawn_seeds(options.seed, options.chains)
+    out = np.empty((options.chains, options.draws, s.B, s.C), dtype=np.int32)
+    lo = np.maximum(np.floor(np.maximum(y, 0) - 12 * sig), 0).astype(np.int64)
+    for ch in range(options.chains):
+        rng = np.random.default_rng(seeds[ch])
+        for b in range(s.B):
+            k = lo[b][:, None] + np.arange(width)[None, :]
+            logw = -(y[b][:, None] - k) ** 2 / (2 * sig[b][:, None] ** 2)
+            p = np.exp(logw - logw.max(axis=1, keepdims=True))
+            cdf = np.cumsum(p, axis=1)
+            u = rng.random((options.draws, s.C)) * cdf[:, -1][None, :]
+            for c in range(s.C):
+                out[ch, :, b, c] = k[c][np.searchsorted(cdf[c], u[:, c])]
+    return Posterior(family="census", method="naive", posterior={"counts": out}, dims={"counts": ["block", "cell"]},
+                     coords={"block": list(s.blocks), "cell": s.cell_labels()}, iid=True,
+                     attrs=census_attrs(s) | {"algorithm": "each block cell alone: flat prior on k >= 0, exact "
+                                                           "discrete-Gaussian likelihood of its own measurement"})
