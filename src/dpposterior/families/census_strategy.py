@@ -195,14 +195,15 @@ def dg_variance(sigma_sq: float) -> float:
 
 
 def _names(values, known, field_name: str, what: str) -> list[str]:
+    """``values`` checked as a list of distinct names of ``known``; ``what``: the singular noun."""
     if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values:
-        raise InputError(field_name, f"must be a non-empty list of {what} (of: {', '.join(known)})")
+        raise InputError(field_name, f"must be a non-empty list of {what} names (of: {', '.join(known)})")
     for i, v in enumerate(values):
         if v not in known:
-            raise InputError(f"{field_name}[{i}]", f"{v!r} is not a {what[:-1]} of the strategy (one of: "
+            raise InputError(f"{field_name}[{i}]", f"{v!r} is not a {what} of the strategy (one of: "
                              f"{', '.join(known)})")
     if len(set(values)) != len(values):
-        raise InputError(field_name, f"lists a {what[:-1]} twice")
+        raise InputError(field_name, f"lists a {what} twice")
     return [str(v) for v in values]
 
 
@@ -212,8 +213,8 @@ def noise_variances(strategy: str, levels=LEVELS, queries=tuple(QUERIES)) -> dic
     The variance is the one production published per measurement: the exact variance of the discrete Gaussian
     with sigma^2 = 1 / rho_lq (equal to sigma^2 for all but the state ``total`` here)."""
     s = strategy_of(strategy)
-    levels = _names(levels, s.levels, "levels", "levels")
-    queries = _names(queries, s.queries, "queries", "queries")
+    levels = _names(levels, s.levels, "levels", "level")
+    queries = _names(queries, s.queries, "queries", "query")
     return {(lv, q): dg_variance(s.sigma_sq(lv, q)) for lv in levels for q in queries}
 
 
@@ -326,13 +327,13 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, 
     (``DiscreteGaussian(sigma).draw`` with ``numpy.random.default_rng(seed)``; the same seed gives the same
     rows).  The rows are columns ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value`` (int64),
     ``variance`` (float), ordered by level, query, geounit, cell.  The manifest's invariants hold each
-    state's exact total, as production kept it (``theInvariants.State = tot``)."""
+    state's exact total, as production kept it (``theInvariants.State = tot``); its ``strategy`` the strategy's
+    name and the zCDP rho the measured (level, query) pairs spend."""
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
     s = strategy_of(strategy)
-    levels = _names(check_levels(list(levels) if isinstance(levels, tuple) else levels), s.levels, "levels",
-                    "levels")
-    qnames = list(s.queries) if queries is None else _names(queries, s.queries, "queries", "queries")
+    levels = _names(check_levels(levels), s.levels, "levels", "level")
+    qnames = list(s.queries) if queries is None else _names(queries, s.queries, "queries", "query")
     geocodes, counts = _truth(truth)
     order = np.argsort(geocodes, kind="stable")
     geocodes, counts = geocodes[order], counts[order]
@@ -372,6 +373,7 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, 
         "queries": {q: list(QUERIES[q]) for q in qnames},
         "levels": list(levels),
         "invariants": {"state_total": state_totals},
-        "strategy": {"name": s.name, "rho": float(s.rho)},
+        # the rho this release spends: the strategy's total when every level and query is measured
+        "strategy": {"name": s.name, "rho": float(sum((s.rho_of(lv, q) for lv in levels for q in qnames), Fr(0)))},
     }
     return manifest, rows
