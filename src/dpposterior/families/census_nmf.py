@@ -47,26 +47,19 @@ shape on the histogram's axes, 1 on an axis summed out, e.g. ``[1, 2, 2, 1]`` fo
 Constraint row has ``geocode``, ``query_name`` (``total_con``, ``hhgq_total_lb_con``, ``hhgq_total_ub_con``,
 ``nurse_nva_0_con``) and ``value``.
 
-The manifest keeps the Bureau's query names (``_dpq`` removed) and the schema's own category labels:
+The manifest keeps the Bureau's query names (``_dpq`` removed) and the schema's own category labels.  NMF
+``query_name`` -> manifest query: attributes (cells):
 
-=============================  ============================================  =====
-NMF ``query_name``             manifest query: attributes                     cells
-=============================  ============================================  =====
-``total_dpq``                  ``total``: []                                  1
-``hhgq_dpq``                   ``hhgq``: [hhgq]                               8
-``votingage_dpq``              ``votingage``: [votingage]                     2
-``hispanic_dpq``               ``hispanic``: [hispanic]                       2
-``cenrace_dpq``                ``cenrace``: [cenrace]                         63
-``hispanic * cenrace_dpq``     ``hispanic * cenrace``: [hispanic, cenrace]    126
-``votingage * cenrace_dpq``    ``votingage * cenrace``: [votingage, cenrace]  126
-``votingage * hispanic_dpq``   ``votingage * hispanic``: [votingage, hisp.]   4
-``votingage * hispanic *       ``votingage * hispanic * cenrace``             252
-cenrace_dpq``
-``detailed_dpq``               ``detailed``: [hhgq, votingage, hispanic,      2016
-                               cenrace]
-``hhinstlevels_dpq``           left out (a recode of hhgq into 3 groups,      3
-                               not a marginal of the histogram)
-=============================  ============================================  =====
+* ``total_dpq`` -> ``total``: [] (1)
+* ``hhgq_dpq``, ``votingage_dpq``, ``hispanic_dpq``, ``cenrace_dpq`` -> the one attribute (8, 2, 2, 63)
+* ``hispanic * cenrace_dpq`` -> [hispanic, cenrace] (126); ``votingage * cenrace_dpq`` -> [votingage, cenrace]
+  (126); ``votingage * hispanic_dpq`` -> [votingage, hispanic] (4); ``votingage * hispanic * cenrace_dpq`` ->
+  [votingage, hispanic, cenrace] (252)
+* ``detailed_dpq`` -> ``detailed``: [hhgq, votingage, hispanic, cenrace] (2016)
+* ``hhinstlevels_dpq`` (3 cells: household, institutional = hhgq 1-4, non-institutional = hhgq 5-7) is a recode of
+  hhgq, not a marginal of the histogram: left out, with a warning
+* Constraint ``total_con`` -> the invariant ``<level>_total``; ``hhgq_total_lb_con``, ``hhgq_total_ub_con`` and
+  ``nurse_nva_0_con`` (bounds and a structural zero the post-processing imposed) are not read
 
 Cell k of a query is element k of ``value``: the query's attributes are in the histogram's order, and its cells in
 C order over them, as the census family's labels are (``census_table``).
@@ -141,9 +134,8 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
     root = Path(path)
     if not root.exists():
         raise InputError("path", f"not found: {root}")
-    files = _layout_files(root)
-    files = _select_state(files, state)
-    files = _select_levels(files, levels)
+    want = _wanted_levels(levels)
+    files = _select_state(_layout_files(root, want), state)
     meas, cons = _read_files(files, root)
     if not meas["geocode"]:
         raise InputError("path", f"holds no DPQuery rows in {root} (after the state and level selection)")
@@ -179,8 +171,9 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
 
 # -- files -----------------------------------------------------------------------------------------------------------
 
-def _layout_files(root: Path) -> list[tuple[str, str, str | None, Path]]:
-    """(Bureau level, kind, state partition or None, file) for every parquet file under ``root``."""
+def _layout_files(root: Path, want) -> list[tuple[str, str, str | None, Path]]:
+    """(Bureau level, kind, state partition or None, file) for every parquet file under ``root`` at the wanted
+    geolevels (all when ``want`` is None: then a folder of another geolevel is refused)."""
     if root.is_file():
         candidates = [root]
     else:
@@ -201,6 +194,8 @@ def _layout_files(root: Path) -> list[tuple[str, str, str | None, Path]]:
         if level is None:
             raise InputError("nmf.geolevel", f"{rel} is not inside a '<Level>.parquet' folder, so its geolevel is "
                              "not known")
+        if want is not None and level not in want:
+            continue
         if level not in BUREAU_LEVELS:
             raise InputError("nmf.geolevel", f"{level!r} (folder of {rel}) is not one of "
                              f"{', '.join(BUREAU_LEVELS)}")
@@ -208,7 +203,7 @@ def _layout_files(root: Path) -> list[tuple[str, str, str | None, Path]]:
             raise InputError("nmf.kind", f"{rel} is not inside a DPQuery or Constraint folder")
         out.append((level, kind, part, f))
     if not out:
-        raise InputError("path", f"holds no parquet files: {root}")
+        raise InputError("path", f"holds no parquet files{'' if want is None else ' at those levels'}: {root}")
     return out
 
 
@@ -227,9 +222,9 @@ def _select_state(files, state):
     return out
 
 
-def _select_levels(files, levels):
+def _wanted_levels(levels):
     if levels is None:
-        return files
+        return None
     ours = {v: k for k, v in BUREAU_LEVELS.items()}
     want = set()
     for i, lv in enumerate([levels] if isinstance(levels, str) else list(levels)):
@@ -239,7 +234,7 @@ def _select_levels(files, levels):
             want.add(ours[lv])
         else:
             raise InputError(f"levels[{i}]", f"unknown geolevel {lv!r} (one of: {', '.join(BUREAU_LEVELS)})")
-    return [f for f in files if f[0] in want]
+    return want
 
 
 def _read_files(files, root: Path):
