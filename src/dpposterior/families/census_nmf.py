@@ -461,19 +461,23 @@ def _level_map(level, codes, das_blocks, geoid15) -> dict:
     _check_geocodes(level, codes)
     width = len(codes[0])
     digits = LEVEL_DIGITS[ours]
-    prefix = np.array([b[:width] for b in das_blocks], dtype=object)
-    tab = np.array([g[:digits] for g in geoid15], dtype=object)
-    tab_count = dict(zip(*np.unique(tab.astype(str), return_counts=True)))
+    # one pass over the blocks: each DAS geounit's tabulation prefixes and block count, each prefix's block count
+    held, size, tab_count = {}, {}, {}
+    for das, geoid in zip(das_blocks, geoid15):
+        unit, t = das[:width], geoid[:digits]
+        held.setdefault(unit, set()).add(t)
+        size[unit] = size.get(unit, 0) + 1
+        tab_count[t] = tab_count.get(t, 0) + 1
     out = {}
     for code in codes:
-        mine = tab[prefix == code]
-        if mine.size == 0:
+        n = size.get(code, 0)
+        if n == 0:
             raise InputError("nmf.geocode", f"{code!r} ({level}) is the prefix of none of the release's block "
                              "geocodes")
-        found = np.unique(mine.astype(str))
-        if found.size != 1 or tab_count[found[0]] != mine.size:
+        found = np.array(sorted(held[code]))
+        if found.size != 1 or tab_count[found[0]] != n:
             what = (f"holds blocks of {', '.join(found[:3])}{'...' if found.size > 3 else ''}" if found.size > 1
-                    else f"holds {mine.size} of the release's {tab_count[found[0]]} blocks of {found[0]}")
+                    else f"holds {n} of the release's {tab_count[found[0]]} blocks of {found[0]}")
             why = ("the spine's optimized block groups are not tabulation block groups" if level == "Block_Group"
                    else "a state's AIAN and non-AIAN branches are separate geounits; read one branch "
                    f"(state='0{found[0][:2]}' or '1{found[0][:2]}')")
