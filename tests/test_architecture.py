@@ -25,7 +25,7 @@ LAYERS = [
                     "dpposterior.combine",
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
-                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.netcdf",
+                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.geotables", "dpposterior.netcdf",
                                  # every ArviZ call (0.x and 1.x), beside the file writer; imports no package module
                                  "dpposterior.arviz_compat",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",
@@ -45,7 +45,7 @@ LAYERS = [
                   "dpposterior.privacy", "dpposterior.report", "dpposterior.geometry", "dpposterior.console",
                   "dpposterior.gallery",
                   "dpposterior.demo", "dpposterior.analysis", "dpposterior.model_commands",
-                  "dpposterior.synthetic", "dpposterior.marginals_commands", "dpposterior.marginals_io",
+                  "dpposterior.synthetic", "dpposterior.marginals_commands", "dpposterior.marginals_io", "dpposterior.census",
                   "dpposterior.worker_preload"]),
 ]
 

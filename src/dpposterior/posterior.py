@@ -271,6 +271,55 @@ class Posterior:
         return xr.DataArray(values, dims=("chain", "draw", *attributes), coords=coords,
                             name=("count" if counts else "p") + "[" + ",".join(attributes) + "]")
 
+    # ------------------------------------------------------------------ geographic tables (census family)
+    def census_schema(self) -> tuple[dict, dict]:
+        """(attributes, queries) of a posterior of block histograms (the ``census`` family); a one-line error for
+        any other posterior."""
+        import json
+
+        from .errors import InputError
+
+        if "counts" not in self.posterior or "census_attributes" not in self.attrs:
+            raise InputError("posterior", f"holds no block histograms (family {self.family!r}); counts() and "
+                             "tabulate take a posterior of the census family")
+        return json.loads(self.attrs["census_attributes"]), json.loads(self.attrs["census_queries"])
+
+    def counts(self, geocodes=None, query: str = "total", level: str | None = None):
+        """Draws of persons by the cells of ``query``, as an ``xarray.DataArray``:
+
+        - ``geocodes`` (a GEOID prefix or a list of them: blocks, block groups, tracts, ... in any mix): their union
+          of blocks, summed -- dims (chain, draw, query cell);
+        - ``level`` (``state``, ``county``, ``tract``, ``block_group``, ``block``): every geounit of that level --
+          dims (chain, draw, ``level``, query cell);
+        - neither: every block together."""
+        import xarray as xr
+
+        from .errors import InputError
+        from .geotables import cell_labels, group_sum, prefix_members, query_cell_map, to_query
+
+        attributes, queries = self.census_schema()
+        if query not in queries:
+            raise InputError("query", f"unknown query {query!r} (one of: {', '.join(queries)})")
+        qc, sizes = query_cell_map(attributes, queries)
+        qi = list(queries).index(query)
+        blocks = np.asarray(self.coords["block"]).astype(str)
+        x = self.posterior["counts"]
+        coords = {"chain": np.arange(self.nchains), "draw": np.arange(self.ndraws),
+                  "cell": cell_labels(attributes, queries[query])}
+        if level is not None:
+            digits = {"us": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
+            if level not in digits:
+                raise InputError("level", f"unknown level {level!r} (one of: {', '.join(digits)})")
+            units, group = np.unique(np.array([b[:digits[level]] for b in blocks]), return_inverse=True)
+            out = np.empty((self.nchains, self.ndraws, len(units), int(sizes[qi])), dtype=np.int64)
+            for ch in range(self.nchains):  # a chain at a time: the block draws are the large array
+                out[ch] = group_sum(to_query(x[ch], qc[qi], int(sizes[qi])), group, len(units), axis=1)
+            coords[level] = list(units)
+            return xr.DataArray(out, dims=("chain", "draw", level, "cell"), coords=coords, name=f"persons[{query}]")
+        mask = np.ones(len(blocks), dtype=bool) if geocodes is None else prefix_members(blocks, geocodes)
+        out = np.stack([to_query(x[ch][:, mask].sum(axis=1), qc[qi], int(sizes[qi])) for ch in range(self.nchains)])
+        return xr.DataArray(out, dims=("chain", "draw", "cell"), coords=coords, name=f"persons[{query}]")
+
     @classmethod
     def from_arviz(cls, idata) -> "Posterior":
         """A Posterior from an ``arviz.InferenceData`` or an ``xarray.DataTree`` (a posterior file read back by

@@ -93,7 +93,7 @@ class CensusRelease(ReleaseBase):
     queries: dict[str, list[str]]
     levels: list[str]
     #: a parquet or CSV file name, relative to the manifest; or the columns themselves (a dict of lists)
-    measurements: str | dict[str, list]
+    measurements: str | dict[str, Any]
     invariants: dict[str, dict[str, int]] | None = None
     #: the block GEOIDs (default: every block-level geocode of the measurements)
     blocks: list[str] | None = None

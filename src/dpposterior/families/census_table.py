@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..geotables import query_cell_map
 
 #: GEOID digits of a geounit at each level (state 2, county 5, tract 11, block group 12, block 15)
 LEVEL_DIGITS = {"us": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
@@ -209,24 +210,6 @@ def check_levels(levels) -> list[str]:
     if levels[-1] != "block":
         raise InputError("levels", "must end with block (the latent histograms are per block)")
     return list(levels)
-
-
-def query_cell_map(attributes: dict[str, list[str]], queries: dict[str, list[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """``query_cell[q, c]`` and ``query_sizes[q]`` (module docstring)."""
-    names = list(attributes)
-    shape = tuple(len(attributes[a]) for a in names)
-    C = int(np.prod(shape))
-    coords = np.unravel_index(np.arange(C), shape)
-    qc = np.zeros((len(queries), C), dtype=np.int64)
-    sizes = np.zeros(len(queries), dtype=np.int64)
-    for q, attrs in enumerate(queries.values()):
-        if attrs:
-            sub = tuple(len(attributes[a]) for a in attrs)
-            qc[q] = np.ravel_multi_index(tuple(coords[names.index(a)] for a in attrs), sub)
-            sizes[q] = int(np.prod(sub))
-        else:
-            sizes[q] = 1
-    return qc, sizes
 
 
 def sigma_of_variance(var: np.ndarray) -> np.ndarray:

@@ -529,8 +529,10 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
 
 @numba.njit(cache=True, nogil=True)
 def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
-               block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior, bufL, bufR):
-    """``n`` sweeps (step 1 then step 2), numba's generator of this thread seeded with ``seed`` first."""
+               block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior, bufL, bufR,
+               update_hyper):
+    """``n`` sweeps (step 1, then step 2 when ``update_hyper``), numba's generator of this thread seeded with
+    ``seed`` first."""
     np.random.seed(seed)
     L = block_unit.shape[0]
     S1 = np.empty(L * query_cell.shape[0], dtype=np.int64)
@@ -538,7 +540,8 @@ def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, uni
     for _ in range(n):
         bufL, bufR = sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
                                   inv_level, block_bg, block_tract, hyp[0], hyp[1], M, pi, bufL, bufR, S1, S2)
-        sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior)
+        if update_hyper:
+            sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior)
     return bufL, bufR
 
 
@@ -650,7 +653,10 @@ def _memory_check(structure, chains: int, draws: int) -> None:
                "give fewer --draws or --chains, or a larger --thin with fewer draws")
 
 
-def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None):
+def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None):
+    """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw.  ``fixed``: hyperparameters held at
+    these values (``alpha``, ``beta``, ``block_group_mean``, ``tract_mix``) -- the conditional of x alone, which
+    the brute-force reference test enumerates."""
     s = prob.structure
     rng = np.random.default_rng(seed)
     x = prob.initial_counts(rng)
@@ -663,6 +669,10 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None):
     eta = np.full(T, math.log(prob.prior.size_mean))
     hyp = np.array([prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5])
     pi = np.full((T, s.C), 1.0 / s.C)
+    if fixed is not None:
+        hyp[0], hyp[1] = fixed["alpha"], fixed["beta"]
+        M = np.array(fixed["block_group_mean"], dtype=float)
+        pi = np.array(fixed["tract_mix"], dtype=float)
     bufL, bufR = np.empty(4096), np.empty(4096)
     draws = options.draws
     out_x = np.empty((draws, s.B, s.C), dtype=np.int32)
@@ -680,7 +690,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None):
         bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit, s.query_cell,
                          prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg,
                          prob.block_tract, prob.bg_tract, prob.tract_start, prob.tract_end, M, eta, hyp, pi,
-                         prob.prior_vec, bufL, bufR)
+                         prob.prior_vec, bufL, bufR, fixed is None)
         done += n
         if done > options.warmup:
             out_x[kept] = x

@@ -1,0 +1,176 @@
+"""``dpposterior.census``: the Census noisy measurement files in Python (docs/census.md).
+
+- :func:`simulate` -- a noisy-measurement release of a block-level truth (the shipped Hawaii 2020 table by default)
+  under the 2020 production privacy-loss allocation (``families/census_strategy``), exact discrete-Gaussian noise;
+- :func:`release_from` / :func:`save` -- a release from a manifest and its measurement columns, and its files (the
+  JSON manifest and a parquet table beside it);
+- :func:`read_nmf` -- the Census Bureau's own NMF parquet layout read into a manifest and rows
+  (``families/census_nmf``);
+- :func:`tabulate` and :func:`union` -- posterior medians, intervals and threshold probabilities of any level and
+  query, or of any union of blocks (districts), from a posterior of the ``census`` family;
+- :func:`peers` -- the GLS estimate (the Bureau's own baseline), the naive reading and per-cell flat-prior
+  intervals of the same cells, for comparison.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+
+def release_from(manifest: dict, rows: dict):
+    """A validated :class:`~dpposterior.families.census.CensusRelease` from a manifest (as the JSON file holds it,
+    ``measurements`` aside) and its measurement columns (``level, geocode, query, cell, noisy_value, variance``)."""
+    from pydantic import ValidationError
+
+    from .families import get_family
+    from .errors import from_pydantic
+
+    if not isinstance(manifest, dict):
+        raise InputError("manifest", "must be a dict (the release's JSON manifest)")
+    data = {**manifest, "measurements": dict(rows)}
+    try:
+        release = get_family("census").release_model.model_validate(data)
+    except ValidationError as exc:
+        raise from_pydantic(exc, "release") from None
+    release.after_load(None)
+    digest = hashlib.sha256(json.dumps({k: v for k, v in manifest.items() if k != "measurements"},
+                                       sort_keys=True).encode())
+    for col in ("level", "geocode", "query", "cell", "noisy_value", "variance"):
+        digest.update(np.asarray(rows[col]).astype(str if col in ("level", "geocode", "query", "cell") else float)
+                      .tobytes())
+    release._sha256 = digest.hexdigest()
+    release._family_entry = get_family("census")
+    return release
+
+
+def simulate(truth=None, strategy: str = "pl94-2020", seed=None, **kwargs):
+    """A simulated noisy-measurement release (a :class:`~dpposterior.families.census.CensusRelease`) of ``truth``
+    (geocodes and a block x cell count table, a CSV path, or None: Hawaii 2020) under ``strategy``; ``kwargs``:
+    ``levels``, ``queries`` (``families.census_strategy.simulate``)."""
+    from .families.census_strategy import simulate as draw
+
+    manifest, rows = draw(truth, strategy=strategy, seed=seed, **kwargs)
+    return release_from(manifest, rows)
+
+
+def save(release, path) -> Path:
+    """Write ``release`` as ``path`` (the JSON manifest) and the parquet table beside it (same name, ``.parquet``);
+    returns the manifest's path.  ``dpposterior infer path`` reads the two back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .files import atomic_path, write_bytes
+
+    path = Path(path)
+    if path.suffix != ".json":
+        raise InputError("path", f"{path.name}: the manifest is a .json file")
+    s = release.structure
+    table_path = path.with_suffix(".parquet")
+    level_names = np.asarray(s.levels, dtype=object)[s.level]
+    geocode = np.empty(s.M, dtype=object)
+    for li in range(s.L):
+        rows = s.level == li
+        geocode[rows] = s.units[li][s.unit[rows]]
+    qnames = np.asarray(s.query_names, dtype=object)[s.query]
+    labels = {q: np.asarray(s.cell_labels(q), dtype=object) for q in s.query_names}
+    cell = np.empty(s.M, dtype=object)
+    for qi, q in enumerate(s.query_names):
+        rows = s.query == qi
+        cell[rows] = labels[q][s.cell[rows]]
+    table = pa.table({"level": pa.array(level_names.astype(str)), "geocode": pa.array(geocode.astype(str)),
+                      "query": pa.array(qnames.astype(str)), "cell": pa.array(cell.astype(str)),
+                      "noisy_value": pa.array(s.noisy, pa.int64()), "variance": pa.array(s.variance, pa.float64())})
+    with atomic_path(table_path, field="path") as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    manifest = release.model_dump(exclude_none=True, exclude={"measurements"})
+    manifest["measurements"] = table_path.name
+    write_bytes(path, json.dumps(manifest, indent=1) + "\n", field="path")
+    return path
+
+
+def read_nmf(path, **kwargs):
+    """The Bureau's NMF parquet layout read into (manifest, rows) (``families.census_nmf.read_nmf``)."""
+    from .families.census_nmf import read_nmf as read
+
+    return read(path, **kwargs)
+
+
+def _quantiles(draws: np.ndarray, interval: float):
+    lo, hi = (1.0 - interval) / 2.0, 1.0 - (1.0 - interval) / 2.0
+    q = np.quantile(draws, [0.5, lo, hi], axis=0, method="inverted_cdf")
+    return q[0], q[1], q[2]
+
+
+def _check_interval(interval) -> float:
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0.0 < interval < 1.0:
+        raise InputError("interval", f"must be a probability in (0, 1) (got {interval!r})")
+    return float(interval)
+
+
+def tabulate(post, level: str, query: str = "total", interval: float = 0.9):
+    """Median and equal-tailed ``interval`` of persons in every geounit of ``level`` by the cells of ``query``:
+    a data frame with columns geocode, cell, mean, median, lower, upper."""
+    import pandas as pd
+
+    interval = _check_interval(interval)
+    arr = post.counts(query=query, level=level)
+    draws = arr.values.reshape(-1, *arr.shape[2:])
+    med, lo, hi = _quantiles(draws, interval)
+    units, cells = arr.coords[level].values, arr.coords["cell"].values
+    return pd.DataFrame({"geocode": np.repeat(units.astype(str), len(cells)),
+                         "cell": np.tile(cells.astype(str), len(units)),
+                         "mean": draws.mean(axis=0).ravel(), "median": med.ravel().astype(np.int64),
+                         "lower": lo.ravel().astype(np.int64), "upper": hi.ravel().astype(np.int64)})
+
+
+def union(post, members: dict, query: str = "total", interval: float = 0.9, at_least=()):
+    """Persons in each union of geounits (``members``: name -> GEOID prefixes, e.g. a district's blocks) by the
+    cells of ``query``: mean, median, ``interval`` and P(count >= k) for every k in ``at_least``."""
+    import pandas as pd
+
+    interval = _check_interval(interval)
+    at_least = [int(k) for k in at_least]
+    if not isinstance(members, dict) or not members:
+        raise InputError("union", "must map each union's name to its GEOIDs")
+    out = []
+    for name, codes in members.items():
+        arr = post.counts(geocodes=list(codes), query=query)
+        draws = arr.values.reshape(-1, arr.shape[-1])
+        med, lo, hi = _quantiles(draws, interval)
+        for k, cell in enumerate(arr.coords["cell"].values):
+            row = {"union": str(name), "cell": str(cell), "mean": float(draws[:, k].mean()), "median": int(med[k]),
+                   "lower": int(lo[k]), "upper": int(hi[k])}
+            for t in at_least:
+                row[f"p_at_least_{t}"] = float(np.mean(draws[:, k] >= t))
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def read_union_file(path) -> dict[str, list[str]]:
+    """A CSV of union members: columns ``union`` and ``geocode`` (one row per member: a block or any GEOID
+    prefix), read as text."""
+    import pandas as pd
+
+    from .errors import check_input_file
+
+    check_input_file(path, "union")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as exc:  # pandas' parser errors: one line naming the file
+        raise InputError("union", f"{Path(path).name} could not be read as CSV ({str(exc).splitlines()[0]})") from None
+    for col in ("union", "geocode"):
+        if col not in frame.columns:
+            raise InputError("union", f"{Path(path).name} has no column {col!r} (needs: union, geocode)")
+    empty = frame.index[(frame["union"].str.strip() == "") | (frame["geocode"].str.strip() == "")]
+    if len(empty):
+        raise InputError("union", f"{Path(path).name} row {int(empty[0]) + 2} has an empty union or geocode")
+    members: dict[str, list[str]] = {}
+    for u, g in zip(frame["union"], frame["geocode"]):
+        members.setdefault(u.strip(), []).append(g.strip())
+    return members
