@@ -69,35 +69,76 @@ WINDOW_SIGMAS = 12.0
 
 
 # --------------------------------------------------------------------------- generalised Gaussian kernels
+# Small dense products as loops and eigh as the only LAPACK call: the kernels then compile in seconds
+# (numba's ``@`` and SVD specialise per layout), and C is at most a few dozen.
 @numba.njit(cache=True)
-def _basis(S, thresh):
-    """Eigenvectors of symmetric ``S`` with eigenvalue above ``thresh`` (columns) and those eigenvalues."""
-    w, Q = np.linalg.eigh(S)
-    n = 0
-    for i in range(w.shape[0]):
-        if w[i] > thresh:
-            n += 1
-    B = np.empty((S.shape[0], n))
-    lam = np.empty(n)
-    j = 0
-    for i in range(w.shape[0]):
-        if w[i] > thresh:
-            B[:, j] = Q[:, i]
-            lam[j] = w[i]
-            j += 1
-    return B, lam
+def _mm(A, B):
+    """A @ B."""
+    n, k = A.shape
+    p = B.shape[1]
+    out = np.zeros((n, p))
+    for i in range(n):
+        for l in range(k):
+            a = A[i, l]
+            if a != 0.0:
+                for j in range(p):
+                    out[i, j] += a * B[l, j]
+    return out
 
 
 @numba.njit(cache=True)
-def _proper(V):
-    """V's proper directions (eigenvalue above RANK_TOL of the largest) and their variances."""
-    C = V.shape[0]
-    vmax = 0.0
-    for i in range(C):
-        vmax = max(vmax, V[i, i])
-    if vmax <= 0.0:
-        return np.empty((C, 0)), np.empty(0)
-    return _basis(V, RANK_TOL * vmax * C)
+def _mtm(A, B):
+    """A' @ B."""
+    k, n = A.shape
+    p = B.shape[1]
+    out = np.zeros((n, p))
+    for l in range(k):
+        for i in range(n):
+            a = A[l, i]
+            if a != 0.0:
+                for j in range(p):
+                    out[i, j] += a * B[l, j]
+    return out
+
+
+@numba.njit(cache=True)
+def _mmt(A, B):
+    """A @ B'."""
+    n, k = A.shape
+    p = B.shape[0]
+    out = np.zeros((n, p))
+    for i in range(n):
+        for j in range(p):
+            s = 0.0
+            for l in range(k):
+                s += A[i, l] * B[j, l]
+            out[i, j] = s
+    return out
+
+
+@numba.njit(cache=True)
+def _mv(A, x):
+    """A @ x."""
+    n, k = A.shape
+    out = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for l in range(k):
+            s += A[i, l] * x[l]
+        out[i] = s
+    return out
+
+
+@numba.njit(cache=True)
+def _mtv(A, x):
+    """A' @ x."""
+    k, n = A.shape
+    out = np.zeros(n)
+    for l in range(k):
+        if x[l] != 0.0:
+            for i in range(n):
+                out[i] += A[l, i] * x[l]
+    return out
 
 
 @numba.njit(cache=True)
@@ -106,91 +147,121 @@ def _sym(A):
 
 
 @numba.njit(cache=True)
+def _trace(A):
+    s = 0.0
+    for i in range(A.shape[0]):
+        s += A[i, i]
+    return s
+
+
+@numba.njit(cache=True)
+def _split(S, thresh):
+    """Eigenvectors of symmetric ``S`` with eigenvalue above ``thresh`` (columns), those eigenvalues,
+    and the other eigenvectors."""
+    n = S.shape[0]
+    if n == 0:
+        return np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0))
+    w, Q = np.linalg.eigh(np.ascontiguousarray(S))
+    na = 0
+    for i in range(n):
+        if w[i] > thresh:
+            na += 1
+    above = np.empty((n, na))
+    lam = np.empty(na)
+    below = np.empty((n, n - na))
+    ja, jb = 0, 0
+    for i in range(n):
+        if w[i] > thresh:
+            above[:, ja] = Q[:, i]
+            lam[ja] = w[i]
+            ja += 1
+        else:
+            below[:, jb] = Q[:, i]
+            jb += 1
+    return above, lam, below
+
+
+@numba.njit(cache=True)
+def _rank_thresh(S):
+    """The eigenvalue of PSD ``S`` at or below which a direction counts as null (relative to its trace)."""
+    return max(RANK_TOL * _trace(S), 1e-300)
+
+
+@numba.njit(cache=True)
+def _scaled_outer(B, lam):
+    """B diag(1/lam) B'."""
+    Bs = B.copy()
+    for j in range(lam.shape[0]):
+        Bs[:, j] /= lam[j]
+    return _mmt(Bs, B)
+
+
+@numba.njit(cache=True)
 def _update(m, V, Pf, J, h, G, t):
     """Condition the generalised Gaussian (m, V, flat projector Pf) on measurements of information
     (J, h) and on the exact constraints G z = t.  Returns (m, V, Pf, status): status 0, or 1 when the
     constraints contradict the law's exact directions."""
     C = m.shape[0]
-    F, _ = _basis(Pf, 0.5)
-    E, lam = _proper(V)
+    F, _, _ = _split(Pf, 0.5)
+    E, lam, _ = _split(V, _rank_thresh(V))
     nf, npr = F.shape[1], E.shape[1]
     r = nf + npr
     T = np.empty((C, r))
     T[:, :nf] = F
     T[:, nf:] = E
     # information on theta (z = m + T theta): none on the flat coordinates, 1/lambda on the proper ones
-    Jt = T.T @ J @ T
+    Jt = _mtm(T, _mm(J, T))
     for i in range(npr):
         Jt[nf + i, nf + i] += 1.0 / lam[i]
-    ht = T.T @ (h - J @ m)
+    ht = _mtv(T, h - _mv(J, m))
     theta0 = np.zeros(r)
     N = np.eye(r)
     k = G.shape[0]
     if k > 0:
-        rhs = t - G @ m
+        # theta restricted to {G T theta = t - G m}: theta0 + N phi, theta0 the least-norm solution
+        rhs = t - _mv(G, m)
         scale = 1.0
         for i in range(k):
             scale = max(scale, abs(t[i]))
-        if r == 0:
-            for i in range(k):
-                if abs(rhs[i]) > 1e-6 * scale:
-                    return m, V, Pf, 1
-        else:
-            H = G @ T
-            U, s, Vt = np.linalg.svd(H)
-            smax = 0.0
-            for i in range(s.shape[0]):
-                smax = max(smax, s[i])
-            rank = 0
-            for i in range(s.shape[0]):
-                if s[i] > 1e-9 * max(smax, 1.0):
-                    rank += 1
-            coef = (U[:, :rank].T @ rhs) / s[:rank]
-            theta0 = Vt[:rank].T @ coef
-            res = H @ theta0 - rhs
-            for i in range(k):
-                if abs(res[i]) > 1e-6 * scale:
-                    return m, V, Pf, 1
-            N = Vt[rank:].T.copy()
-    Jp = _sym(N.T @ Jt @ N)
-    hp = N.T @ (ht - Jt @ theta0)
-    n = Jp.shape[0]
-    TN = T @ N
-    if n == 0:
-        return m + T @ theta0, np.zeros((C, C)), np.zeros((C, C)), 0
-    w, W = np.linalg.eigh(Jp)
-    wmax = 0.0
-    for i in range(n):
-        wmax = max(wmax, abs(w[i]))
-    thresh = RANK_TOL * wmax * n
-    Jinv = np.zeros((n, n))
-    nflat = 0
-    for i in range(n):
-        if w[i] > thresh and w[i] > 0.0:
-            Jinv += np.outer(W[:, i], W[:, i]) / w[i]
-        else:
-            nflat += 1
-    Wf = np.empty((n, nflat))
-    j = 0
-    for i in range(n):
-        if not (w[i] > thresh and w[i] > 0.0):
-            Wf[:, j] = W[:, i]
-            j += 1
-    m_new = m + T @ theta0 + TN @ (Jinv @ hp)
-    V_new = _sym(TN @ Jinv @ TN.T)
-    Fl = TN @ Wf
-    return m_new, V_new, _sym(Fl @ Fl.T), 0
+        H = _mm(G, T)
+        # H's scale is G's (T is orthonormal): a direction of G lying in the exact subspace leaves a
+        # rounding residue in H that is no constraint on theta
+        gg = 0.0
+        for i in range(k):
+            for j in range(C):
+                gg += G[i, j] * G[i, j]
+        R, s2, N = _split(_mtm(H, H), RANK_TOL * gg)
+        if r > 0:
+            theta0 = _mv(_scaled_outer(R, s2), _mtv(H, rhs))
+        res = _mv(H, theta0) - rhs
+        for i in range(k):
+            if abs(res[i]) > 1e-6 * scale:
+                return m, V, Pf, 1
+    Jp = _sym(_mtm(N, _mm(Jt, N)))
+    hp = _mtv(N, ht - _mv(Jt, theta0))
+    TN = _mm(T, N)
+    # null relative to the information before the constraints (Jp may be all rounding)
+    Wp, wp, Wf = _split(Jp, _rank_thresh(Jt))
+    Jinv = _scaled_outer(Wp, wp)
+    m_new = m + _mv(T, theta0) + _mv(TN, _mv(Jinv, hp))
+    V_new = _sym(_mmt(_mm(TN, Jinv), TN))
+    Fl = _mm(TN, Wf)
+    return m_new, V_new, _sym(_mmt(Fl, Fl)), 0
 
 
 @numba.njit(cache=True)
-def _finish_sum(Sm, SV, SPf):
+def _finish_sum(Sm, SV, SPf, scale):
     """The law of a sum from the summed means, covariances and flat projectors: flat on the span of the
-    flat subspaces, the rest projected off it."""
+    flat subspaces, the rest projected off it.  Covariance eigenvalues at the rounding level of
+    ``scale`` (the trace of the largest covariance summed) are exact directions and set to 0."""
     C = Sm.shape[0]
-    F, _ = _basis(_sym(SPf), 1e-6)
-    Pf = F @ F.T
+    F, _, _ = _split(_sym(SPf), 1e-6)
+    Pf = _mmt(F, F)
     P = np.eye(C) - Pf
-    return P @ Sm, _sym(P @ SV @ P), Pf
+    E, lam, _ = _split(_sym(_mm(_mm(P, SV), P)), max(RANK_TOL * scale, 1e-300))
+    for j in range(lam.shape[0]):
+        lam[j] = 1.0 / lam[j]
+    return _mv(P, Sm), _sym(_scaled_outer(E, lam)), Pf
 
 
 @numba.njit(cache=True)
@@ -198,14 +269,12 @@ def _product(mA, VA, PfA, mB, VB, PfB):
     """The product of two generalised Gaussians: A conditioned on B's proper directions as measurements
     and on B's exact directions as constraints."""
     C = mA.shape[0]
-    E, lam = _proper(VB)
-    J = np.zeros((C, C))
-    for i in range(lam.shape[0]):
-        J += np.outer(E[:, i], E[:, i]) / lam[i]
-    h = J @ mB
-    X, _ = _basis(_sym(np.eye(C) - PfB - E @ E.T), 0.5)
-    G = X.T.copy()
-    return _update(mA, VA, PfA, J, h, G, G @ mB)
+    E, lam, _ = _split(VB, _rank_thresh(VB))
+    J = _scaled_outer(E, lam)
+    h = _mv(J, mB)
+    X, _, _ = _split(_sym(np.eye(C) - PfB - _mmt(E, E)), 0.5)
+    G = np.ascontiguousarray(X.T)
+    return _update(mA, VA, PfA, J, h, G, _mv(G, mB))
 
 
 @numba.njit(cache=True)
@@ -231,7 +300,7 @@ def _two_pass(Jm, hm, inv_t, has_inv, child_ptr, child_idx, order_up, roots):
                 Sm += up_m[c]
                 SV += up_V[c]
                 SP += up_P[c]
-            m, V, P = _finish_sum(Sm, SV, SP)
+            m, V, P = _finish_sum(Sm, SV, SP, _trace(SV))
         G = ones if has_inv[g] else none
         m, V, P, status = _update(m, V, P, Jm[g], hm[g], G, inv_t[g:g + 1] if has_inv[g] else np.zeros(0))
         if status:
@@ -267,7 +336,7 @@ def _two_pass(Jm, hm, inv_t, has_inv, child_ptr, child_idx, order_up, roots):
             SP += up_P[c]
         for j in range(child_ptr[g], child_ptr[g + 1]):
             c = child_idx[j]
-            dn_m[c], dn_V[c], dn_P[c] = _finish_sum(Sm + up_m[c], SV - up_V[c], SP - up_P[c])
+            dn_m[c], dn_V[c], dn_P[c] = _finish_sum(Sm + up_m[c], SV - up_V[c], SP - up_P[c], _trace(SV))
     return fin_m, fin_V, fin_P, 0, -1
 
 
@@ -316,7 +385,11 @@ class GLSResult:
         R = _query_matrix(self.structure, qi)
         mean = self.mean[li] @ R.T
         var = np.einsum("kc,ucd,kd->uk", R, self.cov[li], R)
-        sd = np.sqrt(np.maximum(var, 0.0))
+        # a variance at the covariance's rounding level is an exact direction's (an invariant): its sd
+        # is 0, not the square root of the rounding
+        scale = np.einsum("ucc->u", self.cov[li])[:, None] * R.sum(axis=1)[None, :]
+        var[var <= RANK_TOL * scale] = 0.0
+        sd = np.sqrt(var)
         flat = np.einsum("kc,ucd,kd->uk", R, self.flat[li], R)
         unidentified = flat > FLAT_TOL * R.sum(axis=1)[None, :]
         mean[unidentified] = np.nan
