@@ -33,11 +33,11 @@ def cells_of(query):
     return ["|".join(c) for c in itertools.product(*(ATTRS[a] for a in attrs))] if attrs else [""]
 
 
-def make_rows(rng, blocks, keep, noisy=None):
+def make_rows(rng, blocks, keep, noisy=None, levels=LEVELS):
     """Rows for each (geounit, query cell) kept with probability ``keep`` (``keep`` squared at blocks, so
     that sparse cases leave some block cells unidentified); noisy values uniform, or 0 when ``noisy``."""
     rows = {k: [] for k in ("level", "geocode", "query", "cell", "noisy_value", "variance")}
-    for lv in LEVELS:
+    for lv in levels:
         for g in sorted({b[:LEVEL_DIGITS[lv]] for b in blocks}):
             for q in QUERIES:
                 for c in cells_of(q):
@@ -128,22 +128,25 @@ def true_invariants(s, x, levels):
 
 CASES = [(0, 6, 0.9, ()), (1, 7, 0.6, ()), (2, 6, 0.45, ()), (3, 8, 0.6, ("state",)),
          (4, 7, 0.45, ("state", "county")), (5, 6, 0.35, ("tract",))]
+#: several roots (two counties, each with a flat prior) and levels skipped
+SHORT = ["county", "tract", "block"]
 
 
-@pytest.mark.parametrize("seed,n_blocks,keep,inv_levels", CASES)
-def test_gls_equals_dense_constrained_least_squares(seed, n_blocks, keep, inv_levels):
+@pytest.mark.parametrize("seed,n_blocks,keep,inv_levels,levels",
+                         [c + (LEVELS,) for c in CASES] + [(6, 7, 0.5, (), SHORT), (7, 7, 0.5, ("county",), SHORT)])
+def test_gls_equals_dense_constrained_least_squares(seed, n_blocks, keep, inv_levels, levels):
     rng = np.random.default_rng(seed)
     blocks = random_blocks(rng, n_blocks)
-    rows = make_rows(rng, blocks, keep)
-    s = build_structure(ATTRS, QUERIES, LEVELS, rows, blocks=blocks)
+    rows = make_rows(rng, blocks, keep, levels=levels)
+    s = build_structure(ATTRS, QUERIES, levels, rows, blocks=blocks)
     invariants = None
     if inv_levels:
         x = rng.integers(0, 6, size=(s.B, s.C))
         invariants = true_invariants(s, x, inv_levels)
-        s = build_structure(ATTRS, QUERIES, LEVELS, rows, blocks=blocks, invariants=invariants)
+        s = build_structure(ATTRS, QUERIES, levels, rows, blocks=blocks, invariants=invariants)
     got = cp.gls(s)
     ref = dense_gls(s)
-    for lv in LEVELS:
+    for lv in levels:
         for q in QUERIES:
             m1, s1 = got.estimate(lv, q)
             m2, s2 = ref(lv, q)

@@ -29,7 +29,11 @@ arrays indexed like ``structure.units[level]`` x the query's cells, NaN where th
   information, whose null space is the new flat subspace.  A query cell whose row of the query matrix
   has a component in its geounit's final flat subspace is not estimable from the release (a flat
   prior leaves it improper): its mean and sd are NaN.  Only such cells are NaN -- a block missing rows
-  still gets the estimate its parent and siblings identify.  Cost O(geounits x C^3), compiled.
+  still gets the estimate its parent and siblings identify.  Ranks are numerical: an eigenvalue at or
+  below ``RANK_TOL`` times the trace of the matrix it is judged against (the summed covariances for a
+  sum, the information before the constraints for the flat subspace, the constraint rows' squared norm
+  for the constraints) counts as zero.  Cost O(geounits x C^3), compiled (Hawaii-sized, 14,732 blocks
+  x 16 cells, in about 2.5 s; the kernels compile once, about 15 s, and are cached).
 
   Invariants (``structure.invariants``) are exact totals of z_u: constraints 1'z_u = t_u.  Two that
   contradict each other (a parent's total that is not the sum of its children's exact totals) are
