@@ -138,8 +138,12 @@ def union(post, members: dict, query: str = "total", interval: float = 0.9, at_l
     at_least = [int(k) for k in at_least]
     if not isinstance(members, dict) or not members:
         raise InputError("union", "must map each union's name to its GEOIDs")
+    from .geotables import prefix_members
+
     out = []
+    blocks = np.asarray(post.coords.get("block", []))
     for name, codes in members.items():
+        prefix_members(blocks, list(codes), f"union.{name}")
         arr = post.counts(geocodes=list(codes), query=query)
         draws = arr.values.reshape(-1, arr.shape[-1])
         med, lo, hi = _quantiles(draws, interval)
@@ -174,3 +178,23 @@ def read_union_file(path) -> dict[str, list[str]]:
     for u, g in zip(frame["union"], frame["geocode"]):
         members.setdefault(u.strip(), []).append(g.strip())
     return members
+
+
+def tabulate_command(posterior, out, level, query, union_file, at_least, interval) -> Path:
+    """``dpposterior tabulate``: exactly one of ``level`` and ``union_file``."""
+    from .errors import check_output_path
+    from .files import write_bytes
+    from .posterior import Posterior
+
+    if (level is None) == (union_file is None):
+        raise InputError("--level", "give either --level or --union")
+    if at_least and union_file is None:
+        raise InputError("--at-least", "threshold probabilities are given for unions (--union)")
+    check_output_path(out, "--out")
+    post = Posterior.read(posterior)
+    if union_file is not None:
+        frame = union(post, read_union_file(union_file), query=query, interval=interval, at_least=at_least)
+    else:
+        frame = tabulate(post, level, query=query, interval=interval)
+    write_bytes(out, frame.to_csv(index=False), field="out")
+    return Path(out)

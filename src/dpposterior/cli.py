@@ -1,5 +1,5 @@
 """Command-line interface: ``dpposterior release | infer | audit | demo | calibrate | report | reproduce | marginal |
-synthesize``.
+synthesize | tabulate``.
 
 Every bad input ends in one line on stderr, ``error: FIELD: REASON``, and exit
 code 2 -- never a traceback.  Contracts (option names) are documented in
@@ -429,6 +429,26 @@ def synthesize_cmd(
     dpposterior.combine)."""
     paths = _impl("marginals_commands", "synthesize_command")(posterior, m, out, rows, seed)
     typer.echo(f"wrote {len(paths)} data sets to {out}")
+
+
+@app.command("tabulate")
+def tabulate_cmd(
+    posterior: Path = typer.Argument(..., help="Posterior (netCDF) of a census release."),
+    out: Path = typer.Option(..., "--out", help="CSV to write: one row per geounit (or union) and query cell."),
+    level: Optional[str] = typer.Option(None, "--level", help="Every geounit of this level: state, county, tract, "
+                                        "block_group or block."),
+    query: str = typer.Option("total", "--query", help="The query (a marginal of the histogram) whose cells to "
+                              "tabulate."),
+    union: Optional[Path] = typer.Option(None, "--union", help="CSV with columns union, geocode (one row per member "
+                                         "block or GEOID prefix): each union's totals instead of a level."),
+    at_least: Optional[List[int]] = typer.Option(None, "--at-least", help="With --union: also P(count >= K) "
+                                                 "(repeat for several K)."),
+    interval: float = typer.Option(0.9, "--interval", help="Probability of the central interval."),
+):
+    """Posterior persons of every geounit of a level, or of unions of blocks (districts), by query cell: mean,
+    median and central interval (and threshold probabilities for unions)."""
+    path = _impl("census", "tabulate_command")(posterior, out, level, query, union, list(at_least or []), interval)
+    typer.echo(f"wrote {path}")
 
 
 @app.command("reproduce")

@@ -1,0 +1,216 @@
+"""Coverage and accuracy of the census posterior on Hawaii with the 2020 production budget, beside the GLS
+estimate the Census Bureau ships, the naive reading and per-cell flat-prior posteriors (docs/census.md).
+
+Each trial: a noisy-measurement release of the shipped Hawaii 2020 block table (14,732 blocks x 2 x 8 cells)
+simulated with the production allocation (``dpposterior.census.simulate(seed=trial)``), the ``da`` posterior,
+and, at every level (block, block group, tract, county) for the total, age and ethrace cells and for unions of
+50 random blocks within a county: whether each method's 90% interval covers the truth, the interval's width,
+and the squared error of the point estimate (posterior median; GLS mean; naive clipped value; flat-prior median).
+
+    python benchmarks/census_hawaii.py trial --seed 0 --draws 200 --warmup 200   # one trial -> JSON
+    python benchmarks/census_hawaii.py run --trials 20 --workers 16               # trials in processes
+    python benchmarks/census_hawaii.py table FILES...                             # the tables of docs/census.md
+    python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
+
+Coverage is counted per cell over the trials; its Monte Carlo error is binomial over the cells of a level,
+which are not independent within a trial (the tables state the trial-level spread beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _out import add_update_flag, loadavg, out_path  # noqa: E402
+
+LEVELS = ("county", "tract", "block_group", "block")
+QUERIES = ("total", "age", "ethrace")
+UNIONS = 10
+UNION_SIZE = 50
+
+
+def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
+    import dpposterior.census as dc
+    from dpposterior.families.census_strategy import read_truth
+    from dpposterior.inference.census_da import CensusDAOptions, census_da
+    from dpposterior.inference.census_peers import flat_prior, gls, naive
+
+    t0 = time.time()
+    geocodes, counts, _ = read_truth()
+    order = np.argsort(geocodes, kind="stable")
+    truth = counts[order].reshape(len(geocodes), -1)
+    release = dc.simulate(seed=seed)
+    s = release.structure
+    t1 = time.time()
+    post = census_da(release, None, CensusDAOptions(draws=draws, warmup=warmup, chains=chains, seed=seed, quiet=True))
+    t2 = time.time()
+    est = gls(s)
+    x = post.posterior["counts"].reshape(-1, s.B, s.C)
+    res = {"seed": seed, "draws": draws, "warmup": warmup, "chains": chains, "sample_s": t2 - t1,
+           "setup_s": t1 - t0, "loadavg": loadavg(), "cells": {}}
+    z = 1.6448536269514722
+    for lv in LEVELS:
+        for q in QUERIES:
+            true = s.aggregate(truth, lv, q).astype(float)
+            agg = np.empty((x.shape[0],) + true.shape, dtype=np.int64)
+            for i in range(x.shape[0]):
+                agg[i] = s.aggregate(x[i], lv, q)
+            lo, med, hi = np.quantile(agg, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
+            m, sd = est.estimate(lv, q)
+            entry = {"da": _score(true, med, lo, hi)}
+            if np.isfinite(m).any():
+                entry["gls"] = _score(true, m, m - z * sd, m + z * sd)
+            rows, units, cells = s.measured(lv, q)
+            if rows.size:
+                p, plo, phi = naive(s, lv, q, 0.9)
+                entry["naive"] = _score(true, p, plo, phi)
+                fm, flo, fhi = flat_prior(s, lv, q, 0.9)
+                entry["flat"] = _score(true, fm, flo, fhi)
+            res["cells"][f"{lv}/{q}"] = entry
+    # unions of 50 random blocks within a county
+    rng = np.random.default_rng(10_000 + seed)
+    ci = s.levels.index("county")
+    cover, width, err = [], [], []
+    for _ in range(UNIONS):
+        c = rng.integers(len(s.units[ci]))
+        members = np.flatnonzero(s.block_unit[ci] == c)
+        pick = rng.choice(members, size=min(UNION_SIZE, members.size), replace=False)
+        tot = x[:, pick].sum(axis=(1, 2))
+        lo, med, hi = np.quantile(tot, [0.05, 0.5, 0.95], method="inverted_cdf")
+        t = truth[pick].sum()
+        cover.append(bool(lo <= t <= hi))
+        width.append(float(hi - lo))
+        err.append(float(med - t))
+    res["cells"]["union50/total"] = {"da": {"covered": int(sum(cover)), "n": len(cover),
+                                           "median_width": float(np.median(width)),
+                                           "sq_error": float(np.sum(np.square(err)))}}
+    from dpposterior.convergence import rhat
+
+    res["rhat"] = {v: float(rhat(post.posterior[v])) for v in ("alpha", "beta", "tau")} if chains > 1 else None
+    out.write_text(json.dumps(res))
+    return res
+
+
+def _score(true, point, lo, hi) -> dict:
+    ok = np.isfinite(point) & np.isfinite(lo) & np.isfinite(hi)
+    t, p, a, b = true[ok], point[ok], lo[ok], hi[ok]
+    return {"covered": int(np.sum((a <= t) & (t <= b))), "n": int(ok.sum()),
+            "median_width": float(np.median(b - a)) if ok.any() else float("nan"),
+            "sq_error": float(np.sum((p - t) ** 2))}
+
+
+def run(trials: int, workers: int, draws: int, warmup: int, chains: int, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    pending = list(range(trials))
+    running: list[subprocess.Popen] = []
+    env = {**os.environ, "NUMBA_NUM_THREADS": str(chains)}
+    while pending or running:
+        while pending and len(running) < workers:
+            seed = pending.pop(0)
+            cmd = [sys.executable, __file__, "trial", "--seed", str(seed), "--draws", str(draws), "--warmup",
+                   str(warmup), "--chains", str(chains), "--out", str(folder / f"trial_{seed:03d}.json")]
+            running.append(subprocess.Popen(cmd, env=env))
+        time.sleep(1.0)
+        for p in list(running):
+            if p.poll() is not None:
+                running.remove(p)
+                if p.returncode:
+                    print(f"a trial failed with exit code {p.returncode}", file=sys.stderr)
+        print(f"{trials - len(pending) - len(running)}/{trials} trials done", flush=True)
+
+
+def table(files: list[str]) -> None:
+    results = [json.loads(Path(f).read_text()) for f in files]
+    keys = list(results[0]["cells"])
+    methods = ("da", "gls", "flat", "naive")
+    print(f"{len(results)} trials; draws {results[0]['draws']} x {results[0]['chains']} chains after "
+          f"{results[0]['warmup']} warm-up; sampling {np.median([r['sample_s'] for r in results]):.0f} s (median)")
+    print("| level / query | " + " | ".join(f"{m} coverage" for m in methods) + " | " +
+          " | ".join(f"{m} width" for m in methods) + " | " + " | ".join(f"{m} RMSE" for m in methods) + " |")
+    print("|---" * (1 + 3 * len(methods)) + "|")
+    for k in keys:
+        cov, wid, rmse = [], [], []
+        for m in methods:
+            parts = [r["cells"][k].get(m) for r in results if r["cells"][k].get(m)]
+            if not parts:
+                cov.append("--"), wid.append("--"), rmse.append("--")
+                continue
+            c = sum(p["covered"] for p in parts)
+            n = sum(p["n"] for p in parts)
+            per = [p["covered"] / p["n"] for p in parts if p["n"]]
+            cov.append(f"{c / n:.3f} (trials {min(per):.2f}-{max(per):.2f})")
+            wid.append(f"{np.median([p['median_width'] for p in parts]):.1f}")
+            rmse.append(f"{np.sqrt(sum(p['sq_error'] for p in parts) / n):.2f}")
+        print(f"| {k} | " + " | ".join(cov) + " | " + " | ".join(wid) + " | " + " | ".join(rmse) + " |")
+
+
+def timing(draws: int, warmup: int, chains: int) -> None:
+    """Hawaii's whole default user path, first call included: simulate, save, ``dpposterior infer`` in a fresh
+    process (compiled kernels from the cache when present), wall time and peak memory."""
+    import tempfile
+
+    import dpposterior.census as dc
+
+    folder = Path(tempfile.mkdtemp())
+    dc.save(dc.simulate(seed=0), folder / "hawaii.json")
+    before = loadavg()
+    t = time.time()
+    proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "dpposterior", "infer",
+                           str(folder / "hawaii.json"), "--draws", str(draws), "--warmup", str(warmup), "--chains",
+                           str(chains), "--seed", "1", "--out", str(folder / "post.nc"), "--quiet"],
+                          capture_output=True, text=True)
+    wall = time.time() - t
+    peak = [line for line in proc.stderr.splitlines() if "Maximum resident" in line]
+    print(f"RESULT wall_s={wall:.1f} rc={proc.returncode} {peak[0].strip() if peak else ''} "
+          f"load_before={before} load_after={loadavg()}")
+    if proc.returncode:
+        print(proc.stderr[-2000:])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("trial")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--draws", type=int, default=200)
+    a.add_argument("--warmup", type=int, default=200)
+    a.add_argument("--chains", type=int, default=1)
+    a.add_argument("--out", default=None)
+    add_update_flag(a)
+    r = sub.add_parser("run")
+    r.add_argument("--trials", type=int, default=20)
+    r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--draws", type=int, default=200)
+    r.add_argument("--warmup", type=int, default=200)
+    r.add_argument("--chains", type=int, default=1)
+    r.add_argument("--folder", default=None)
+    add_update_flag(r)
+    tb = sub.add_parser("table")
+    tb.add_argument("files", nargs="+")
+    tm = sub.add_parser("time")
+    tm.add_argument("--draws", type=int, default=500)
+    tm.add_argument("--warmup", type=int, default=500)
+    tm.add_argument("--chains", type=int, default=2)
+    args = ap.parse_args()
+    if args.cmd == "trial":
+        out = out_path(args.out, f"census_hawaii_trial_{args.seed:03d}.json", args.update_results)
+        trial(args.seed, args.draws, args.warmup, args.chains, Path(out))
+    elif args.cmd == "run":
+        folder = Path(args.folder) if args.folder else out_path(None, "census_hawaii", args.update_results)
+        run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder)
+    elif args.cmd == "table":
+        table(args.files)
+    else:
+        timing(args.draws, args.warmup, args.chains)
+
+
+if __name__ == "__main__":
+    main()
