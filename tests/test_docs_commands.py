@@ -31,7 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-COMMANDS = ("release", "infer", "audit", "demo", "calibrate", "report", "reproduce")
+COMMANDS = ("release", "infer", "audit", "demo", "calibrate", "report", "reproduce", "tabulate")
 
 #: commands that run nowhere but on their own infrastructure or for hours: (file, start of the command)
 NOT_RUN = {
