@@ -11,6 +11,7 @@ and the squared error of the point estimate (posterior median; GLS mean; naive c
     python benchmarks/census_hawaii.py run --trials 20 --workers 16               # trials in processes
     python benchmarks/census_hawaii.py table FILES...                             # the tables of docs/census.md
     python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
+    python benchmarks/census_hawaii.py figure TABLE.md                            # the coverage figure
 
 Coverage is counted per cell over the trials; its Monte Carlo error is binomial over the cells of a level,
 which are not independent within a trial (the tables state the trial-level spread beside it).
@@ -175,6 +176,41 @@ def timing(draws: int, warmup: int, chains: int) -> None:
         print(proc.stderr[-2000:])
 
 
+def figure(table_md: str, update: bool) -> None:
+    """Coverage of the 90% intervals by level and query, each method beside, from ``table``'s markdown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from _out import img_dir
+
+    rows = [line.split("|")[1:-1] for line in Path(table_md).read_text().splitlines() if line.startswith("| ")
+            and "/" in line.split("|")[1] and "coverage" not in line]
+    names = [r[0].strip() for r in rows]
+    methods = ("da", "gls", "flat", "naive")
+    labels = {"da": "posterior (da)", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    for k, m in enumerate(methods):
+        ys = []
+        for r in rows:
+            cell = r[1 + k].strip()
+            ys.append(float(cell.split()[0]) if cell not in ("--", "") else np.nan)
+        ax.plot(np.arange(len(names)) + (k - 1.5) * 0.12, ys, "o", label=labels[m], ms=5)
+    ax.axhspan(0.85, 0.95, color="0.9", zorder=0)
+    ax.axhline(0.9, color="0.5", lw=0.8)
+    ax.set_xticks(np.arange(len(names)))
+    ax.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("coverage of 90% intervals")
+    ax.set_ylim(0.35, 1.0)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title("Hawaii, 2020 production budget: coverage by level and query (shaded: 0.85-0.95)", fontsize=10)
+    fig.tight_layout()
+    out = img_dir(update) / "census_coverage.png"
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -199,6 +235,9 @@ def main() -> None:
     tm.add_argument("--draws", type=int, default=500)
     tm.add_argument("--warmup", type=int, default=500)
     tm.add_argument("--chains", type=int, default=2)
+    fg = sub.add_parser("figure")
+    fg.add_argument("table_md")
+    add_update_flag(fg)
     args = ap.parse_args()
     if args.cmd == "trial":
         out = out_path(args.out, f"census_hawaii_trial_{args.seed:03d}.json", args.update_results)
@@ -208,6 +247,8 @@ def main() -> None:
         run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder)
     elif args.cmd == "table":
         table(args.files)
+    elif args.cmd == "figure":
+        figure(args.table_md, args.update_results)
     else:
         timing(args.draws, args.warmup, args.chains)
 

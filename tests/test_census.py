@@ -390,3 +390,15 @@ def test_privacy_bound_is_the_worst_replacement_found_by_search():
     state_total = 0.5 / s.sigma[(s.level == 0) & (s.query == 0)][0] ** 2
     assert worst <= rho + 1e-12
     assert worst == pytest.approx(rho - state_total, rel=1e-12)
+
+
+def test_report_draws_the_levels_caterpillar(tmp_path):
+    from dpposterior.report import write_report
+
+    release, _ = _small_release()
+    post = cd.census_da(release, None, cd.CensusDAOptions(draws=20, warmup=10, chains=2, seed=2, quiet=True))
+    post.to_netcdf(tmp_path / "p.nc")
+    html = write_report(tmp_path / "p.nc", tmp_path / "rep")
+    assert (tmp_path / "rep" / "census_levels.png").exists()
+    text = html.read_text()
+    assert "Persons by level" in text and "pass one with --compare" in text

@@ -345,8 +345,10 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
 
         areas = [str(a) for a in _group(main_idata, "posterior").coords["area"].values]
         outlines = (areas, *match_areas(areas, read_geojson(geometry), geometry_key), geometry)
-    # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each
-    skip = AREA_VARIABLES if areal else ()
+    # a small-area posterior has a rate per area and cell: those go to the caterpillar, not one panel each; a
+    # family that draws its own figures (report_figures) names the variables they cover (report_skip)
+    own_figures = registered.hooks.get("report_figures") if registered is not None else None
+    skip = AREA_VARIABLES if areal else tuple(registered.hooks.get("report_skip", ())) if own_figures else ()
     main = Loaded(_label(main_attrs, path.stem), main_idata, components(main_idata, skip=skip), main_attrs)
     others: list[Loaded] = []
     notes: list[str] = []
@@ -355,7 +357,9 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
         attrs = _attrs(idata)
         _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata, skip=skip), attrs))
-    if not any(o.method in ("naive", "non-private") for o in others):
+    if own_figures is not None and not others:
+        notes.append("Naive posterior not shown: pass one with --compare (dpposterior infer --method naive).")
+    elif not any(o.method in ("naive", "non-private") for o in others):
         progress.status("recomputing the naive posterior from the release")
         naive_idata, why = naive_from_release(main_attrs)
         if naive_idata is not None:
@@ -384,7 +388,13 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
         sections.extend(("note", f"Warning: {w}") for w in flagged.split(" | "))
     sections.extend(("note", n) for n in notes)
     progress.status("figures")
-    if skip:
+    if own_figures is not None:
+        for name, title, fig, caption in own_figures(main_idata):
+            sections.append(Figure(name, title, _png(fig), caption))
+        if skip:
+            sections.append(("note", "The table, densities and trace plots below show the shared parameters; "
+                                     + ", ".join(skip) + " are in the figures above and in the posterior file."))
+    elif skip:
         sections.append(_caterpillar_figure(main, others))
         if outlines is not None:
             sections.append(_choropleth_figure(main, *outlines))

@@ -268,3 +268,52 @@ FAMILY = Family(
     description="the Census noisy measurement files: a geographic hierarchy of noisy marginals -> block counts",
     mechanisms=("discrete-gaussian",),
 )
+
+
+#: levels the report draws a caterpillar of, and the most geounits it draws per level (evenly by median)
+REPORT_LEVELS = ("county", "tract", "block_group", "block")
+REPORT_MAX_UNITS = 150
+
+
+def report_figures(idata) -> list[tuple]:
+    """``dpposterior report``'s figures of a census posterior: a caterpillar of persons per geounit at every level
+    (median and 90% interval, geounits sorted by median; at most :data:`REPORT_MAX_UNITS` shown, evenly)."""
+    import matplotlib.pyplot as plt
+
+    from ..arviz_compat import group
+    from ..geotables import group_sum
+
+    post = group(idata, "posterior")
+    counts = post["counts"]
+    blocks = np.asarray(counts.coords["block"].values).astype(str)
+    chains, draws = counts.sizes["chain"], counts.sizes["draw"]
+    totals = np.empty((chains * draws, blocks.size), dtype=np.int64)
+    for ch in range(chains):  # a chain at a time: the block draws are the large array
+        totals[ch * draws:(ch + 1) * draws] = np.asarray(counts.isel(chain=ch).values).sum(axis=-1)
+    digits = {"county": 5, "tract": 11, "block_group": 12, "block": 15}
+    levels = REPORT_LEVELS
+    fig, axes = plt.subplots(1, len(levels), figsize=(4.2 * len(levels) + 1, 7.5), squeeze=False)
+    for ax, lv in zip(axes[0], levels):
+        units, idx = np.unique(np.array([b[:digits[lv]] for b in blocks]), return_inverse=True)
+        by = totals if lv == "block" else group_sum(totals, idx, len(units), axis=1)
+        lo, med, hi = np.quantile(by, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
+        order = np.argsort(med, kind="stable")
+        shown = order[np.linspace(0, len(units) - 1, min(len(units), REPORT_MAX_UNITS)).round().astype(int)]
+        y = np.arange(shown.size)
+        ax.hlines(y, lo[shown], hi[shown], color="#1f77b4", lw=0.8)
+        ax.plot(med[shown], y, "o", ms=2, color="#1f77b4")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlabel("persons (median, 90% interval)")
+        ax.set_title(f"{lv.replace('_', ' ')}: {shown.size} of {len(units):,}" if shown.size < len(units)
+                     else f"{lv.replace('_', ' ')}: all {len(units):,}", fontsize=10)
+        ax.set_yticks([])
+    axes[0][0].set_ylabel("geounits, sorted by posterior median")
+    fig.tight_layout()
+    caption = ("Persons per geounit at each level: the posterior median (dot) and central 90% interval (bar), "
+               "geounits sorted by their median (evenly chosen where there are more than "
+               f"{REPORT_MAX_UNITS}). Every level's table of every query: dpposterior tabulate.")
+    return [("census_levels", "Persons by level", fig, caption)]
+
+
+FAMILY.hooks["report_figures"] = report_figures
+FAMILY.hooks["report_skip"] = ("counts", "block_group_mean", "tract_mix")
