@@ -402,3 +402,34 @@ def test_report_draws_the_levels_caterpillar(tmp_path):
     assert (tmp_path / "rep" / "census_levels.png").exists()
     text = html.read_text()
     assert "Persons by level" in text and "pass one with --compare" in text
+
+
+def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch):
+    """A run killed after a few chunks and started again with the same release and options resumes from each
+    chain's saved state and gives exactly the draws of an uninterrupted run; the states are removed at the end,
+    and another run's states are refused."""
+    release, _ = _small_release()
+    opts = dict(draws=15, warmup=20, chains=2, seed=7, quiet=True)
+    whole = cd.census_da(release, None, cd.CensusDAOptions(**opts)).posterior["counts"]
+    monkeypatch.setattr(cd.ChainCheckpoint, "every", 0.0)
+    calls = {"n": 0}
+    real = cd.run_sweeps
+
+    def dying(*args):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt("killed")
+        return real(*args)
+
+    monkeypatch.setattr(cd, "run_sweeps", dying)
+    monkeypatch.setattr("dpposterior.inference.mcmc_common.chain_workers", lambda chains, iterations: 1)
+    with pytest.raises(KeyboardInterrupt):
+        cd.census_da(release, None, cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
+    assert (tmp_path / "ck" / "chain0.npz").exists()
+    monkeypatch.setattr(cd, "run_sweeps", real)
+    with pytest.raises(InputError) as err:
+        cd.census_da(release, None, cd.CensusDAOptions(**{**opts, "draws": 16}, checkpoint=str(tmp_path / "ck")))
+    assert err.value.field == "checkpoint"
+    resumed = cd.census_da(release, None, cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
+    assert np.array_equal(resumed.posterior["counts"], whole)
+    assert not list((tmp_path / "ck").glob("*.npz"))

@@ -31,8 +31,13 @@ Each chain runs in a thread (compiled, ``nogil``), seeded per chunk of sweeps fr
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -56,6 +61,13 @@ class CensusDAOptions(MCMCOptions):
     chains: int = option(2, "int", "chains (run in parallel threads)", low=1)
     warmup: int = option(500, "int", "warm-up sweeps per chain", low=0)
     thin: int = option(1, "int", "sweeps per kept draw", low=1)
+    checkpoint: Any = option(None, "any", "a folder to keep each chain's state in (about once a minute) and resume "
+                                          "from: a killed run started again with the same release and options "
+                                          "gives the draws an uninterrupted run gives")
+
+    def __post_init__(self):
+        if self.checkpoint is not None and not isinstance(self.checkpoint, (str, os.PathLike)):
+            raise InputError("checkpoint", f"must be a folder path (got {self.checkpoint!r})")
 
 
 @dataclass(frozen=True)
@@ -653,7 +665,52 @@ def _memory_check(structure, chains: int, draws: int) -> None:
                "give fewer --draws or --chains, or a larger --thin with fewer draws")
 
 
-def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None):
+class ChainCheckpoint:
+    """One chain's state at a chunk boundary (counts, hyperparameters, its generator's state and the draws kept
+    so far) in ``folder/chain<c>.npz``, written atomically; a file of another run (``fingerprint``: the release's
+    sha256, the prior and the options) is refused.  Resuming at a chunk boundary with the generator's state
+    restored continues the same stream of random numbers, so the draws equal an uninterrupted run's."""
+
+    #: seconds between saves
+    every = 60.0
+
+    def __init__(self, folder: Path, chain: int, fingerprint: str):
+        self.path = folder / f"chain{chain}.npz"
+        self.fingerprint = fingerprint
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError("checkpoint", f"cannot create folder {folder} ({exc.strerror})") from None
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        try:
+            with np.load(self.path, allow_pickle=False) as data:
+                saved = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise InputError("checkpoint", f"{self.path} cannot be read ({exc}); remove it to start afresh") from None
+        if str(saved.get("fingerprint")) != self.fingerprint:
+            raise InputError("checkpoint", f"{self.path} was written by another run (release, prior, options or "
+                                           "--seed differ); remove it or give another folder")
+        out = {k: saved[k] for k in ("x", "M", "eta", "hyp", "pi", "out_x", "out_h", "out_M", "out_pi")}
+        out.update(done=int(saved["done"]), kept=int(saved["kept"]), rng=json.loads(str(saved["rng"])))
+        return out
+
+    def save(self, **state) -> None:
+        from ..files import atomic_path
+
+        state["rng"] = json.dumps(state["rng"])
+        with atomic_path(self.path, field="checkpoint") as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, fingerprint=self.fingerprint, **state)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None,
+               chain: int = 0, fingerprint: str = ""):
     """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw.  ``fixed``: hyperparameters held at
     these values (``alpha``, ``beta``, ``block_group_mean``, ``tract_mix``) -- the conditional of x alone, which
     the brute-force reference test enumerates."""
@@ -681,6 +738,19 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     out_pi = np.empty((draws, T, s.C))
     total = options.warmup + draws * options.thin
     done = kept = 0
+    store = None if options.checkpoint is None else ChainCheckpoint(Path(options.checkpoint), chain, fingerprint)
+    if store is not None:
+        saved = store.load()
+        if saved is not None:
+            done, kept = saved["done"], saved["kept"]
+            x[...] = saved["x"]
+            N = x.sum(axis=1)
+            sums = prob.sums(x)
+            M, eta, hyp, pi = saved["M"], saved["eta"], saved["hyp"], saved["pi"]
+            rng.bit_generator.state = saved["rng"]
+            out_x[:kept], out_h[:kept], out_M[:kept], out_pi[:kept] = (saved["out_x"], saved["out_h"],
+                                                                       saved["out_M"], saved["out_pi"])
+    last_save = time.monotonic()
     while done < total:
         # sweeps up to the next kept draw or chunk end
         if done < options.warmup:
@@ -700,6 +770,10 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
             kept += 1
         if progress is not None:
             progress(done, total)
+        if store is not None and done < total and time.monotonic() - last_save >= store.every:
+            store.save(done=done, kept=kept, x=x, M=M, eta=eta, hyp=hyp, pi=pi, rng=rng.bit_generator.state,
+                       out_x=out_x[:kept], out_h=out_h[:kept], out_M=out_M[:kept], out_pi=out_pi[:kept])
+            last_save = time.monotonic()
     return out_x, out_h, out_M, out_pi
 
 
@@ -722,17 +796,30 @@ def census_da(release, prior, options: CensusDAOptions):
             report_status(f"da: sweep {done}/{total}")
         last[0] = done
 
+    fingerprint = ""
+    if options.checkpoint is not None:
+        if options.seed is None:
+            raise InputError("checkpoint", "a resumable run needs a --seed (the resumed chains continue its streams)")
+        import hashlib
+
+        fingerprint = hashlib.sha256(json.dumps([release.sha256, prior.as_dict(), options.draws, options.warmup,
+                                                 options.thin, options.chains, str(options.seed)]).encode()
+                                     ).hexdigest()
     results = map_chains(lambda c: _run_chain(prob, options, seeds[c], progress if c == 0 and not options.quiet
-                                              else None), options.chains, workers)
+                                              else None, chain=c, fingerprint=fingerprint), options.chains, workers)
+    if options.checkpoint is not None:  # the run finished: its states are not needed again
+        for c in range(options.chains):
+            ChainCheckpoint(Path(options.checkpoint), c, fingerprint).remove()
     gi, ti = pooling_levels(s)
     post = Posterior(
         family="census", method="da",
-        posterior={"counts": np.stack([r[0] for r in results]),
-                   "alpha": np.stack([r[1][:, 0] for r in results]),
+        # the hyperparameters first: what the printed summary and the report's table show
+        posterior={"alpha": np.stack([r[1][:, 0] for r in results]),
                    "beta": np.stack([r[1][:, 1] for r in results]),
                    "tau": np.stack([r[1][:, 2] for r in results]),
                    "block_group_mean": np.stack([r[2] for r in results]),
-                   "tract_mix": np.stack([r[3] for r in results])},
+                   "tract_mix": np.stack([r[3] for r in results]),
+                   "counts": np.stack([r[0] for r in results])},
         dims={"counts": ["block", "cell"], "block_group_mean": ["block_group"], "tract_mix": ["tract", "cell"]},
         coords={"block": list(s.blocks), "cell": s.cell_labels(), "block_group": list(s.units[gi]),
                 "tract": list(s.units[ti])},
