@@ -62,36 +62,9 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, **kwargs):
 def save(release, path) -> Path:
     """Write ``release`` as ``path`` (the JSON manifest) and the parquet table beside it (same name, ``.parquet``);
     returns the manifest's path.  ``dpposterior infer path`` reads the two back."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from .families.census import write_release
 
-    from .files import atomic_path, write_bytes
-
-    path = Path(path)
-    if path.suffix != ".json":
-        raise InputError("path", f"{path.name}: the manifest is a .json file")
-    s = release.structure
-    table_path = path.with_suffix(".parquet")
-    level_names = np.asarray(s.levels, dtype=object)[s.level]
-    geocode = np.empty(s.M, dtype=object)
-    for li in range(s.L):
-        rows = s.level == li
-        geocode[rows] = s.units[li][s.unit[rows]]
-    qnames = np.asarray(s.query_names, dtype=object)[s.query]
-    labels = {q: np.asarray(s.cell_labels(q), dtype=object) for q in s.query_names}
-    cell = np.empty(s.M, dtype=object)
-    for qi, q in enumerate(s.query_names):
-        rows = s.query == qi
-        cell[rows] = labels[q][s.cell[rows]]
-    table = pa.table({"level": pa.array(level_names.astype(str)), "geocode": pa.array(geocode.astype(str)),
-                      "query": pa.array(qnames.astype(str)), "cell": pa.array(cell.astype(str)),
-                      "noisy_value": pa.array(s.noisy, pa.int64()), "variance": pa.array(s.variance, pa.float64())})
-    with atomic_path(table_path, field="path") as tmp:
-        pq.write_table(table, tmp, compression="zstd")
-    manifest = release.model_dump(exclude_none=True, exclude={"measurements"})
-    manifest["measurements"] = table_path.name
-    write_bytes(path, json.dumps(manifest, indent=1) + "\n", field="path")
-    return path
+    return write_release(release, path)
 
 
 def read_nmf(path, **kwargs):

@@ -164,7 +164,52 @@ class CensusRelease(ReleaseBase):
         return out
 
     def to_dict(self) -> dict:
-        return self.model_dump(exclude_none=True)
+        """The manifest (the measurements as their file name, or as a note of how many rows were given in
+        memory: a posterior's ``release_json`` does not carry the table; ``dpposterior.census.save`` writes it)."""
+        out = self.model_dump(mode="json", exclude_none=True, exclude={"measurements"})
+        out["measurements"] = (self.measurements if isinstance(self.measurements, str)
+                               else f"(in memory: {self.structure.M} rows)")
+        return out
+
+    def save(self, path) -> None:
+        """The manifest and its parquet table beside it (:func:`write_release`)."""
+        write_release(self, path)
+
+
+def write_release(release: "CensusRelease", path) -> Path:
+    """Write ``release`` as ``path`` (the JSON manifest) and the parquet table beside it (same name, ``.parquet``),
+    each atomically; returns the manifest's path."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..files import atomic_path, write_bytes
+
+    path = Path(path)
+    if path.suffix != ".json":
+        raise InputError("path", f"{path.name}: the manifest is a .json file")
+    s = release.structure
+    table_path = path.with_suffix(".parquet")
+    geocode = np.empty(s.M, dtype=object)
+    for li in range(s.L):
+        rows = s.level == li
+        geocode[rows] = s.units[li][s.unit[rows]]
+    cell = np.empty(s.M, dtype=object)
+    for qi, q in enumerate(s.query_names):
+        rows = s.query == qi
+        cell[rows] = np.asarray(s.cell_labels(q), dtype=object)[s.cell[rows]]
+    table = pa.table({"level": pa.array(np.asarray(s.levels, dtype=object)[s.level].astype(str)),
+                      "geocode": pa.array(geocode.astype(str)),
+                      "query": pa.array(np.asarray(s.query_names, dtype=object)[s.query].astype(str)),
+                      "cell": pa.array(cell.astype(str)),
+                      "noisy_value": pa.array(s.noisy, pa.int64()), "variance": pa.array(s.variance, pa.float64())})
+    with atomic_path(table_path, field="path") as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+    manifest = release.to_dict()
+    manifest["measurements"] = table_path.name
+    write_bytes(path, json.dumps(manifest, indent=1) + "\n", field="path")
+    return path
 
 
 @dataclass(frozen=True)
