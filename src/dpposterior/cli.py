@@ -329,7 +329,8 @@ def calibrate_cmd(
     model: Optional[str] = typer.Option(None, "--model", help="FILE.py:NAME: calibrate a dpposterior.Model "
                                         "instead of a family."),
     trials: int = typer.Option(..., "--trials", help="Number of simulated datasets."),
-    methods: str = typer.Option("auto,naive", "--methods", help="Comma-separated methods."),
+    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated methods (default: auto and the "
+                                          "family's naive method, where it has one)."),
     prior: Optional[str] = typer.Option(None, "--prior", help="Prior: a TOML file or inline 'kind=beta,alpha=1,beta=1'."),
     seed: int = typer.Option(0, "--seed", help="Seed of the whole study (trial t uses its own child seed)."),
     draws: Optional[int] = typer.Option(None, "--draws", help="Posterior draws per trial."),
@@ -365,7 +366,7 @@ def calibrate_cmd(
             raise InputError("--scheduler", f"{scheduler!r}: calibrate --model runs serially (a Model's callables "
                              "cannot be sent to workers)")
         _impl("model_commands", "calibrate_model_command")(
-            model, trials, methods=["auto"] if methods == "auto,naive" else _split(methods), seed=seed, draws=draws,
+            model, trials, methods=["auto"] if methods in (None, "auto,naive") else _split(methods), seed=seed, draws=draws,
             out=out, plot=plot, quiet=quiet)
         return
     _impl("diagnostics.calibration", "calibrate_command")(

@@ -194,8 +194,8 @@ def _resolve(family_name, n, epsilon, trials, methods, prior, seed, draws, chunk
         draws = _check_int(draws, "draws", 2)
     mech = resolve_mechanism(family, mechanism, epsilon, rho)
     epsilon = None if epsilon is None else float(epsilon)
-    if methods is None:
-        methods = ["auto", "naive"]
+    if methods is None:  # the family's naive method beside, where it has one to calibrate
+        methods = ["auto"] + ([family.naive_method] if family.naive_method else [])
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
     if not methods:

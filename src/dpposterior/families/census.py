@@ -29,6 +29,7 @@ the privacy statement covers the noisy measurements given them.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -301,6 +302,85 @@ def pooling_levels(structure: CensusStructure) -> tuple[int, int]:
     return _level(structure, "block_group"), _level(structure, "tract")
 
 
+def synthetic_blocks(n: int, state: str = "15") -> list[str]:
+    """About ``n`` block GEOIDs of a synthetic geography: 2 counties x 2 tracts x 2 block groups, blocks shared
+    out evenly (at least one per block group)."""
+    per = max(1, int(round(n / 8)))
+    return [f"{state}{c + 1:03d}{t + 1:06d}{g + 1}{b:03d}" for c in range(2) for t in range(2) for g in range(2)
+            for b in range(per)]
+
+
+def simulate(prior, n, epsilon, rng, mechanism=None, rho=None):
+    """For ``dpposterior calibrate``: hyperparameters from the prior, block histograms from the model on a
+    synthetic geography of about ``n`` blocks (2 x 2 x 2 block groups; a 2 x 3 histogram: age x ethnicity), every
+    geounit x query cell measured with the discrete Gaussian; the budget rho (``rho``, else epsilon^2 / 2) split
+    equally over the (level, query) pairs, each at sigma^2 = 1 / rho_pair (the production's rule,
+    ``census_strategy``).  Returns the truth of alpha, beta, tau and the release."""
+    from . import SimulatedRelease
+    from ..mechanisms.discrete_gaussian import DiscreteGaussian
+
+    if mechanism not in (None, "discrete-gaussian"):
+        raise InputError("mechanism", f"the census simulator releases through the discrete Gaussian (got "
+                         f"{shown(mechanism)})")
+    if rho is None:
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+            raise InputError("epsilon", f"must be a finite number > 0 (got {shown(epsilon)})")
+        rho = 0.5 * float(epsilon) ** 2
+    prior = parse_prior(prior)
+    attributes = {"age": ["under 18", "18+"], "ethnicity": ["hisp", "nonhisp-white", "other"]}
+    queries = {"total": [], "age": ["age"], "ethnicity": ["ethnicity"], "detailed": ["age", "ethnicity"]}
+    levels = ["state", "county", "tract", "block_group", "block"]
+    blocks = synthetic_blocks(int(n))
+    skeleton = build_structure(attributes, queries, levels, {
+        "level": ["block"], "geocode": [blocks[0]], "query": ["total"], "cell": [""], "noisy_value": [0],
+        "variance": [1.0]}, blocks=blocks)
+    theta = draw_prior(prior, skeleton, rng)
+    x = draw_histograms(theta, skeleton, rng)
+    variance = len(levels) * len(queries) / float(rho)
+    sigma = float(math.sqrt(variance))
+    cols = {k: [] for k in COLUMNS}
+    for li, lv in enumerate(levels):
+        for qi, q in enumerate(queries):
+            agg = skeleton.aggregate(x, li, qi)
+            noisy = agg + DiscreteGaussian(sigma).draw(agg.shape, rng)
+            U, K = agg.shape
+            cols["level"] += [lv] * (U * K)
+            cols["geocode"] += np.repeat(skeleton.units[li].astype(str), K).tolist()
+            cols["query"] += [q] * (U * K)
+            cols["cell"] += skeleton.cell_labels(q) * U
+            cols["noisy_value"] += noisy.ravel().astype(int).tolist()
+            cols["variance"] += [variance] * (U * K)
+    release = CensusRelease.model_validate({
+        "format": "dpposterior-release/1", "family": "census", "attributes": attributes, "queries": queries,
+        "levels": levels, "measurements": cols, "invariants": {"state_total": {"15": int(x.sum())}},
+        "strategy": {"name": "equal split", "rho": float(rho)}})
+    release.after_load(None)
+    release._family_entry = FAMILY
+    release._sha256 = hashlib.sha256(json.dumps([cols["noisy_value"], float(rho)]).encode()).hexdigest()
+    return SimulatedRelease(theta={"alpha": theta["alpha"], "beta": theta["beta"], "tau": theta["tau"]},
+                            release=release, confidential={"counts": x})
+
+
+def simulated_mechanism(epsilon: float) -> dict:
+    """What the simulator's release is, given calibrate's ``--epsilon`` (the result JSON records it)."""
+    return {"name": "discrete-gaussian", "epsilon": float(epsilon), "rho": 0.5 * float(epsilon) ** 2,
+            "note": "the census simulator reads --epsilon as rho = epsilon^2 / 2, split equally over the (level, "
+                    "query) pairs at sigma^2 = 1 / rho_pair"}
+
+
+def prior_moments(prior, release=None) -> dict:
+    """alpha and beta log-normal (mean exp(m + s^2/2), sd mean sqrt(exp(s^2) - 1)); tau half-normal."""
+    prior = parse_prior(prior, release)
+
+    def lognormal(median, s):
+        mean = median * math.exp(0.5 * s * s)
+        return mean, mean * math.sqrt(math.expm1(s * s))
+
+    return {"alpha": lognormal(prior.alpha_median, prior.alpha_log_sd),
+            "beta": lognormal(prior.beta_median, prior.beta_log_sd),
+            "tau": (prior.tau_scale * math.sqrt(2.0 / math.pi), prior.tau_scale * math.sqrt(1.0 - 2.0 / math.pi))}
+
+
 FAMILY = Family(
     name="census",
     release_model=CensusRelease,
@@ -308,10 +388,14 @@ FAMILY = Family(
              "naive": EngineSpec.of("dpposterior.inference.census_da", "census_naive", "CensusNaiveOptions")},
     auto_method="da",
     parse_prior=parse_prior,
-    naive_method="naive",
+    # the naive posterior has no hyperparameters to calibrate: run it by name (--method naive)
+    naive_method=None,
     naive_by_default=False,
     description="the Census noisy measurement files: a geographic hierarchy of noisy marginals -> block counts",
     mechanisms=("discrete-gaussian",),
+    simulate=simulate,
+    simulate_mechanisms=("discrete-gaussian",),
+    hooks={"prior_moments": prior_moments, "simulated_mechanism": simulated_mechanism},
 )
 
 
