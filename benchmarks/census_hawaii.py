@@ -61,9 +61,7 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     for lv in LEVELS:
         for q in QUERIES:
             true = s.aggregate(truth, lv, q).astype(float)
-            agg = np.empty((x.shape[0],) + true.shape, dtype=np.int64)
-            for i in range(x.shape[0]):
-                agg[i] = s.aggregate(x[i], lv, q)
+            agg = s.aggregate(x, lv, q)
             lo, med, hi = np.quantile(agg, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
             m, sd = est.estimate(lv, q)
             entry = {"da": _score(true, med, lo, hi)}

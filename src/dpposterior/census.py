@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -26,27 +24,9 @@ from .errors import InputError
 def release_from(manifest: dict, rows: dict):
     """A validated :class:`~dpposterior.families.census.CensusRelease` from a manifest (as the JSON file holds it,
     ``measurements`` aside) and its measurement columns (``level, geocode, query, cell, noisy_value, variance``)."""
-    from pydantic import ValidationError
+    from .families.census import release_from as build
 
-    from .families import get_family
-    from .errors import from_pydantic
-
-    if not isinstance(manifest, dict):
-        raise InputError("manifest", "must be a dict (the release's JSON manifest)")
-    data = {**manifest, "measurements": dict(rows)}
-    try:
-        release = get_family("census").release_model.model_validate(data)
-    except ValidationError as exc:
-        raise from_pydantic(exc, "release") from None
-    release.after_load(None)
-    digest = hashlib.sha256(json.dumps({k: v for k, v in manifest.items() if k != "measurements"},
-                                       sort_keys=True).encode())
-    for col in ("level", "geocode", "query", "cell", "noisy_value", "variance"):
-        digest.update(np.asarray(rows[col]).astype(str if col in ("level", "geocode", "query", "cell") else float)
-                      .tobytes())
-    release._sha256 = digest.hexdigest()
-    release._family_entry = get_family("census")
-    return release
+    return build(manifest, rows)
 
 
 def simulate(truth=None, strategy: str = "pl94-2020", seed=None, **kwargs):

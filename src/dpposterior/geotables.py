@@ -11,6 +11,9 @@ import numpy as np
 
 from .errors import InputError
 
+#: GEOID digits of a geounit at each level (state 2, county 5, tract 11, block group 12, block 15), top first
+LEVEL_DIGITS = {"us": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
+
 
 def query_cell_map(attributes: dict[str, list[str]], queries: dict[str, list[str]]) -> tuple[np.ndarray, np.ndarray]:
     """``(query_cell[q, c], query_sizes[q])``: the cell of query q (C order over its attributes) that histogram
@@ -47,14 +50,21 @@ def to_query(x: np.ndarray, cell_map: np.ndarray, size: int) -> np.ndarray:
 
 
 def group_sum(x: np.ndarray, group: np.ndarray, n_groups: int, axis: int) -> np.ndarray:
-    """Sums of ``x`` along ``axis`` within groups (``group[i]``: the group of index i; -1: left out)."""
+    """Sums of ``x`` along ``axis`` within groups (``group[i]``: the group of index i; -1: left out), in one
+    pass: integers by differences of a cumulative sum over the indices sorted by group (exact), floats by
+    ``np.add.at``."""
     x = np.moveaxis(x, axis, -1)
-    out = np.zeros(x.shape[:-1] + (n_groups,), dtype=x.dtype if x.dtype.kind == "f" else np.int64)
-    for g in range(n_groups):
-        sel = group == g
-        if sel.any():
-            out[..., g] = x[..., sel].sum(axis=-1)
-    return np.moveaxis(out, -1, axis)
+    group = np.asarray(group)
+    kept = np.flatnonzero(group >= 0)
+    if x.dtype.kind == "f":
+        out = np.zeros(x.shape[:-1] + (n_groups,), dtype=x.dtype)
+        np.add.at(np.moveaxis(out, -1, 0), group[kept], np.moveaxis(x[..., kept], -1, 0))
+        return np.moveaxis(out, -1, axis)
+    order = kept[np.argsort(group[kept], kind="stable")]
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    csum = np.zeros(x.shape[:-1] + (order.size + 1,), dtype=np.int64)
+    np.cumsum(x[..., order], axis=-1, out=csum[..., 1:])
+    return np.moveaxis(csum[..., bounds[1:]] - csum[..., bounds[:-1]], -1, axis)
 
 
 def prefix_members(blocks: np.ndarray, geocodes, field_name: str = "geocodes") -> np.ndarray:

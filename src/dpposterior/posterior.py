@@ -295,7 +295,7 @@ class Posterior:
         import xarray as xr
 
         from .errors import InputError
-        from .geotables import cell_labels, group_sum, prefix_members, query_cell_map, to_query
+        from .geotables import LEVEL_DIGITS, cell_labels, group_sum, prefix_members, query_cell_map, to_query
 
         attributes, queries = self.census_schema()
         if query not in queries:
@@ -307,10 +307,9 @@ class Posterior:
         coords = {"chain": np.arange(self.nchains), "draw": np.arange(self.ndraws),
                   "cell": cell_labels(attributes, queries[query])}
         if level is not None:
-            digits = {"us": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
-            if level not in digits:
-                raise InputError("level", f"unknown level {level!r} (one of: {', '.join(digits)})")
-            units, group = np.unique(np.array([b[:digits[level]] for b in blocks]), return_inverse=True)
+            if level not in LEVEL_DIGITS:
+                raise InputError("level", f"unknown level {level!r} (one of: {', '.join(LEVEL_DIGITS)})")
+            units, group = np.unique(np.array([b[:LEVEL_DIGITS[level]] for b in blocks]), return_inverse=True)
             out = np.empty((self.nchains, self.ndraws, len(units), int(sizes[qi])), dtype=np.int64)
             for ch in range(self.nchains):  # a chain at a time: the block draws are the large array
                 out[ch] = group_sum(to_query(x[ch], qc[qi], int(sizes[qi])), group, len(units), axis=1)

@@ -177,6 +177,30 @@ class CensusRelease(ReleaseBase):
         write_release(self, path)
 
 
+def release_from(manifest: dict, rows: dict) -> CensusRelease:
+    """A validated release from a manifest (as the JSON file holds it, ``measurements`` aside) and its measurement
+    columns; its sha256 is of the manifest's canonical JSON and the columns' values."""
+    from pydantic import ValidationError
+
+    from ..errors import from_pydantic
+
+    if not isinstance(manifest, dict):
+        raise InputError("manifest", "must be a dict (the release's JSON manifest)")
+    try:
+        release = CensusRelease.model_validate({**manifest, "measurements": dict(rows)})
+    except ValidationError as exc:
+        raise from_pydantic(exc, "release") from None
+    release.after_load(None)
+    digest = hashlib.sha256(json.dumps({k: v for k, v in manifest.items() if k != "measurements"},
+                                       sort_keys=True).encode())
+    for col in COLUMNS:
+        digest.update(np.asarray(rows[col]).astype(str if col in ("level", "geocode", "query", "cell") else float)
+                      .tobytes())
+    release._sha256 = digest.hexdigest()
+    release._family_entry = FAMILY
+    return release
+
+
 def write_release(release: "CensusRelease", path) -> Path:
     """Write ``release`` as ``path`` (the JSON manifest) and the parquet table beside it (same name, ``.parquet``),
     each atomically; returns the manifest's path."""
@@ -350,13 +374,10 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None):
             cols["cell"] += skeleton.cell_labels(q) * U
             cols["noisy_value"] += noisy.ravel().astype(int).tolist()
             cols["variance"] += [variance] * (U * K)
-    release = CensusRelease.model_validate({
+    release = release_from({
         "format": "dpposterior-release/1", "family": "census", "attributes": attributes, "queries": queries,
-        "levels": levels, "measurements": cols, "invariants": {"state_total": {"15": int(x.sum())}},
-        "strategy": {"name": "equal split", "rho": float(rho)}})
-    release.after_load(None)
-    release._family_entry = FAMILY
-    release._sha256 = hashlib.sha256(json.dumps([cols["noisy_value"], float(rho)]).encode()).hexdigest()
+        "levels": levels, "invariants": {"state_total": {"15": int(x.sum())}},
+        "strategy": {"name": "equal split", "rho": float(rho)}}, cols)
     return SimulatedRelease(theta={"alpha": theta["alpha"], "beta": theta["beta"], "tau": theta["tau"]},
                             release=release, confidential={"counts": x})
 
@@ -410,7 +431,7 @@ def report_figures(idata) -> list[tuple]:
     import matplotlib.pyplot as plt
 
     from ..arviz_compat import group
-    from ..geotables import group_sum
+    from ..geotables import LEVEL_DIGITS, group_sum
 
     post = group(idata, "posterior")
     counts = post["counts"]
@@ -419,11 +440,10 @@ def report_figures(idata) -> list[tuple]:
     totals = np.empty((chains * draws, blocks.size), dtype=np.int64)
     for ch in range(chains):  # a chain at a time: the block draws are the large array
         totals[ch * draws:(ch + 1) * draws] = np.asarray(counts.isel(chain=ch).values).sum(axis=-1)
-    digits = {"county": 5, "tract": 11, "block_group": 12, "block": 15}
     levels = REPORT_LEVELS
     fig, axes = plt.subplots(1, len(levels), figsize=(4.2 * len(levels) + 1, 7.5), squeeze=False)
     for ax, lv in zip(axes[0], levels):
-        units, idx = np.unique(np.array([b[:digits[lv]] for b in blocks]), return_inverse=True)
+        units, idx = np.unique(np.array([b[:LEVEL_DIGITS[lv]] for b in blocks]), return_inverse=True)
         by = totals if lv == "block" else group_sum(totals, idx, len(units), axis=1)
         lo, med, hi = np.quantile(by, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
         order = np.argsort(med, kind="stable")

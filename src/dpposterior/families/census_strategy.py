@@ -70,6 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..geotables import cell_labels, query_cell_map, to_query
 from .census_table import LEVEL_DIGITS, check_levels, sigma_of_variance
 
 # --------------------------------------------------------------------------- the production allocation
@@ -296,26 +297,9 @@ def _truth(truth) -> tuple[np.ndarray, np.ndarray]:
 
 def _query_answers(x: np.ndarray, query: str) -> np.ndarray:
     """Units' histograms ``(U, 16)`` -> the query's cells ``(U, K)``, in the C order of its attributes."""
-    shape = tuple(len(v) for v in ATTRIBUTES.values())
-    names = list(ATTRIBUTES)
-    cube = x.reshape((x.shape[0],) + shape)
-    keep = QUERIES[query]
-    drop = tuple(1 + i for i, a in enumerate(names) if a not in keep)
-    summed = cube.sum(axis=drop) if drop else cube
-    # the remaining axes are in the histogram's order; put them in the query's
-    order = [names.index(a) for a in keep]
-    kept = sorted(order)
-    summed = np.transpose(summed, (0,) + tuple(1 + kept.index(i) for i in order))
-    return summed.reshape(x.shape[0], -1)
-
-
-def _cell_labels(query: str) -> list[str]:
-    import itertools
-
-    attrs = QUERIES[query]
-    if not attrs:
-        return [""]
-    return ["|".join(c) for c in itertools.product(*(ATTRIBUTES[a] for a in attrs))]
+    qc, sizes = query_cell_map(ATTRIBUTES, QUERIES)
+    q = list(QUERIES).index(query)
+    return to_query(x, qc[q], int(sizes[q]))
 
 
 def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, queries=None):
@@ -358,7 +342,7 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, 
             cols["level"].append(np.full(U * K, lv, dtype=object))
             cols["geocode"].append(np.repeat(units.astype(object), K))
             cols["query"].append(np.full(U * K, q, dtype=object))
-            cols["cell"].append(np.tile(np.asarray(_cell_labels(q), dtype=object), U))
+            cols["cell"].append(np.tile(np.asarray(cell_labels(ATTRIBUTES, QUERIES[q]), dtype=object), U))
             cols["noisy_value"].append((answers + noise).ravel().astype(np.int64))
             cols["variance"].append(np.full(U * K, var, dtype=float))
     rows = {k: np.concatenate(v) for k, v in cols.items()}

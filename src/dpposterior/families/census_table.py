@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..geotables import query_cell_map
+from ..geotables import LEVEL_DIGITS, cell_labels, group_sum, query_cell_map, to_query
 
-#: GEOID digits of a geounit at each level (state 2, county 5, tract 11, block group 12, block 15)
-LEVEL_DIGITS = {"us": 0, "state": 2, "county": 5, "tract": 11, "block_group": 12, "block": 15}
 #: the levels in their hierarchical order, top first
 LEVEL_ORDER = tuple(LEVEL_DIGITS)
 
@@ -101,12 +99,14 @@ class CensusStructure:
 
     def cell_labels(self, query: str | None = None) -> list[str]:
         """Labels of the cells of ``query`` (the histogram's cells when None): categories joined by ``|``."""
-        attrs = list(self.attributes) if query is None else self.queries[query]
-        if not attrs:
-            return [""]
-        import itertools
+        return cell_labels(self.attributes, list(self.attributes) if query is None else self.queries[query])
 
-        return ["|".join(combo) for combo in itertools.product(*(self.attributes[a] for a in attrs))]
+    def detailed_query(self) -> int | None:
+        """The index of a query whose cells are the histogram's own (all attributes), or None."""
+        for q in range(self.Q):
+            if self.query_sizes[q] == self.C and np.array_equal(np.sort(self.query_cell[q]), np.arange(self.C)):
+                return q
+        return None
 
     def level_index(self, level: str, field_name: str = "level") -> int:
         if level not in self.levels:
@@ -120,24 +120,11 @@ class CensusStructure:
 
     def aggregate(self, x: np.ndarray, level: str | int, query: str | int) -> np.ndarray:
         """Sums of block histograms ``x[..., B, C]`` to the geounits of ``level`` and the cells of ``query``:
-        an array ``[..., units, query cells]`` (integer input stays integer)."""
+        an array ``[..., units, query cells]`` (integer input gives int64)."""
         li = level if isinstance(level, (int, np.integer)) else self.level_index(level)
         qi = query if isinstance(query, (int, np.integer)) else self.query_index(query)
-        x = np.asarray(x)
-        lead = x.shape[:-2]
-        U, K = len(self.units[li]), int(self.query_sizes[qi])
-        out = np.zeros(lead + (U, K), dtype=x.dtype)
-        # sum cells into query cells, then blocks into geounits (np.add.at along the last two axes)
-        qc = np.zeros(lead + (x.shape[-2], K), dtype=x.dtype)
-        for k in range(K):
-            qc[..., k] = x[..., self.query_cell[qi] == k].sum(axis=-1)
-        idx = self.block_unit[li]
-        order = np.argsort(idx, kind="stable")
-        bounds = np.searchsorted(idx[order], np.arange(U + 1))
-        sorted_qc = qc[..., order, :]
-        csum = np.concatenate([np.zeros(lead + (1, K), dtype=x.dtype), np.cumsum(sorted_qc, axis=-2)], axis=-2)
-        out[...] = csum[..., bounds[1:], :] - csum[..., bounds[:-1], :]
-        return out
+        qc = to_query(np.asarray(x), self.query_cell[qi], int(self.query_sizes[qi]))
+        return group_sum(qc, self.block_unit[li], len(self.units[li]), axis=-2)
 
     def measured(self, level: str | int, query: str | int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The measurement rows of one (level, query): (row indices, unit indices, cell indices)."""
@@ -278,7 +265,7 @@ def build_structure(attributes, queries, levels, rows: dict, invariants=None, bl
     cidx = np.full(n, -1, dtype=np.int64)
     for q, name in enumerate(qnames):
         attrs = queries[name]
-        labels = {lab: k for k, lab in enumerate(_cell_labels(attributes, attrs))}
+        labels = {lab: k for k, lab in enumerate(cell_labels(attributes, attrs))}
         rows_q = np.flatnonzero(qidx == q)
         got = [labels.get(t, -1) for t in cell_text[rows_q]]
         cidx[rows_q] = got
@@ -340,14 +327,6 @@ def build_structure(attributes, queries, levels, rows: dict, invariants=None, bl
 def _index_of(values: np.ndarray, names: list[str]) -> np.ndarray:
     lookup = {v: i for i, v in enumerate(names)}
     return np.fromiter((lookup[v] for v in values), dtype=np.int64, count=len(values))
-
-
-def _cell_labels(attributes, attrs) -> list[str]:
-    import itertools
-
-    if not attrs:
-        return [""]
-    return ["|".join(c) for c in itertools.product(*(attributes[a] for a in attrs))]
 
 
 def _integers(values: np.ndarray, field_name: str) -> np.ndarray:

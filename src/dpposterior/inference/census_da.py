@@ -396,6 +396,56 @@ def _share_logdens(z, x, lo, hi, c1, c2, bs):
     return v
 
 
+#: what :func:`_slice_step` samples: a block group's log mean, log tau, log alpha, log beta, a pair's share
+KIND_LOG_M, KIND_LOG_TAU, KIND_LOG_ALPHA, KIND_LOG_BETA, KIND_SHARE = 0, 1, 2, 3, 4
+
+
+@numba.njit(cache=True, nogil=True)
+def _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior, alpha, tau,
+                       g, lo, hi, c1, c2, bs):
+    """The conditional log-density of the hyperparameter ``kind`` at ``z`` (the other arguments: the state)."""
+    if kind == KIND_LOG_M:
+        return _nb_group(z, n_g[g], S_g[g], alpha, eta[bg_tract[g]], tau)
+    if kind == KIND_LOG_TAU:
+        return _tau_logdens(z, lM, eta, bg_tract, prior[2])
+    if kind == KIND_LOG_ALPHA:
+        return _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
+    if kind == KIND_LOG_BETA:
+        return _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
+    return _share_logdens(z, x, lo, hi, c1, c2, bs)
+
+
+@numba.njit(cache=True, nogil=True)
+def _slice_step(kind, x0, width, steps, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
+                alpha, tau, g, lo, hi, c1, c2, bs):
+    """One slice-sampling update of ``x0`` (Neal 2003: stepping out by ``width``, at most ``steps`` each side,
+    then shrinkage); ``x0`` itself when 200 shrinkage proposals are all refused."""
+    level = _hyper_log_density(kind, x0, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
+                               alpha, tau, g, lo, hi, c1, c2, bs) + math.log(np.random.random())
+    left = x0 - width * np.random.random()
+    right = left + width
+    for _ in range(steps):
+        if _hyper_log_density(kind, left, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
+                              alpha, tau, g, lo, hi, c1, c2, bs) <= level:
+            break
+        left -= width
+    for _ in range(steps):
+        if _hyper_log_density(kind, right, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
+                              alpha, tau, g, lo, hi, c1, c2, bs) <= level:
+            break
+        right += width
+    for _ in range(200):
+        z = left + (right - left) * np.random.random()
+        if _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
+                              alpha, tau, g, lo, hi, c1, c2, bs) > level:
+            return z
+        if z < x0:
+            left = z
+        else:
+            right = z
+    return x0
+
+
 @numba.njit(cache=True, nogil=True)
 def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior):
     """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau] (updated in place); ``prior`` = [log
@@ -412,30 +462,8 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
     # M_g: slice on log M_g
     lM = np.log(M)
     for g in range(G):
-        e = eta[bg_tract[g]]
-        x0 = lM[g]
-        f0 = _nb_group(x0, n_g[g], S_g[g], alpha, e, tau)
-        level = f0 + math.log(np.random.random())
-        width = 1.0
-        left = x0 - width * np.random.random()
-        right = left + width
-        for _ in range(50):
-            if _nb_group(left, n_g[g], S_g[g], alpha, e, tau) <= level:
-                break
-            left -= width
-        for _ in range(50):
-            if _nb_group(right, n_g[g], S_g[g], alpha, e, tau) <= level:
-                break
-            right += width
-        for _ in range(200):
-            x1 = left + (right - left) * np.random.random()
-            if _nb_group(x1, n_g[g], S_g[g], alpha, e, tau) > level:
-                lM[g] = x1
-                break
-            if x1 < x0:
-                left = x1
-            else:
-                right = x1
+        lM[g] = _slice_step(KIND_LOG_M, lM[g], 1.0, 50, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta,
+                            pi, prior, alpha, tau, g, 0, 0, 0, 0, 0.0)
         M[g] = math.exp(lM[g])
     # eta_t: normal-normal conjugate
     sum_t = np.zeros(T)
@@ -448,58 +476,13 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
         mean = (prior[0] / prior[1] ** 2 + sum_t[t] / tau ** 2) / prec
         eta[t] = mean + np.random.standard_normal() / math.sqrt(prec)
     # tau, alpha, beta: slice on the log scale
-    for which in range(3):
-        if which == 0:
-            x0 = math.log(tau)
-            f0 = _tau_logdens(x0, lM, eta, bg_tract, prior[2])
-        elif which == 1:
-            x0 = math.log(alpha)
-            f0 = _alpha_logdens(x0, N, block_bg, n_g, S_g, M, prior[3], prior[4])
-        else:
-            x0 = math.log(beta)
-            f0 = _beta_logdens(x0, x, N, block_tract, pi, prior[5], prior[6])
-        level = f0 + math.log(np.random.random())
-        width = 0.5
-        left = x0 - width * np.random.random()
-        right = left + width
-        for side in range(2):
-            for _ in range(40):
-                z = left if side == 0 else right
-                if which == 0:
-                    f = _tau_logdens(z, lM, eta, bg_tract, prior[2])
-                elif which == 1:
-                    f = _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
-                else:
-                    f = _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
-                if f <= level:
-                    break
-                if side == 0:
-                    left -= width
-                else:
-                    right += width
-        new = x0
-        for _ in range(200):
-            z = left + (right - left) * np.random.random()
-            if which == 0:
-                f = _tau_logdens(z, lM, eta, bg_tract, prior[2])
-            elif which == 1:
-                f = _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
-            else:
-                f = _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
-            if f > level:
-                new = z
-                break
-            if z < x0:
-                left = z
-            else:
-                right = z
-        if which == 0:
-            tau = math.exp(new)
-        elif which == 1:
-            alpha = math.exp(new)
-        else:
-            beta = math.exp(new)
-    # pi_t: pairs of cells, the share of their sum
+    tau = math.exp(_slice_step(KIND_LOG_TAU, math.log(tau), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g, S_g,
+                               M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+    alpha = math.exp(_slice_step(KIND_LOG_ALPHA, math.log(alpha), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g,
+                                 S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+    beta = math.exp(_slice_step(KIND_LOG_BETA, math.log(beta), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g,
+                                S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+    # pi_t: pairs of cells, the share of their sum (z = logit of pi_c1 / (pi_c1 + pi_c2))
     for t in range(T):
         lo, hi = tract_start[t], tract_end[t]
         for k in range(C):
@@ -508,34 +491,16 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
             if c2 >= c1:
                 c2 += 1
             ssum = pi[t, c1] + pi[t, c2]
-            bs = beta * ssum
             u0 = pi[t, c1] / ssum
             if u0 <= 0.0 or u0 >= 1.0:
                 continue
             z0 = math.log(u0) - math.log1p(-u0)
-            level = _share_logdens(z0, x, lo, hi, c1, c2, bs) + math.log(np.random.random())
-            width = 2.0
-            left = z0 - width * np.random.random()
-            right = left + width
-            for _ in range(40):
-                if _share_logdens(left, x, lo, hi, c1, c2, bs) <= level:
-                    break
-                left -= width
-            for _ in range(40):
-                if _share_logdens(right, x, lo, hi, c1, c2, bs) <= level:
-                    break
-                right += width
-            for _ in range(200):
-                z = left + (right - left) * np.random.random()
-                if _share_logdens(z, x, lo, hi, c1, c2, bs) > level:
-                    u = 1.0 / (1.0 + math.exp(-z))
-                    pi[t, c1] = ssum * u
-                    pi[t, c2] = ssum * (1.0 - u)
-                    break
-                if z < z0:
-                    left = z
-                else:
-                    right = z
+            z = _slice_step(KIND_SHARE, z0, 2.0, 40, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta,
+                            pi, prior, alpha, tau, 0, lo, hi, c1, c2, beta * ssum)
+            if z != z0:
+                u = 1.0 / (1.0 + math.exp(-z))
+                pi[t, c1] = ssum * u
+                pi[t, c2] = ssum * (1.0 - u)
     hyp[0], hyp[1], hyp[2] = alpha, beta, tau
 
 
@@ -606,10 +571,8 @@ class Problem:
         s = self.structure
         x = np.zeros((s.B, s.C), dtype=np.int64)
         Lb = s.L - 1
-        full = [q for q in range(s.Q) if s.query_sizes[q] == s.C and
-                np.array_equal(np.sort(s.query_cell[q]), np.arange(s.C))]
-        if full:
-            q = full[0]
+        q = s.detailed_query()
+        if q is not None:
             rows, units, cells = s.measured(Lb, q)
             cell_of = np.argsort(s.query_cell[q])  # query cell -> histogram cell
             x[units, cell_of[cells]] = np.maximum(s.noisy[rows], 0)
@@ -849,10 +812,9 @@ def census_naive(release, prior, options: CensusNaiveOptions):
 
     s = release.structure
     Lb = s.L - 1
-    full = [q for q in range(s.Q) if s.query_sizes[q] == s.C]
-    if not full:
+    q = s.detailed_query()
+    if q is None:
         raise InputError("method", "naive needs a block-level measurement of every histogram cell (a detailed query)")
-    q = full[0]
     rows, units, cells = s.measured(Lb, q)
     if rows.size != s.B * s.C:
         raise InputError("method", f"naive needs every block's {s.query_names[q]} cells measured; "
