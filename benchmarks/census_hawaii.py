@@ -12,6 +12,7 @@ and the squared error of the point estimate (posterior median; GLS mean; naive c
     python benchmarks/census_hawaii.py table FILES...                             # the tables of docs/census.md
     python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
     python benchmarks/census_hawaii.py figure TABLE.md                            # the coverage figure
+    python benchmarks/census_hawaii.py gls                                        # GLS's time on Hawaii
 
 Coverage is counted per cell over the trials; its Monte Carlo error is binomial over the cells of a level,
 which are not independent within a trial (the tables state the trial-level spread beside it).
@@ -209,6 +210,26 @@ def figure(table_md: str, update: bool) -> None:
     print(f"wrote {out}")
 
 
+def gls_time() -> None:
+    """GLS (the Bureau's baseline) on the same simulated Hawaii release: wall time of two calls (the first
+    compiles unless cached) and the process's peak memory."""
+    import resource
+
+    import dpposterior.census as dc
+    from dpposterior.inference.census_peers import gls
+
+    s = dc.simulate(seed=0).structure
+    before = loadavg()
+    times = []
+    for _ in range(2):
+        t = time.time()
+        gls(s).estimate("tract", "total")
+        times.append(time.time() - t)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"RESULT gls_s={times[0]:.2f},{times[1]:.2f} peak_rss_mb={peak:.0f} load_before={before} "
+          f"load_after={loadavg()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -233,6 +254,7 @@ def main() -> None:
     tm.add_argument("--draws", type=int, default=500)
     tm.add_argument("--warmup", type=int, default=500)
     tm.add_argument("--chains", type=int, default=2)
+    sub.add_parser("gls")
     fg = sub.add_parser("figure")
     fg.add_argument("table_md")
     add_update_flag(fg)
@@ -245,6 +267,8 @@ def main() -> None:
         run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder)
     elif args.cmd == "table":
         table(args.files)
+    elif args.cmd == "gls":
+        gls_time()
     elif args.cmd == "figure":
         figure(args.table_md, args.update_results)
     else:
