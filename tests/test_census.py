@@ -178,18 +178,20 @@ def test_production_epsilon_matches_the_census_certificate():
 
 
 # --------------------------------------------------------------------------- the engine against enumeration
-def _tiny(invariant: bool):
+def _tiny(invariant: bool, counties: bool = False):
+    """Two blocks of two cells; ``counties``: the blocks in two counties, each county's total measured."""
     attrs = {"a": ["p", "q"]}
     queries = {"total": [], "detailed": ["a"]}
-    blocks = ["150010001001000", "150010001001001"]
+    blocks = ["150010001001000", "150030001001000" if counties else "150010001001001"]
     rows = {"level": [], "geocode": [], "query": [], "cell": [], "noisy_value": [], "variance": []}
-    for row in [("state", "15", "total", "", 13, 4.0), ("block", blocks[0], "total", "", 9, 9.0),
+    extra = [("county", "15001", "total", "", 8, 16.0), ("county", "15003", "total", "", 4, 16.0)] if counties else []
+    for row in [("state", "15", "total", "", 13, 4.0), *extra, ("block", blocks[0], "total", "", 9, 9.0),
                 ("block", blocks[1], "total", "", 2, 9.0), ("block", blocks[0], "detailed", "p", 6, 6.25),
                 ("block", blocks[0], "detailed", "q", 1, 6.25), ("block", blocks[1], "detailed", "p", -1, 6.25),
                 ("block", blocks[1], "detailed", "q", 3, 6.25)]:
         for col, v in zip(rows, row):
             rows[col].append(v)
-    return build_structure(attrs, queries, ["state", "block"], rows,
+    return build_structure(attrs, queries, ["state", "county", "block"] if counties else ["state", "block"], rows,
                            {"state_total": {"15": 11}} if invariant else None)
 
 
@@ -217,17 +219,28 @@ def _enumerate(s, hyper, K=45):
     return X, p / p.sum()
 
 
-@pytest.mark.parametrize("invariant", [False, True])
-def test_da_moves_match_brute_force_enumeration(invariant):
+@pytest.mark.parametrize("invariant,partition", [(False, None), (True, None), (False, "state"), (True, "state"),
+                                                 (False, "county"), (True, "county")])
+def test_da_moves_match_brute_force_enumeration(invariant, partition):
     """Hyperparameters held fixed, the chain's law of x equals the enumerated posterior: means within 4 batch-means
-    standard errors, and P(x = k) of one cell within 4 binomial-ish standard errors (40,000 draws)."""
-    s = _tiny(invariant)
-    hyper = {"alpha": 0.7, "beta": 3.0, "block_group_mean": [6.0], "tract_mix": [[0.6, 0.4]]}
+    standard errors, and P(x = k) of one cell within 4 binomial-ish standard errors (40,000 draws).  With a
+    ``partition`` level the sweep is the partitioned one (its unit moves in two in-process parts where there are
+    two geounits): at ``county`` the blocks lie in two counties, so the moves between them are the global ones."""
+    counties = partition == "county"
+    s = _tiny(invariant, counties)
+    G = 2 if counties else 1
+    hyper = {"alpha": 0.7, "beta": 3.0, "block_group_mean": [6.0] * G, "tract_mix": [[0.6, 0.4]] * G}
     X, p = _enumerate(s, hyper)
     mean = (X * p[:, None]).sum(0)
     prob = cd.Problem(s, CensusPrior())
     opts = cd.CensusDAOptions(draws=40000, warmup=500, chains=1, seed=5)
-    draws = cd._run_chain(prob, opts, np.random.SeedSequence(5), fixed=hyper)[0].reshape(-1, 4).astype(float)
+    runner, lmin = None, 0
+    if partition is not None:
+        lmin = s.levels.index(partition)
+        runner = cd.PartRunner(cd.make_parts(prob, lmin, 2))
+        assert len(runner.parts) == (2 if counties else 1)
+    draws = cd._run_chain(prob, opts, np.random.SeedSequence(5), fixed=hyper, runner=runner,
+                          lmin=lmin)[0].reshape(-1, 4).astype(float)
     batches = draws.reshape(50, -1, 4).mean(1)
     se = batches.std(0, ddof=1) / math.sqrt(50)
     assert np.all(np.abs(draws.mean(0) - mean) < 4 * se + 1e-12), (draws.mean(0), mean, se)

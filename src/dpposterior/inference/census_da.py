@@ -42,7 +42,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, RefusedError
 from ..options import EngineOptions, MCMCOptions, option
 from ..progress import status as report_status
 from .mcmc_common import pick_from_log_weights
@@ -64,6 +64,12 @@ class CensusDAOptions(MCMCOptions):
     checkpoint: Any = option(None, "any", "a folder to keep each chain's state in (about once a minute) and resume "
                                           "from: a killed run started again with the same release and options "
                                           "gives the draws an uninterrupted run gives")
+    partition: str | None = option(None, "str", "a level (e.g. county) whose geounits' inner moves run "
+                                                "independently each sweep, in parallel on Dask (default: county "
+                                                "under --scheduler local or tcp://, else none: one sweep over all "
+                                                "blocks); the draws are the same for any number of partitions")
+    partitions: int | None = option(None, "int", "Dask partitions of the partition level's geounits (default: one "
+                                                 "per worker thread; --scheduler local or tcp:// only)", low=1)
 
     def __post_init__(self):
         if self.checkpoint is not None and not isinstance(self.checkpoint, (str, os.PathLike)):
@@ -251,15 +257,13 @@ def _apply(S1, S2, s, d, use2):
 
 
 @numba.njit(cache=True, nogil=True)
-def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
-                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2):
-    """Step 1 of the module docstring: every move on x once (cells alone, pairs of cells, pairs of blocks at
-    every level).  ``s`` (the measurements' current sums) is kept equal to the sums of x."""
-    B, C = x.shape
+def cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract, alpha, beta,
+                M, pi, bufL, bufR, S1, S2, lo, hi):
+    """Move 1a of the module docstring on blocks ``lo`` to ``hi``: each cell alone, where no invariant covers the
+    block."""
+    C = x.shape[1]
     Q = query_cell.shape[0]
-    L = block_unit.shape[0]
-    # 1a. each cell alone, where no invariant covers the block
-    for b in range(B):
+    for b in range(lo, hi):
         if inv_level[b] >= 0:
             continue
         g = block_bg[b]
@@ -269,13 +273,21 @@ def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start
             cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, S1)
             A, Bq = _quadratic(S1, S2, y, s, w, False)
             d, bufL, bufR = draw_move(-x[b, c], 1 << 40, A, Bq, False, True, float(N[b]), float(x[b, c]),
-                               beta * pi[t, c], lq, False, 0.0, 0.0, 1.0, 0.0, alpha, beta, bufL, bufR)
+                                      beta * pi[t, c], lq, False, 0.0, 0.0, 1.0, 0.0, alpha, beta, bufL, bufR)
             if d != 0:
                 x[b, c] += d
                 N[b] += d
                 _apply(S1, S2, s, d, False)
-    # 1b. a person moved between two cells of one block
-    for b in range(B):
+    return bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL, bufR, S1, S2,
+               lo, hi):
+    """Move 1b on blocks ``lo`` to ``hi``: a person moved between two cells of one block."""
+    C = x.shape[1]
+    Q = query_cell.shape[0]
+    for b in range(lo, hi):
         if N[b] == 0:
             continue
         t = block_tract[b]
@@ -290,20 +302,29 @@ def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start
             cell_measurements(b, c2, block_unit, query_cell, mtab, off, Q, K, S2)
             A, Bq = _quadratic(S1, S2, y, s, w, True)
             d, bufL, bufR = draw_move(-x[b, c1], x[b, c2], A, Bq, True, True, float(N[b]), float(x[b, c1]),
-                               beta * pi[t, c1], 0.0, True, float(N[b]), float(x[b, c2]), beta * pi[t, c2], 0.0,
-                               alpha, beta, bufL, bufR)
+                                      beta * pi[t, c1], 0.0, True, float(N[b]), float(x[b, c2]), beta * pi[t, c2],
+                                      0.0, alpha, beta, bufL, bufR)
             if d != 0:
                 x[b, c1] += d
                 x[b, c2] -= d
                 _apply(S1, S2, s, d, True)
-    # 1c. a person moved between two blocks of one geounit, at every level above the block
-    for l in range(L - 2, -1, -1):
-        for b in range(B):
-            lo = unit_start[l, block_unit[l, b]]
-            hi = unit_end[l, block_unit[l, b]]
-            if hi - lo < 2:
+    return bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level, block_bg,
+                block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, lo, hi, lmax, lmin):
+    """Move 1c on blocks ``lo`` to ``hi``, at levels ``lmax`` down to ``lmin``: a person moved between two blocks
+    of one geounit of the level (the partner drawn among the geounit's blocks)."""
+    C = x.shape[1]
+    Q = query_cell.shape[0]
+    for l in range(lmax, lmin - 1, -1):
+        for b in range(lo, hi):
+            ulo = unit_start[l, block_unit[l, b]]
+            uhi = unit_end[l, block_unit[l, b]]
+            if uhi - ulo < 2:
                 continue
-            p = lo + np.random.randint(hi - lo - 1)
+            p = ulo + np.random.randint(uhi - ulo - 1)
             if p >= b:
                 p += 1
             if l < inv_level[b] or l < inv_level[p]:
@@ -319,8 +340,8 @@ def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start
                 cell_measurements(p, c, block_unit, query_cell, mtab, off, Q, K, S2)
                 A, Bq = _quadratic(S1, S2, y, s, w, True)
                 d, bufL, bufR = draw_move(-x[b, c], x[p, c], A, Bq, False, True, float(N[b]), float(x[b, c]),
-                                   beta * pi[t1, c], lq1, True, float(N[p]), float(x[p, c]), beta * pi[t2, c], lq2,
-                                   alpha, beta, bufL, bufR)
+                                          beta * pi[t1, c], lq1, True, float(N[p]), float(x[p, c]), beta * pi[t2, c],
+                                          lq2, alpha, beta, bufL, bufR)
                 if d != 0:
                     x[b, c] += d
                     x[p, c] -= d
@@ -328,6 +349,22 @@ def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start
                     N[p] -= d
                     _apply(S1, S2, s, d, True)
     return bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
+                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2):
+    """Step 1 of the module docstring: every move on x once (cells alone, pairs of cells, pairs of blocks at
+    every level above the block, deepest first).  ``s`` (the measurements' current sums) is kept equal to the
+    sums of x."""
+    B = x.shape[0]
+    L = block_unit.shape[0]
+    bufL, bufR = cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract,
+                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B)
+    bufL, bufR = cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL,
+                            bufR, S1, S2, 0, B)
+    return block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
+                       block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B, L - 2, 0)
 
 
 # ------------------------------------------------------------------ hyperparameters
@@ -522,6 +559,49 @@ def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, uni
     return bufL, bufR
 
 
+@numba.njit(cache=True, nogil=True)
+def global_moves(seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
+                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin):
+    """The partitioned sweep's moves that change a partition geounit's cell totals: cells alone and pairs of
+    cells in every block, pairs of blocks at the levels above the partition level ``lmin``."""
+    np.random.seed(seed)
+    B = x.shape[0]
+    S1 = np.empty(block_unit.shape[0] * query_cell.shape[0], dtype=np.int64)
+    S2 = np.empty_like(S1)
+    bufL, bufR = cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract,
+                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B)
+    bufL, bufR = cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL,
+                            bufR, S1, S2, 0, B)
+    if lmin > 0:
+        bufL, bufR = block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
+                                 inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B,
+                                 lmin - 1, 0)
+    return bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def unit_moves(seeds, starts, ends, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
+               inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin):
+    """The partitioned sweep's moves inside each partition geounit (blocks ``starts[u]`` to ``ends[u]``): pairs
+    of blocks at the partition level ``lmin`` and below, each geounit with its own generator seeded ``seeds[u]``
+    -- so a geounit's moves are the same whichever other geounits share its partition."""
+    L = block_unit.shape[0]
+    S1 = np.empty(L * query_cell.shape[0], dtype=np.int64)
+    S2 = np.empty_like(S1)
+    for u in range(seeds.shape[0]):
+        np.random.seed(seeds[u])
+        bufL, bufR = block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
+                                 inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, starts[u],
+                                 ends[u], L - 2, lmin)
+    return bufL, bufR
+
+
+@numba.njit(cache=True, nogil=True)
+def hyper_step(seed, x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior):
+    np.random.seed(seed)
+    sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior)
+
+
 # --------------------------------------------------------------------------- the problem, in arrays
 class Problem:
     """The arrays the kernels read, built once from the release's :class:`CensusStructure`."""
@@ -619,6 +699,146 @@ class Problem:
         return out
 
 
+# --------------------------------------------------------------------------- partitions
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def sweep_seeds(seed: int, count: int) -> np.ndarray:
+    """``count`` generator seeds in [0, 2^31) from one sweep's seed, by the splitmix64 finaliser of (seed, index):
+    index 0 the global moves, 1 the hyperparameters, 2 + u partition geounit u."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) * np.uint64(1 << 32) + np.arange(count, dtype=np.uint64) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return (z >> np.uint64(33)).astype(np.int64)
+
+
+@dataclass
+class UnitPart:
+    """A run of partition geounits (blocks ``lo`` to ``hi``) with the arrays its moves read, indexed locally:
+    the measurements of its geounits at the partition level and below (``rows``: their global indices), the
+    geounits above it collapsed to one unmeasured geounit (a move inside a partition geounit never changes them).
+    A Dask task gets this once and, each sweep, the part's counts, sums and the hyperparameters."""
+
+    lo: int
+    hi: int
+    units: np.ndarray          # global indices of its partition geounits (their seeds)
+    starts: np.ndarray         # each geounit's first and end block, local
+    ends: np.ndarray
+    rows: np.ndarray           # global measurement indices of the local ones
+    g0: int
+    g1: int                    # block groups [g0, g1) and tracts [t0, t1) its blocks belong to
+    t0: int
+    t1: int
+    lmin: int
+    arrays: dict
+
+    def sweep(self, seeds, x, N, s, M, pi, alpha, beta):
+        """The unit moves of one sweep on this part's counts (updated and returned with the sums)."""
+        a = self.arrays
+        buf = np.empty(4096), np.empty(4096)
+        unit_moves(seeds, self.starts, self.ends, x, N, s, a["y"], a["w"], a["block_unit"], a["query_cell"],
+                   a["mtab"], a["off"], a["K"], a["unit_start"], a["unit_end"], a["inv_level"], a["block_bg"],
+                   a["block_tract"], alpha, beta, M, pi, buf[0], buf[1], self.lmin)
+        return x, N, s
+
+
+def _part_sweep(part: UnitPart, seeds, x, N, s, M, pi, alpha, beta):
+    return part.sweep(seeds, x, N, s, M, pi, alpha, beta)
+
+
+def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
+    """The geounits of level ``lmin`` cut into ``count`` runs of about equal block counts (blocks are sorted by
+    GEOID, so a geounit's blocks, and a run's, are contiguous)."""
+    s = prob.structure
+    n_units = len(s.units[lmin])
+    starts, ends = prob.unit_start[lmin, :n_units], prob.unit_end[lmin, :n_units]
+    count = max(1, min(count, n_units))
+    # cut after the geounit whose end first reaches each of count - 1 evenly spaced block positions
+    cuts = np.clip(np.searchsorted(ends, np.linspace(0, s.B, count + 1)[1:-1], side="left") + 1, 1, n_units)
+    bounds = np.unique(np.concatenate([[0], cuts, [n_units]]).astype(np.int64))
+    parts = []
+    QK = s.Q * prob.K
+    for ua, ub in zip(bounds[:-1], bounds[1:]):
+        lo, hi = int(starts[ua]), int(ends[ub - 1])
+        block_unit = np.zeros((s.L, hi - lo), dtype=np.int64)
+        segs, offs = [], []
+        n_loc = np.ones(s.L, dtype=np.int64)
+        for li in range(s.L):
+            offs.append(sum(len(g) for g in segs))
+            if li < lmin:
+                segs.append(np.full(QK, -1, dtype=np.int64))
+                continue
+            u0, u1 = int(s.block_unit[li, lo]), int(s.block_unit[li, hi - 1]) + 1
+            block_unit[li] = s.block_unit[li, lo:hi] - u0
+            n_loc[li] = u1 - u0
+            segs.append(prob.mtab[prob.off[li] + u0 * QK: prob.off[li] + u1 * QK])
+        seg = np.concatenate(segs)
+        rows = np.unique(seg[seg >= 0])
+        mtab = np.where(seg >= 0, np.searchsorted(rows, np.maximum(seg, 0)), -1).astype(np.int64)
+        U = int(n_loc.max())
+        unit_start = np.zeros((s.L, U), dtype=np.int64)
+        unit_end = np.zeros((s.L, U), dtype=np.int64)
+        for li in range(lmin, s.L):
+            u0 = int(s.block_unit[li, lo])
+            unit_start[li, :n_loc[li]] = prob.unit_start[li, u0:u0 + n_loc[li]] - lo
+            unit_end[li, :n_loc[li]] = prob.unit_end[li, u0:u0 + n_loc[li]] - lo
+        g0, g1 = int(prob.block_bg[lo]), int(prob.block_bg[hi - 1]) + 1
+        t0, t1 = int(prob.block_tract[lo]), int(prob.block_tract[hi - 1]) + 1
+        arrays = {"y": prob.y[rows], "w": prob.w[rows], "block_unit": block_unit, "query_cell": s.query_cell,
+                  "mtab": mtab, "off": np.array(offs, dtype=np.int64), "K": prob.K, "unit_start": unit_start,
+                  "unit_end": unit_end, "inv_level": prob.inv_level[lo:hi].copy(),
+                  "block_bg": prob.block_bg[lo:hi] - g0, "block_tract": prob.block_tract[lo:hi] - t0}
+        parts.append(UnitPart(lo, hi, np.arange(ua, ub), (starts[ua:ub] - lo).astype(np.int64),
+                              (ends[ua:ub] - lo).astype(np.int64), rows, g0, g1, t0, t1, lmin, arrays))
+    return parts
+
+
+class PartRunner:
+    """Runs one sweep's unit moves of every part: in this process, or as Dask tasks (each part's arrays sent to
+    the workers once).  Either way a part gets copies of its counts and sums and returns them: the same
+    computation, so the draws are the same for any number of parts and workers."""
+
+    def __init__(self, parts: list[UnitPart], client=None):
+        self.parts = parts
+        self.client = client
+        self.handles = client.scatter(parts, broadcast=False) if client is not None else parts
+
+    def sweep(self, seeds, x, N, s, M, pi, hyp):
+        args = [(p.units, x[p.lo:p.hi].copy(), N[p.lo:p.hi].copy(), s[p.rows], M[p.g0:p.g1], pi[p.t0:p.t1])
+                for p in self.parts]
+        if self.client is None:
+            out = [_part_sweep(h, seeds[2 + u], xs, Ns, ss, Ms, ps, hyp[0], hyp[1])
+                   for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
+        else:
+            futures = [self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps, float(hyp[0]),
+                                          float(hyp[1]), pure=False)
+                       for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
+            out = self.client.gather(futures)
+        for p, (xs, Ns, ss) in zip(self.parts, out):
+            x[p.lo:p.hi] = xs
+            N[p.lo:p.hi] = Ns
+            s[p.rows] = ss
+
+
+def partitioned_sweep(prob, runner: PartRunner, seed: int, x, N, sums, M, eta, hyp, pi, bufL, bufR, lmin: int,
+                      update_hyper: bool):
+    """One sweep with the moves split at partition level ``lmin``: the moves that change a partition geounit's
+    cell totals over all blocks, then every partition geounit's inner block pairs (independent given those
+    totals, so in parallel), then the hyperparameters."""
+    s = prob.structure
+    seeds = sweep_seeds(seed, 2 + len(s.units[lmin]))
+    bufL, bufR = global_moves(seeds[0], x, N, sums, prob.y, prob.w, s.block_unit, s.query_cell, prob.mtab, prob.off,
+                              prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg, prob.block_tract,
+                              hyp[0], hyp[1], M, pi, bufL, bufR, lmin)
+    runner.sweep(seeds, x, N, sums, M, pi, hyp)
+    if update_hyper:
+        hyper_step(seeds[1], x, N, prob.block_bg, prob.block_tract, prob.bg_tract, prob.tract_start, prob.tract_end,
+                   M, eta, hyp, pi, prob.prior_vec)
+    return bufL, bufR
+
+
 def _memory_check(structure, chains: int, draws: int) -> None:
     from ..memory import check_fits
 
@@ -673,7 +893,7 @@ class ChainCheckpoint:
 
 
 def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None,
-               chain: int = 0, fingerprint: str = ""):
+               chain: int = 0, fingerprint: str = "", runner: PartRunner | None = None, lmin: int = 0):
     """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw.  ``fixed``: hyperparameters held at
     these values (``alpha``, ``beta``, ``block_group_mean``, ``tract_mix``) -- the conditional of x alone, which
     the brute-force reference test enumerates."""
@@ -717,13 +937,18 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     while done < total:
         # sweeps up to the next kept draw or chunk end
         if done < options.warmup:
-            n = min(CHUNK, options.warmup - done)
+            n = min(CHUNK if runner is None else 1, options.warmup - done)
         else:
             n = options.thin
-        bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit, s.query_cell,
-                         prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg,
-                         prob.block_tract, prob.bg_tract, prob.tract_start, prob.tract_end, M, eta, hyp, pi,
-                         prob.prior_vec, bufL, bufR, fixed is None)
+        if runner is None:
+            bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit,
+                                    s.query_cell, prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end,
+                                    prob.inv_level, prob.block_bg, prob.block_tract, prob.bg_tract, prob.tract_start,
+                                    prob.tract_end, M, eta, hyp, pi, prob.prior_vec, bufL, bufR, fixed is None)
+        else:
+            for _ in range(n):
+                bufL, bufR = partitioned_sweep(prob, runner, int(rng.integers(2 ** 31)), x, N, sums, M, eta, hyp, pi,
+                                               bufL, bufR, lmin, fixed is None)
         done += n
         if done > options.warmup:
             out_x[kept] = x
@@ -766,10 +991,13 @@ def census_da(release, prior, options: CensusDAOptions):
         import hashlib
 
         fingerprint = hashlib.sha256(json.dumps([release.sha256, prior.as_dict(), options.draws, options.warmup,
-                                                 options.thin, options.chains, str(options.seed)]).encode()
+                                                 options.thin, options.chains, str(options.seed),
+                                                 options.partition]).encode()
                                      ).hexdigest()
+    lmin, runner, part_attrs = _partitions(prob, options)
     results = map_chains(lambda c: _run_chain(prob, options, seeds[c], progress if c == 0 and not options.quiet
-                                              else None, chain=c, fingerprint=fingerprint), options.chains, workers)
+                                              else None, chain=c, fingerprint=fingerprint, runner=runner, lmin=lmin),
+                         options.chains, workers)
     if options.checkpoint is not None:  # the run finished: its states are not needed again
         for c in range(options.chains):
             ChainCheckpoint(Path(options.checkpoint), c, fingerprint).remove()
@@ -789,9 +1017,38 @@ def census_da(release, prior, options: CensusDAOptions):
         attrs=census_attrs(s) | {"algorithm": "data augmentation over the block histograms (exact discrete-Gaussian "
                                               "likelihood; cell, cell-pair and block-pair moves; collapsed "
                                               "negative-binomial / Dirichlet-multinomial prior)",
-                                 "options_warmup": options.warmup, "options_thin": options.thin},
+                                 "options_warmup": options.warmup, "options_thin": options.thin} | part_attrs,
         float32_variables=("tract_mix", "block_group_mean"))
     return post
+
+
+def _partitions(prob: Problem, options: CensusDAOptions):
+    """(partition level index, runner, attributes) of the run: no runner (the one-pass sweep) unless a partition
+    level is asked for or the scheduler is Dask.  Refusals before any work."""
+    from ..execution import current_executor
+
+    s = prob.structure
+    ex = current_executor()
+    client = ex.dask_client() if ex is not None else None
+    if options.partitions is not None and client is None:
+        raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or tcp://HOST:PORT)")
+    level = options.partition
+    if level is None:
+        if client is None:
+            return 0, None, {}
+        level = "county" if "county" in s.levels[:-1] else s.levels[min(1, s.L - 2)]
+    above = s.levels[:-1]
+    if level not in above:
+        raise InputError("partition", f"must be a level above the block, one of {', '.join(above)} (got {level!r})")
+    lmin = s.levels.index(level)
+    if client is None:
+        count = 1
+    else:
+        count = options.partitions or max(1, sum(client.nthreads().values()))
+    parts = make_parts(prob, lmin, count)
+    if client is not None and not options.quiet:
+        report_status(f"da: {len(parts)} partitions of {len(s.units[lmin]):,} {level} geounits on Dask")
+    return lmin, PartRunner(parts, client), {"partition": level, "partitions": len(parts)}
 
 
 def census_attrs(structure) -> dict:
