@@ -13,6 +13,7 @@ and the squared error of the point estimate (posterior median; GLS mean; naive c
     python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
     python benchmarks/census_hawaii.py figure TABLE.md                            # the coverage figure
     python benchmarks/census_hawaii.py gls                                        # GLS's time on Hawaii
+    python benchmarks/census_hawaii.py tiled --times 100 --scheduler local        # 100x Hawaii on Dask
 
 Coverage is counted per cell over the trials; its Monte Carlo error is binomial over the cells of a level,
 which are not independent within a trial (the tables state the trial-level spread beside it).
@@ -175,6 +176,87 @@ def timing(draws: int, warmup: int, chains: int) -> None:
         print(proc.stderr[-2000:])
 
 
+def tiled_structure(times: int, seed: int = 0):
+    """Hawaii tiled ``times`` times into one synthetic state: tile i's county codes are Hawaii's + 10 i (so GEOIDs
+    stay sorted and every geounit below the state is a copy), the state's measurements those of the whole, every
+    row's noise drawn afresh with the production strategy's variance (exact discrete Gaussian), the state total
+    invariant.  Built from arrays: the release's string columns at 100x would take about 19 GB (about 190 bytes a
+    row measured at 10x), which this machine does not have beside the engine."""
+    import dpposterior.census as dc
+    from dpposterior.families.census_strategy import read_truth
+    from dpposterior.families.census_table import CensusStructure
+    from dpposterior.mechanisms.discrete_gaussian import DiscreteGaussian
+
+    geocodes, counts, _ = read_truth()
+    order = np.argsort(geocodes, kind="stable")
+    truth = counts[order].reshape(len(geocodes), -1)
+    s1 = dc.simulate(seed=seed).structure
+    true = np.empty(s1.M, dtype=np.int64)
+    for li in range(s1.L):
+        for qi in range(s1.Q):
+            rows, units, cells = s1.measured(li, qi)
+            if rows.size:
+                true[rows] = s1.aggregate(truth, li, qi)[units, cells]
+    top = s1.level == 0
+    per = ~top
+    n_units = np.array([len(u) for u in s1.units])
+    tiles = np.arange(times)[:, None]
+
+    def tiled(a):
+        return np.concatenate([a[top], np.tile(a[per], times)])
+
+    unit = np.concatenate([s1.unit[top], (s1.unit[per][None, :] + tiles * n_units[s1.level[per]][None, :]).ravel()])
+    level, query, cell, variance, sigma = (tiled(a) for a in (s1.level, s1.query, s1.cell, s1.variance, s1.sigma))
+    noisy = np.concatenate([times * true[top], np.tile(true[per], times)])
+    rng = np.random.default_rng(seed)
+    for sg in np.unique(sigma):
+        at = np.flatnonzero(sigma == sg)
+        noisy[at] += DiscreteGaussian(float(sg)).draw(at.size, rng)
+
+    def relabel(codes, i):
+        return np.array([c[:2] + f"{int(c[2:5]) + 10 * i:03d}" + c[5:] for c in codes]) if i else codes
+
+    units = [s1.units[0]] + [np.concatenate([relabel(s1.units[li], i) for i in range(times)]) for li in range(1, s1.L)]
+    block_unit = np.concatenate([np.zeros((1, s1.B * times), dtype=s1.block_unit.dtype),
+                                 np.concatenate([s1.block_unit[1:] + i * n_units[1:, None] for i in range(times)],
+                                                axis=1)])
+    total = int(truth.sum()) * times
+    return CensusStructure(s1.attributes, s1.queries, s1.levels, units, block_unit, s1.query_cell, s1.query_sizes,
+                           level, unit, query, cell, noisy, variance, sigma,
+                           {s1.levels[0]: (np.array([0]), np.array([total]))})
+
+
+def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> None:
+    """The partitioned ``da`` engine on Hawaii tiled ``times`` times: ``sweeps`` sweeps of one chain (warm-up
+    ``sweeps`` - 1, one kept draw), seconds per sweep and peak memory; ``scheduler`` serial (the partitioned sweep
+    in this process) or local (a Dask LocalCluster, one worker process per core)."""
+    import resource
+
+    from dpposterior.execution import use_executor
+    from dpposterior.inference.census_da import CensusDAOptions, census_da
+
+    t0 = time.time()
+    s = tiled_structure(times)
+    t1 = time.time()
+    print(f"tiled x{times}: {s.B:,} blocks, {s.B * s.C:,} latent cells, {s.M:,} measurements; built in "
+          f"{t1 - t0:.0f} s", flush=True)
+
+    class Release:
+        structure = s
+        sha256 = f"tiled-{times}"
+
+    before = loadavg()
+    opts = CensusDAOptions(draws=1, warmup=sweeps - 1, chains=1, seed=1, partition="county", partitions=partitions)
+    with use_executor(scheduler):
+        t2 = time.time()
+        census_da(Release, None, opts)
+        t3 = time.time()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"RESULT times={times} scheduler={scheduler} sweeps={sweeps} engine_s={t3 - t2:.1f} "
+          f"per_sweep_s={(t3 - t2) / sweeps:.2f} peak_rss_GB={peak:.2f} (this process) load_before={before} "
+          f"load_after={loadavg()}", flush=True)
+
+
 def figure(table_md: str, update: bool) -> None:
     """Coverage of the 90% intervals by level and query, each method beside, from ``table``'s markdown."""
     import matplotlib
@@ -255,6 +337,11 @@ def main() -> None:
     tm.add_argument("--warmup", type=int, default=500)
     tm.add_argument("--chains", type=int, default=2)
     sub.add_parser("gls")
+    tl = sub.add_parser("tiled")
+    tl.add_argument("--times", type=int, default=100)
+    tl.add_argument("--sweeps", type=int, default=3)
+    tl.add_argument("--scheduler", default="local")
+    tl.add_argument("--partitions", type=int, default=None)
     fg = sub.add_parser("figure")
     fg.add_argument("table_md")
     add_update_flag(fg)
@@ -271,6 +358,8 @@ def main() -> None:
         gls_time()
     elif args.cmd == "figure":
         figure(args.table_md, args.update_results)
+    elif args.cmd == "tiled":
+        tiled(args.times, args.sweeps, args.scheduler, args.partitions)
     else:
         timing(args.draws, args.warmup, args.chains)
 

@@ -256,7 +256,7 @@ def test_da_moves_match_brute_force_enumeration(invariant, partition):
 SBC_VARIANCE = {"state": 2.0, "county": 4.0, "tract": 9.0, "block_group": 16.0, "block": 36.0}
 
 
-def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300):
+def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None):
     """Ranks of the truth among a posterior's draws: alpha, beta, tau (da only), a tract total, one block cell."""
     rng = np.random.default_rng(seed)
     blocks = geography(2, 2, 2, 3)
@@ -266,7 +266,12 @@ def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300):
     s = build_structure(ATTRS, QUERIES, LEVELS, measure(x, blocks, SBC_VARIANCE, rng))
     if method == "da":
         opts = cd.CensusDAOptions(draws=draws, warmup=warmup, thin=thin, chains=1, seed=seed)
-        cx, h, _, _ = cd._run_chain(cd.Problem(s, CensusPrior()), opts, np.random.SeedSequence(seed))
+        prob = cd.Problem(s, CensusPrior())
+        runner, lmin = None, 0
+        if partition is not None:
+            lmin = s.levels.index(partition)
+            runner = cd.PartRunner(cd.make_parts(prob, lmin, 2))
+        cx, h, _, _ = cd._run_chain(prob, opts, np.random.SeedSequence(seed), runner=runner, lmin=lmin)
     else:
         class R:
             structure = s
@@ -304,6 +309,14 @@ def test_sbc_da_passes_and_the_naive_method_fails():
 @pytest.mark.slow
 def test_sbc_da_passes_300_trials():
     ranks = np.array([_sbc_ranks(seed) for seed in range(300)])
+    for j, name in enumerate(["tract total", "block cell", "alpha", "beta", "tau"]):
+        assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
+
+
+@pytest.mark.slow
+def test_sbc_da_partitioned_passes_200_trials():
+    """The partitioned sweep (county partitions, two in-process parts) calibrated as the one-pass sweep is."""
+    ranks = np.array([_sbc_ranks(seed, partition="county") for seed in range(200)])
     for j, name in enumerate(["tract total", "block cell", "alpha", "beta", "tau"]):
         assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
 
@@ -417,16 +430,18 @@ def test_report_draws_the_levels_caterpillar(tmp_path):
     assert "Persons by level" in text and "pass one with --compare" in text
 
 
-def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch):
+@pytest.mark.parametrize("partition", [None, "county"])
+def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch, partition):
     """A run killed after a few chunks and started again with the same release and options resumes from each
     chain's saved state and gives exactly the draws of an uninterrupted run; the states are removed at the end,
-    and another run's states are refused."""
+    and another run's states are refused.  The same with the partitioned sweep."""
     release, _ = _small_release()
-    opts = dict(draws=15, warmup=20, chains=2, seed=7, quiet=True)
+    opts = dict(draws=15, warmup=20, chains=2, seed=7, quiet=True, partition=partition)
     whole = cd.census_da(release, None, cd.CensusDAOptions(**opts)).posterior["counts"]
     monkeypatch.setattr(cd.ChainCheckpoint, "every", 0.0)
     calls = {"n": 0}
-    real = cd.run_sweeps
+    kernel = "run_sweeps" if partition is None else "partitioned_sweep"
+    real = getattr(cd, kernel)
 
     def dying(*args):
         calls["n"] += 1
@@ -434,12 +449,12 @@ def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch):
             raise KeyboardInterrupt("killed")
         return real(*args)
 
-    monkeypatch.setattr(cd, "run_sweeps", dying)
+    monkeypatch.setattr(cd, kernel, dying)
     monkeypatch.setattr("dpposterior.inference.mcmc_common.chain_workers", lambda chains, iterations: 1)
     with pytest.raises(KeyboardInterrupt):
         cd.census_da(release, None, cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
     assert (tmp_path / "ck" / "chain0.npz").exists()
-    monkeypatch.setattr(cd, "run_sweeps", real)
+    monkeypatch.setattr(cd, kernel, real)
     with pytest.raises(InputError) as err:
         cd.census_da(release, None, cd.CensusDAOptions(**{**opts, "draws": 16}, checkpoint=str(tmp_path / "ck")))
     assert err.value.field == "checkpoint"

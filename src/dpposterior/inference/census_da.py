@@ -803,7 +803,13 @@ class PartRunner:
     def __init__(self, parts: list[UnitPart], client=None):
         self.parts = parts
         self.client = client
-        self.handles = client.scatter(parts, broadcast=False) if client is not None else parts
+        self.handles = parts
+        if client is not None:
+            # each part, and each sweep's data for it, on one worker in turn (no copy between workers); another
+            # worker may run it if that one is lost
+            names = sorted(client.scheduler_info()["workers"])
+            self.where = [[names[i % len(names)]] for i in range(len(parts))]
+            self.handles = [client.scatter(p, workers=w) for p, w in zip(parts, self.where)]
 
     def sweep(self, seeds, x, N, s, M, pi, hyp):
         args = [(p.units, x[p.lo:p.hi].copy(), N[p.lo:p.hi].copy(), s[p.rows], M[p.g0:p.g1], pi[p.t0:p.t1])
@@ -812,9 +818,11 @@ class PartRunner:
             out = [_part_sweep(h, seeds[2 + u], xs, Ns, ss, Ms, ps, hyp[0], hyp[1])
                    for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
         else:
-            futures = [self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps, float(hyp[0]),
-                                          float(hyp[1]), pure=False)
-                       for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
+            futures = []
+            for h, w, (u, *data) in zip(self.handles, self.where, args):
+                xs, Ns, ss, Ms, ps = self.client.scatter(data, workers=w, hash=False)
+                futures.append(self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps, float(hyp[0]),
+                                                  float(hyp[1]), pure=False, workers=w, allow_other_workers=True))
             out = self.client.gather(futures)
         for p, (xs, Ns, ss) in zip(self.parts, out):
             x[p.lo:p.hi] = xs
