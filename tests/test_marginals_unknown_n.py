@@ -251,3 +251,18 @@ def test_sbc_ranks_of_n_are_uniform():
 def test_sbc_ranks_of_n_are_uniform_full():
     p_n, p_min = _n_rank_pvalue(_sbc(500, seed=4))
     assert p_n > 1e-3 and p_min > 1e-3 / 5, (p_n, p_min)
+
+
+def test_file_round_trip_and_synthetic_sets_keep_each_draws_n(tmp_path):
+    from dpposterior.posterior import Posterior
+    from dpposterior.synthetic import synthesize
+
+    post = infer(_release(FOREST, BINARY2), method="da", draws=40, warmup=20, chains=2, seed=5)
+    post.to_netcdf(tmp_path / "p.nc")
+    back = Posterior.read(tmp_path / "p.nc")
+    np.testing.assert_array_equal(np.asarray(back.posterior["n"]), np.asarray(post.posterior["n"]))
+    np.testing.assert_allclose(back.marginal(["a"], counts=True).values, post.marginal(["a"], counts=True).values,
+                               rtol=1e-6)
+    n = np.asarray(post.posterior["n"]).ravel()
+    sets = synthesize(back, m=3, seed=1)
+    assert [len(s) for s in sets] == [int(n[s.attrs["posterior_draw"]]) for s in sets]
