@@ -416,10 +416,7 @@ class Problem:
                 np.concatenate(tabs) if tabs else np.zeros(1))
 
     def start_n(self) -> int:
-        """The chain's first n (total unknown): the rounded median of the measurements' noisy table sums, in the
-        prior's support."""
-        sums = [float(np.sum(self.y[o:o + ln])) for o, ln in zip(self.m_off, self.m_len)]
-        return int(min(max(round(float(np.median(sums))), self.n_lo, 1), self.n_hi))
+        return noisy_total(self.model, self.n_lo, self.n_hi)
 
     def default_moves(self) -> int:
         """Birth/death moves per sweep: n moves by +-1 steps, so crossing a few posterior sds of n (at most the
@@ -489,6 +486,13 @@ class Problem:
             cdf[-1] = 1.0
             rec[:, i] = np.searchsorted(cdf, rng.random(n), side="right")
         return np.minimum(rec, self.sizes[None, :] - 1)
+
+
+def noisy_total(model, lo: int = 1, hi: int = N_UNBOUNDED) -> int:
+    """The rounded median of the measurements' noisy table sums (each is the total plus noise), in [lo, hi] and
+    at least 1: da's first n when the release has none, and the total the naive posterior takes as true."""
+    sums = [float(np.sum(np.asarray(m.values, float))) for m in model.measurements]
+    return int(min(max(round(float(np.median(sums))), lo, 1), hi))
 
 
 def _inverse(k: int, members: list[list[int]]):
@@ -625,7 +629,8 @@ def marginals_naive(release, prior, options: MarginalsNaiveOptions):
     seeds = spawn_seeds(options.seed, options.chains)
     draws = {variable_name(c): np.empty((options.chains, options.draws, *tree.shape(c))) for c in tree.cliques}
     if model.n is None:  # the total unknown: the noisy total taken as true, as the counts are
-        draws["n"] = np.full((options.chains, options.draws), Problem(model).start_n(), dtype=np.int64)
+        n_range = model.prior.parameters.get("n_range") or (1, N_UNBOUNDED)
+        draws["n"] = np.full((options.chains, options.draws), noisy_total(model, *n_range), dtype=np.int64)
     for ch in range(options.chains):
         rng = np.random.default_rng(seeds[ch])
         for d in range(options.draws):
