@@ -234,14 +234,14 @@ def test_da_matches_enumeration_on_a_chain_of_two_marginals(mechanisms):
         assert gap > 0.02
 
 
-def test_da_refuses_options_it_does_not_use_and_a_release_without_n():
+def test_da_refuses_options_it_does_not_use_and_infers_n_where_the_release_has_none():
     release = _release([{"clique": ["a"], "value": [1, 2], "mechanism": "discrete-gaussian", "sigma": 1.0}])
     with pytest.raises(InputError, match="grid_size"):
         infer(release, method="da", grid_size=50)
     no_n = dict(release)
     del no_n["n"]
-    with pytest.raises(InputError, match="records"):
-        infer(no_n, method="da", draws=10, warmup=0, chains=1, seed=0)
+    post = infer(no_n, method="da", draws=10, warmup=0, chains=1, seed=0)
+    assert post.posterior["n"].shape == (1, 10)  # tests/test_marginals_unknown_n.py checks its law
 
 
 def test_da_draws_are_reproducible_for_a_seed():

@@ -247,7 +247,8 @@ class Posterior:
         ``xarray.DataArray`` with dims (chain, draw, *attributes) labelled by the attributes' levels.
 
         Probabilities by default; ``counts=True`` gives n times them, the expected counts of a table of the
-        release's n records (``n`` public; refused otherwise)."""
+        release's n records (``n`` public), or of each draw's n where the posterior has a variable ``n`` (a release
+        without n); refused otherwise."""
         import xarray as xr
 
         from .errors import InputError
@@ -261,9 +262,13 @@ class Posterior:
         values = tree.marginal(self.clique_tables(), attributes)
         if counts:
             n = self.attrs.get("n")
-            if n is None:
+            if "n" in self.posterior:  # the total unknown: each draw's own n
+                draws_n = np.asarray(self.posterior["n"], float)
+                values = values * draws_n.reshape(draws_n.shape + (1,) * (values.ndim - 2))
+            elif n is None:
                 raise InputError("counts", "the release did not publish n: only probabilities can be given")
-            values = values * float(n)
+            else:
+                values = values * float(n)
         coords = {"chain": np.arange(self.nchains), "draw": np.arange(self.ndraws)}
         for a in attributes:
             labels = self.coords.get(a)

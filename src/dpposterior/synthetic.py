@@ -16,8 +16,8 @@ from .errors import InputError
 
 def synthesize(post, m: int = 10, rows: int | None = None, seed=None, as_codes: bool = False):
     """``m`` synthetic data sets (pandas DataFrames, one column per attribute, its public levels as values; codes
-    with ``as_codes``) of ``rows`` rows each (default: the release's n), each from its own posterior draw
-    (drawn without replacement from all chains' draws by ``seed``).
+    with ``as_codes``) of ``rows`` rows each (default: the release's n, or where the release had none each posterior
+    draw's own n), each from its own posterior draw (drawn without replacement from all chains' draws by ``seed``).
 
     ``post``: a :class:`~dpposterior.posterior.Posterior` of the ``marginals`` family, or the path of its file.
     """
@@ -33,8 +33,12 @@ def synthesize(post, m: int = 10, rows: int | None = None, seed=None, as_codes: 
     total = post.nchains * post.ndraws
     if m > total:
         raise InputError("m", f"{m} data sets need {m} posterior draws; the posterior has {total}")
+    draw_n = None
     if rows is None:
         rows = post.attrs.get("n")
+        if rows is None and "n" in post.posterior:  # the total was unknown: each draw's own n
+            draw_n = np.asarray(post.posterior["n"]).reshape(total).astype(np.int64)
+            rows = int(draw_n.max())
         if rows is None:
             raise InputError("rows", "the release did not publish n: give the number of rows")
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
@@ -49,7 +53,7 @@ def synthesize(post, m: int = 10, rows: int | None = None, seed=None, as_codes: 
     tables = [t.reshape(total, *t.shape[2:]) for t in post.clique_tables()]
     out = []
     for j in picks:
-        codes = tree.sample_records([t[j] for t in tables], rows, rng)
+        codes = tree.sample_records([t[j] for t in tables], rows if draw_n is None else int(draw_n[j]), rng)
         frame = pd.DataFrame(codes, columns=list(tree.attributes))
         if not as_codes:
             for a in tree.attributes:

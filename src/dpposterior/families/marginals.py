@@ -22,6 +22,13 @@ weighs at most 2% of the records, sparser beyond.
 Posterior variables: the joint table of each clique of the junction tree, ``p[a,b]`` with dims (a, b).
 The latent statistic is the confidential records (their marginal tables are the exact integer counts), which the
 ``da`` engine resamples one attribute at a time given every measurement's exact noise law.
+
+A release without ``n``: the total is a parameter too, with a prior P(n) -- flat (improper) on the integers n >= 1
+by default, or uniform on the prior's ``n_range`` [lo, hi] -- and the posterior has a variable ``n``.  The flat
+prior gives a proper posterior because every measurement's table sum is n plus noise of finite variance, so the
+likelihood in n decays at least as fast as the noise law's tail.  Without an n to scale it by, the default A is the
+cells of the largest clique.  ``da`` moves n by birth/death steps on the records
+(:mod:`dpposterior.inference.marginals_da`).
 """
 
 from __future__ import annotations
@@ -218,18 +225,21 @@ class MarginalsPrior:
     measured ones (``cliques``).  For ``dpposterior calibrate``: ``domain`` and ``measure`` (the cliques a
     simulated release measures)."""
 
-    def __init__(self, concentration: float | None = None, cliques=(), domain=None, measure=None):
+    def __init__(self, concentration: float | None = None, cliques=(), domain=None, measure=None, n_range=None):
         #: None: :func:`default_concentration` of the model's junction tree and n (:meth:`resolved`)
         self.concentration = None if concentration is None else float(concentration)
         self.cliques = tuple(tuple(c) for c in cliques)
         self.domain = dict(domain) if domain is not None else None
         self.measure = [tuple(c) for c in measure] if measure is not None else None
+        #: (lo, hi): n uniform on the integers lo..hi, for a release without n (None: flat on n >= 1); for
+        #: ``calibrate``, the simulator draws n from it and releases no n
+        self.n_range = None if n_range is None else (int(n_range[0]), int(n_range[1]))
 
     def resolved(self, tree, n) -> "MarginalsPrior":
         """This prior with its concentration fixed for a model (the default's value where none was given)."""
         if self.concentration is not None:
             return self
-        return MarginalsPrior(default_concentration(tree, n), self.cliques, self.domain, self.measure)
+        return MarginalsPrior(default_concentration(tree, n), self.cliques, self.domain, self.measure, self.n_range)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"kind": "hyper-dirichlet"}
@@ -237,6 +247,8 @@ class MarginalsPrior:
             out["concentration"] = self.concentration
         if self.cliques:
             out["cliques"] = [list(c) for c in self.cliques]
+        if self.n_range is not None:
+            out["n_range"] = list(self.n_range)
         return out
 
 
@@ -251,7 +263,7 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
     elif isinstance(prior, MarginalsPrior):
         out = prior
     elif isinstance(prior, dict):
-        allowed = {"kind", "concentration", "cliques", "domain", "measure"}
+        allowed = {"kind", "concentration", "cliques", "domain", "measure", "n_range"}
         for key in prior:
             if key not in allowed:
                 raise InputError(f"prior.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -274,15 +286,31 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
         if measure is not None and (not isinstance(measure, list) or not all(isinstance(c, list) and c
                                                                               for c in measure)):
             raise InputError("prior.measure", "must be a list of cliques (lists of attribute names)")
-        out = MarginalsPrior(conc, cliques, domain, measure)
+        out = MarginalsPrior(conc, cliques, domain, measure, _parse_n_range(prior.get("n_range")))
     else:
         raise InputError("prior", f"must be a table of hyper-dirichlet settings (got {type(prior).__name__})")
     if release is not None:
+        if out.n_range is not None and release.n is not None:
+            raise InputError("prior.n_range", f"the release states n = {release.n}: a prior on n applies only to a "
+                             "release without n; drop n_range")
         for c in out.cliques:
             for a in c:
                 if a not in release.domain:
                     raise InputError("prior.cliques", f"{a!r} is not an attribute of the release's domain")
     return out
+
+
+def _parse_n_range(value):
+    """The prior's ``n_range``: [lo, hi], integers with 1 <= lo <= hi (None: not given)."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        raise InputError("prior.n_range", f"must be two integers [lo, hi] (got {value!r})")
+    lo, hi = int(value[0]), int(value[1])
+    if lo < 1 or hi < lo:
+        raise InputError("prior.n_range", f"must have 1 <= lo <= hi (got [{lo}, {hi}])")
+    return lo, hi
 
 
 class MarginalQuery:
@@ -316,20 +344,28 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
     coords = {a: release.label_list(a) for a in release.attributes}
     variables = tuple(Variable(variable_name(c), tuple(c), {a: coords[a] for a in c}, "simplex")
                       for c in tree.cliques)
+    if release.n is None:  # the total is a parameter (its prior: prior.n_range, else flat on n >= 1)
+        variables += (Variable("n", (), {}, "positive"),)
     measurements = tuple(Measurement(f"measurements.{j}", release.values(j),
                                      MarginalQuery(m.clique, release.attributes, release.domain), release.mechanism(j))
                          for j, m in enumerate(release.measurements))
 
     def sample(rng):
         tables = tree.prior_draw(prior.concentration, rng)
-        return {variable_name(c): t for c, t in zip(tree.cliques, tables)}
+        out = {variable_name(c): t for c, t in zip(tree.cliques, tables)}
+        if release.n is None and prior.n_range is not None:  # the flat prior on n has no draws
+            out["n"] = int(rng.integers(prior.n_range[0], prior.n_range[1] + 1))
+        return out
 
     latent = LatentStatistic(f"the {release.n if release.n is not None else 'unknown number of'} records of "
                              f"{len(release.domain)} categorical attributes",
-                             frozenset({RECORDS, SIMULATE} if release.n is not None else {SIMULATE}), tree)
+                             frozenset({RECORDS, SIMULATE}), tree)
     attrs = {"junction_tree": json.dumps(tree.to_record()), "prior": json.dumps(prior.to_dict())}
     if release.n is not None:
         attrs["n"] = int(release.n)
+    else:
+        attrs["n_prior"] = ("flat on n >= 1" if prior.n_range is None else
+                            f"uniform on {prior.n_range[0]}..{prior.n_range[1]}")
     return ObservationModel("marginals", variables, Prior(sample, prior.to_dict(), describe="hyper-Dirichlet"),
                             latent, measurements, release.n, attrs)
 
@@ -338,15 +374,19 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
 def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelease:
     """theta from the hyper-Dirichlet prior over the simulation domain, n records, and each measured marginal
     released through ``mechanism`` at an equal share of the budget (default: discrete-gaussian given ``rho``,
-    discrete-laplace given ``epsilon``)."""
+    discrete-laplace given ``epsilon``).  A prior with ``n_range``: n is drawn uniformly from it instead (the
+    given n is not used), is part of theta, and the release states no n."""
     prior = parse_prior(prior)
+    unknown = prior.n_range is not None
+    if unknown:
+        n = int(rng.integers(prior.n_range[0], prior.n_range[1] + 1))
     domain = prior.domain or SIMULATION_DOMAIN
     measure = prior.measure or SIMULATION_MEASURE
     name = mechanism or ("discrete-gaussian" if rho is not None else "discrete-laplace")
     kind = get_mechanism(name)
     attrs = tuple(domain)
     tree = JunctionTree.build(attrs, list(measure) + list(prior.cliques), domain)
-    prior = prior.resolved(tree, n)
+    prior = prior.resolved(tree, None if unknown else n)  # the concentration the inference will use
     tables = tree.prior_draw(prior.concentration, rng)
     records = tree.sample_records(tables, int(n), rng)
     sens = SENSITIVITY[kind.sensitivity_norm]
@@ -364,6 +404,9 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelea
     release = {"format": FORMAT, "family": "marginals", "n": int(n), "domain": dict(domain),
                "measurements": measurements}
     theta = {variable_name(c): t for c, t in zip(tree.cliques, tables)}
+    if unknown:
+        del release["n"]
+        theta["n"] = int(n)
     return SimulatedRelease(theta=theta, release=release, confidential={"records": records})
 
 
@@ -522,6 +565,9 @@ def prior_moments(prior, release) -> dict:
     total = prior.concentration
     for c, alpha in zip(tree.cliques, tree.prior_alpha(total)):
         out[variable_name(c)] = (alpha / total, np.sqrt(alpha * (total - alpha) / (total ** 2 * (total + 1.0))))
+    if release.n is None and prior.n_range is not None:  # discrete uniform on lo..hi
+        lo, hi = prior.n_range
+        out["n"] = ((lo + hi) / 2.0, math.sqrt(((hi - lo + 1) ** 2 - 1) / 12.0))
     return out
 
 

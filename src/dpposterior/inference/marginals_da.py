@@ -22,6 +22,34 @@ augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022, whose record-b
 Every step is an exact conditional draw, so the chain targets the exact posterior; the noise likelihood is never
 approximated (no CLT), at any domain size -- the records, not the table, are the state (n x k codes).
 
+A release without ``n`` (the total unknown): n gets a prior P(n) -- flat on n >= 1 by default, or uniform on the
+prior's ``n_range`` [lo, hi] -- and each sweep adds, after step 1, K birth/death Metropolis-Hastings moves on the
+record set (Green 1995's reversible jump, here between record sets of size n and n + 1; Geyer & Moller 1994's
+birth-and-death proposal for point processes).  The derivation: on the full table T (counts over every cell,
+sum n), the collapsed joint is
+
+    pi(n, T) = P(n) * M(T) * Q(T) * prod_m eta_m(y_m | t_m(T)),
+
+M(T) = n! / prod_x T(x)! the multinomial coefficient and Q(T) the hyper-Dirichlet marginal probability of any one
+ordering of the records (Dawid & Lauritzen 1993, Sec. 7), so that M Q = P(T | n) is the Dirichlet-multinomial law.
+A birth (proposed with probability 1/2) draws a new record x* from the collapsed predictive
+q(x* | T) = Q(T + e_x*) / Q(T) -- clique by clique along the junction tree, each clique's attributes not yet set
+drawn from (alpha_C + T_C)(x_S, .), the predictive the record sweep uses (``_draw_predictive``); a death
+(probability 1/2) removes one of the n + 1 records uniformly, so it picks the cell x* with probability
+(T + e_x*)(x*) / (n + 1).  The Metropolis-Hastings ratio of the birth T -> T' = T + e_x* is
+
+    pi(n+1, T') / pi(n, T) * [(T'(x*) / (n+1)) / q(x* | T)]
+      = P(n+1)/P(n) * [(n+1) / T'(x*)] * [Q(T')/Q(T)] * eta-ratio * [T'(x*) / (n+1)] * [Q(T)/Q(T')]
+      = P(n+1)/P(n) * prod_m eta_m(y_m | t_m + e_m(x*)) / eta_m(y_m | t_m),
+
+the multinomial coefficients and the predictive cancelling; a death's ratio is its inverse with x* the removed
+record.  Under the flat and uniform priors P(n+1)/P(n) is 1 inside the support and 0 outside it, so a move out of
+[lo, hi] (or to n = 0) is refused and the others are accepted with min(1, noise-ratio), each measurement's ratio
+read as in step 1 (one count up or down in one cell).  The posterior is proper under the flat prior: every
+measurement's noisy table sum is the total plus noise, so the likelihood decays in n at least as the noise law's
+tail.  tests/test_marginals_unknown_n.py checks the chain against enumeration over every table of every n in
+[lo, hi].
+
 ``naive`` -- the hyper-Dirichlet posterior with each junction-tree clique's counts taken from its noisy
 measurement (negative counts set to 0), as if the noise were not there: the analysis a user who ignores the
 mechanism runs (measured cliques only).
@@ -43,6 +71,10 @@ from .mcmc_common import pick_from_log_weights
 
 #: noise kinds of the compiled sweep
 KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
+#: the flat prior's upper end of n (no bound: far beyond any table the records can hold)
+N_UNBOUNDED = 2 ** 62
+#: the fewest birth/death moves per sweep (the default's floor)
+MIN_MOVES = 20
 
 
 @dataclass(frozen=True)
@@ -53,6 +85,9 @@ class MarginalsDAOptions(MCMCOptions):
     chains: int = option(4, "int", "chains (run in parallel threads)", low=1)
     warmup: int = option(500, "int", "warm-up sweeps per chain", low=0)
     thin: int = option(1, "int", "sweeps per kept draw", low=1)
+    n_moves: int | None = option(None, "int", "birth/death moves on the records per sweep, a release without n only "
+                                 "(default: 4 x the smallest measurement's total-noise variance, at least 20)",
+                                 low=1, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -153,6 +188,118 @@ def record_sweep(rec, u, sizes,
 
 
 @numba.njit(cache=True, nogil=True)
+def _cell_of(rec, r, ptr, attr, stride, g):
+    """Offset of record r's cell in table g (a group or a measurement)."""
+    c = 0
+    for i in range(ptr[g], ptr[g + 1]):
+        c += rec[r, attr[i]] * stride[i]
+    return c
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw_predictive(rec, r, sizes, nq, g_ptr, g_attr, g_stride, g_off, gc, g_lg_off, lg, u, done, free, w):
+    """rec[r] <- one draw from the hyper-Dirichlet predictive of a further record given the counts ``gc``:
+    the cliques (groups 0 .. nq - 1, root first) in turn, each clique's attributes not yet set drawn jointly with
+    weights (alpha_C + t_C)(x_S, .) given those already set (its separator; the separator's own factor is the
+    same for every candidate) -- the weights the record sweep reads from ``lg``.  ``u[q]``: clique q's uniform."""
+    for a in range(rec.shape[1]):
+        done[a] = False
+    for q in range(nq):
+        base = 0
+        nf = 0
+        for i in range(g_ptr[q], g_ptr[q + 1]):
+            if done[g_attr[i]]:
+                base += rec[r, g_attr[i]] * g_stride[i]
+            else:
+                free[nf] = i
+                nf += 1
+        if nf == 0:
+            continue
+        cells = 1
+        for j in range(nf):
+            cells *= sizes[g_attr[free[j]]]
+        top = -np.inf
+        for c in range(cells):
+            rem = c
+            off = base
+            for j in range(nf - 1, -1, -1):
+                i = free[j]
+                d = sizes[g_attr[i]]
+                off += (rem % d) * g_stride[i]
+                rem //= d
+            w[c] = lg[g_lg_off[q] + gc[g_off[q] + off]]
+            if w[c] > top:
+                top = w[c]
+        rem = pick_from_log_weights(w, cells, top, u[q])
+        for j in range(nf - 1, -1, -1):
+            i = free[j]
+            d = sizes[g_attr[i]]
+            rec[r, g_attr[i]] = rem % d
+            rem //= d
+            done[g_attr[i]] = True
+
+
+@numba.njit(cache=True, nogil=True)
+def birth_death(rec, n, n_lo, n_hi, u, sizes, nq,
+                g_ptr, g_attr, g_stride, g_off, gc, g_lg_off, lg,
+                m_ptr, m_attr, m_stride, m_off, t, y,
+                m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab):
+    """``u.shape[0]`` birth/death Metropolis-Hastings moves on the first ``n`` rows of ``rec`` (the module
+    docstring derives the ratio): a birth (u[j, 0] < 1/2) draws a record from the collapsed predictive into row n,
+    a death removes row floor(u[j, 2] n) (the last row moves into its place); either is accepted with
+    min(1, prod_m eta_m(y_m | t_m +- e) / eta_m(y_m | t_m)) when the new n is in [n_lo, n_hi] (flat prior ratio)
+    and refused otherwise.  ``rec`` must have at least n + u.shape[0] rows.  ``gc`` and ``t`` are kept in step.
+    Returns (n, accepted moves)."""
+    k = rec.shape[1]
+    wmax = 1
+    for q in range(nq):
+        cells = 1
+        for i in range(g_ptr[q], g_ptr[q + 1]):
+            cells *= sizes[g_attr[i]]
+        if cells > wmax:
+            wmax = cells
+    w = np.empty(wmax)
+    done = np.zeros(k, dtype=np.bool_)
+    free = np.empty(k, dtype=np.int64)
+    ng = g_off.shape[0]
+    nm = m_off.shape[0]
+    accepted = 0
+    for j in range(u.shape[0]):
+        if u[j, 0] < 0.5:
+            if n + 1 > n_hi:
+                continue
+            r = n
+            step = 1
+            _draw_predictive(rec, r, sizes, nq, g_ptr, g_attr, g_stride, g_off, gc, g_lg_off, lg, u[j, 3:], done,
+                             free, w)
+        else:
+            if n - 1 < n_lo:
+                continue
+            r = min(int(u[j, 2] * n), n - 1)
+            step = -1
+        dl = 0.0
+        for m in range(nm):
+            cell = m_off[m] + _cell_of(rec, r, m_ptr, m_attr, m_stride, m)
+            resid = y[cell] - t[cell]
+            dl += (_log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid - step)
+                   - _log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid))
+        if not (dl >= 0.0 or u[j, 1] < math.exp(dl)):
+            continue
+        for g in range(ng):
+            gc[g_off[g] + _cell_of(rec, r, g_ptr, g_attr, g_stride, g)] += step
+        for m in range(nm):
+            t[m_off[m] + _cell_of(rec, r, m_ptr, m_attr, m_stride, m)] += step
+        accepted += 1
+        if step == 1:
+            n += 1
+        else:
+            n -= 1
+            for a in range(k):
+                rec[r, a] = rec[n, a]
+    return n, accepted
+
+
+@numba.njit(cache=True, nogil=True)
 def noise_loglik(t, y, m_off, m_len, m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab):
     """log prod_m eta_m(y_m | t_m) up to each law's normalising constant (a chain diagnostic)."""
     out = 0.0
@@ -181,7 +328,8 @@ class Problem:
         attrs = list(tree.attributes)
         col = {a: i for i, a in enumerate(attrs)}
         self.sizes = np.array([tree.sizes[a] for a in attrs], dtype=np.int64)
-        self.n = int(model.n)
+        #: None: the total is unknown (birth/death moves on the records, prior on [n_lo, n_hi])
+        self.n = None if model.n is None else int(model.n)
         k = len(attrs)
         # the groups of the collapsed update: every clique (+1) and every child's separator (-1)
         groups = [(tuple(c), 1) for c in tree.cliques]
@@ -205,7 +353,7 @@ class Problem:
         # measurements
         m_ptr, m_attr, m_stride, m_off, m_len, off = [0], [], [], [], [], 0
         y = []
-        kinds, invs, tab_off, tab_lo, tab_len, tabs, toff = [], [], [], [], [], [], 0
+        kinds, invs, self._table_range = [], [], []
         for meas in model.measurements:
             clique = meas.query.clique
             shape = meas.query.shape
@@ -220,16 +368,11 @@ class Problem:
             y.append(vals)
             mech = meas.mechanism
             if meas.integer_noise:
-                lo, hi = int(np.floor(vals.min())) - self.n - 2, int(np.ceil(vals.max())) + 2
-                table = meas.residual_log_mass(lo, hi)
+                self._table_range.append((int(np.floor(vals.min())), int(np.ceil(vals.max()))))
                 kinds.append(KIND_TABLE)
                 invs.append(0.0)
-                tab_off.append(toff)
-                tab_lo.append(lo)
-                tab_len.append(len(table))
-                tabs.append(table)
-                toff += len(table)
             else:
+                self._table_range.append(None)
                 shape_scale = mech.log_mass_shape()
                 if shape_scale is None:
                     raise InputError("method", f"da needs a noise law it can evaluate; {meas.name} has "
@@ -239,9 +382,6 @@ class Problem:
                 form, scale = shape_scale
                 kinds.append(KIND_GAUSSIAN if form is NoiseShape.GAUSSIAN else KIND_LAPLACE)
                 invs.append(1.0 / scale ** 2 if form is NoiseShape.GAUSSIAN else 1.0 / scale)
-                tab_off.append(0)
-                tab_lo.append(0)
-                tab_len.append(0)
         self.m_ptr, self.m_attr = np.array(m_ptr, np.int64), np.array(m_attr, np.int64)
         self.m_stride, self.m_off = np.array(m_stride, np.int64), np.array(m_off, np.int64)
         self.m_len = np.array(m_len, np.int64)
@@ -249,13 +389,52 @@ class Problem:
         self.t_size = off
         self.a_m_ptr, self.a_m = _inverse(k, [[col[a] for a in m.query.clique] for m in model.measurements])
         self.m_kind, self.m_inv = np.array(kinds, np.int64), np.array(invs, float)
-        self.m_tab_off, self.m_tab_lo = np.array(tab_off, np.int64), np.array(tab_lo, np.int64)
-        self.m_tab_len = np.array(tab_len, np.int64)
-        self.tab = np.concatenate(tabs) if tabs else np.zeros(1)
+        # the n prior (a release without n): flat on n >= 1, or uniform on the prior's n_range
+        n_range = model.prior.parameters.get("n_range")
+        self.n_lo, self.n_hi = (1, N_UNBOUNDED) if n_range is None else (int(n_range[0]), int(n_range[1]))
+        self.n_start = self.n if self.n is not None else self.start_n()
+        self.noise = self.noise_tables(self.n if self.n is not None else self.n_start)
 
-    def log_tables(self, concentration: float):
-        """log(alpha_g + t), t = 0..n, of every group (alpha_g = A / |dom g|, uniform within a group)."""
-        t = np.arange(self.n + 1, dtype=float)
+    def noise_tables(self, cap: int):
+        """(offsets, lowest residuals, lengths, the tables) of the integer noise laws' log-mass over every residual
+        y - t reachable with at most ``cap`` records: the look-ups of the compiled sweeps."""
+        tab_off, tab_lo, tab_len, tabs, toff = [], [], [], [], 0
+        for meas, rng in zip(self.model.measurements, self._table_range):
+            if rng is None:
+                tab_off.append(0)
+                tab_lo.append(0)
+                tab_len.append(0)
+                continue
+            lo, hi = rng[0] - cap - 2, rng[1] + 2
+            table = meas.residual_log_mass(lo, hi)
+            tab_off.append(toff)
+            tab_lo.append(lo)
+            tab_len.append(len(table))
+            tabs.append(table)
+            toff += len(table)
+        return (np.array(tab_off, np.int64), np.array(tab_lo, np.int64), np.array(tab_len, np.int64),
+                np.concatenate(tabs) if tabs else np.zeros(1))
+
+    def start_n(self) -> int:
+        return noisy_total(self.model, self.n_lo, self.n_hi)
+
+    def default_moves(self) -> int:
+        """Birth/death moves per sweep: n moves by +-1 steps, so crossing a few posterior sds of n (at most the
+        smallest measurement's total-noise sd s, the sd of its table sum) takes about (2 s)^2 steps; at least
+        :data:`MIN_MOVES`."""
+        sds = []
+        for meas, ln in zip(self.model.measurements, self.m_len):
+            try:
+                var = float(meas.mechanism.noise_variance)
+            except (ValueError, AttributeError, NotImplementedError):
+                var = float(meas.mechanism.noise_scale) ** 2
+            sds.append(math.sqrt(float(ln) * var))
+        return max(MIN_MOVES, int(math.ceil(4.0 * min(sds) ** 2)))
+
+    def log_tables(self, concentration: float, cap: int | None = None):
+        """log(alpha_g + t), t = 0..cap (default n), of every group (alpha_g = A / |dom g|, uniform within a
+        group)."""
+        t = np.arange((self.n if cap is None else cap) + 1, dtype=float)
         tabs = [np.log(concentration / math.prod(self.tree.shape(c)) + t) for c, _ in self.groups]
         offs = np.cumsum([0] + [len(x) for x in tabs[:-1]]).astype(np.int64)
         return offs, np.concatenate(tabs)
@@ -269,21 +448,32 @@ class Problem:
             out[self.m_off[j]:self.m_off[j] + self.m_len[j]] = meas.query(rec).ravel().astype(np.int64)
         return out
 
-    def sweep(self, rec, gc, lg_off, lg, t, u):
+    def sweep(self, rec, gc, lg_off, lg, t, u, noise=None):
+        tab_off, tab_lo, tab_len, tab = self.noise if noise is None else noise
         record_sweep(rec, u, self.sizes, self.g_ptr, self.g_attr, self.g_stride, self.g_off, self.g_sign, gc, lg_off,
                      lg, self.a_g_ptr, self.a_g, self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
-                     self.a_m_ptr, self.a_m, self.m_kind, self.m_inv, self.m_tab_off, self.m_tab_lo, self.m_tab_len,
-                     self.tab)
+                     self.a_m_ptr, self.a_m, self.m_kind, self.m_inv, tab_off, tab_lo, tab_len, tab)
 
-    def loglik(self, t) -> float:
-        return noise_loglik(t, self.y, self.m_off, self.m_len, self.m_kind, self.m_inv, self.m_tab_off,
-                            self.m_tab_lo, self.m_tab_len, self.tab)
+    def moves(self, rec, n, gc, lg_off, lg, t, u, noise) -> tuple[int, int]:
+        """Birth/death moves (``u``: one row of 3 + cliques uniforms per move); returns (n, accepted)."""
+        tab_off, tab_lo, tab_len, tab = noise
+        n, acc = birth_death(rec, n, self.n_lo, self.n_hi, u, self.sizes, len(self.tree.cliques),
+                             self.g_ptr, self.g_attr, self.g_stride, self.g_off, gc, lg_off, lg,
+                             self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
+                             self.m_kind, self.m_inv, tab_off, tab_lo, tab_len, tab)
+        return int(n), int(acc)
 
-    def initial_records(self, rng) -> np.ndarray:
+    def loglik(self, t, noise=None) -> float:
+        tab_off, tab_lo, tab_len, tab = self.noise if noise is None else noise
+        return noise_loglik(t, self.y, self.m_off, self.m_len, self.m_kind, self.m_inv, tab_off, tab_lo, tab_len,
+                            tab)
+
+    def initial_records(self, rng, n: int | None = None) -> np.ndarray:
         """Each attribute drawn independently from its noisy one-way margin (any measurement holding it, negative
         counts set to zero, half a count added): a start the warm-up moves to the two-way structure."""
         tree = self.tree
-        rec = np.empty((self.n, len(tree.attributes)), dtype=np.int64)
+        n = self.n if n is None else n
+        rec = np.empty((n, len(tree.attributes)), dtype=np.int64)
         for i, a in enumerate(tree.attributes):
             w = np.full(tree.sizes[a], 0.5)
             for meas in self.model.measurements:
@@ -294,8 +484,15 @@ class Problem:
                     break
             cdf = np.cumsum(w / w.sum())
             cdf[-1] = 1.0
-            rec[:, i] = np.searchsorted(cdf, rng.random(self.n), side="right")
+            rec[:, i] = np.searchsorted(cdf, rng.random(n), side="right")
         return np.minimum(rec, self.sizes[None, :] - 1)
+
+
+def noisy_total(model, lo: int = 1, hi: int = N_UNBOUNDED) -> int:
+    """The rounded median of the measurements' noisy table sums (each is the total plus noise), in [lo, hi] and
+    at least 1: da's first n when the release has none, and the total the naive posterior takes as true."""
+    sums = [float(np.sum(np.asarray(m.values, float))) for m in model.measurements]
+    return int(min(max(round(float(np.median(sums))), lo, 1), hi))
 
 
 def _inverse(k: int, members: list[list[int]]):
@@ -306,43 +503,66 @@ def _inverse(k: int, members: list[list[int]]):
     return ptr, flat
 
 
-def _memory_check(model, chains: int, draws: int) -> None:
+def _memory_check(model, chains: int, draws: int, n: int) -> None:
     from ..memory import check_fits
 
     cells = sum(int(math.prod(len(v.coords[d]) for d in v.dims)) for v in model.variables)
-    est = 8.0 * cells * chains * draws + 8.0 * model.n * len(model.latent.state.attributes) * (chains + 1)
+    est = 8.0 * cells * chains * draws + 8.0 * n * len(model.latent.state.attributes) * (chains + 1)
     check_fits(est, "draws", f"{draws} draws x {chains} chains of {cells:,} table cells",
                "give fewer --draws or --chains, or a larger --thin with fewer draws")
 
 
-def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thin: int, seed, progress=None):
+def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thin: int, seed, progress=None,
+               moves: int = 0):
+    """One chain: ``warmup + draws * thin`` sweeps; with the total unknown (``prob.n`` None) each sweep ends in
+    ``moves`` birth/death moves, the records array grown (capacity doubled, look-up tables rebuilt) between
+    sweeps whenever fewer than ``moves`` free rows are left, so a birth never finds it full."""
     rng = np.random.default_rng(seed)
     tree = prob.tree
     alpha = tree.prior_alpha(concentration)
-    lg_off, lg = prob.log_tables(concentration)
-    rec = prob.initial_records(rng)
-    t = prob.measured_counts(rec)
-    gc = prob.group_counts(rec)
+    n = prob.n_start
+    unknown = prob.n is None
+    cap = n + 2 * moves if unknown else n
+    lg_off, lg = prob.log_tables(concentration, cap)
+    noise = prob.noise if not unknown else prob.noise_tables(cap)
+    rec = prob.initial_records(rng, n)
+    if unknown:
+        rec = np.concatenate([rec, np.zeros((cap - n, rec.shape[1]), np.int64)])
+    t = prob.measured_counts(rec[:n])
+    gc = prob.group_counts(rec[:n])
     k = len(tree.attributes)
     out = [np.empty((draws, *tree.shape(c)), dtype=np.float64) for c in tree.cliques]
     counts = [np.empty((draws, *tree.shape(c)), dtype=np.int64) for c in tree.cliques]
     loglik = np.empty(draws)
+    n_draws = np.empty(draws, dtype=np.int64)
+    accept = np.empty(draws)
     total = warmup + draws * thin
     kept = 0
+    nq = len(tree.cliques)
     for it in range(total):
-        prob.sweep(rec, gc, lg_off, lg, t, rng.random((prob.n, k)))
+        prob.sweep(rec[:n], gc, lg_off, lg, t, rng.random((n, k)), noise)
+        acc = 0
+        if unknown:
+            if n + moves > cap:
+                cap = max(2 * cap, n + moves)
+                rec = np.concatenate([rec[:n], np.zeros((cap - n, k), np.int64)])
+                lg_off, lg = prob.log_tables(concentration, cap)
+                noise = prob.noise_tables(cap)
+            n, acc = prob.moves(rec, n, gc, lg_off, lg, t, rng.random((moves, 3 + nq)), noise)
         if it >= warmup and (it - warmup) % thin == thin - 1:
             # p | records, drawn where a draw is kept: the records' chain does not need it (p integrated out)
-            tc = tree.clique_counts(rec)
+            tc = tree.clique_counts(rec[:n])
             tables = tree.draw_tables([a + c for a, c in zip(alpha, tc)], rng)
             for q in range(len(tables)):
                 out[q][kept] = tables[q]
                 counts[q][kept] = tc[q]
-            loglik[kept] = prob.loglik(t)
+            loglik[kept] = prob.loglik(t, noise)
+            n_draws[kept] = n
+            accept[kept] = acc / moves if moves else np.nan
             kept += 1
         if progress is not None:
             progress(it + 1, total)
-    return out, counts, loglik
+    return out, counts, loglik, n_draws, accept
 
 
 def marginals_da(release, prior, options: MarginalsDAOptions):
@@ -352,27 +572,38 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
 
     model = observation_model(release, prior)
     model.competent({"records"}, "da")
+    if model.n is not None and options.n_moves is not None:
+        raise InputError("n_moves", f"birth/death moves apply only to a release without n; this one states "
+                         f"n = {model.n}: drop n_moves")
     prob = Problem(model)
-    _memory_check(model, options.chains, options.draws)
+    moves = 0 if model.n is not None else (options.n_moves or prob.default_moves())
+    _memory_check(model, options.chains, options.draws, prob.n_start)
     seeds = spawn_seeds(options.seed, options.chains)
     conc = float(model.prior.parameters["concentration"])
-    workers = chain_workers(options.chains, (options.warmup + options.draws * options.thin) * prob.n)
+    workers = chain_workers(options.chains, (options.warmup + options.draws * options.thin) * (prob.n_start + moves))
     def progress(done, total):
         if done % max(1, total // 20) == 0:
             report_status(f"da: sweep {done}/{total}")
 
     results = map_chains(lambda c: _run_chain(prob, conc, options.warmup, options.draws, options.thin, seeds[c],
-                                              progress if c == 0 and not options.quiet else None), options.chains, workers)
+                                              progress if c == 0 and not options.quiet else None, moves),
+                         options.chains, workers)
     tree = prob.tree
     draws = {}
     for q, c in enumerate(tree.cliques):
         from ..families.marginals import variable_name
 
         draws[variable_name(c)] = np.stack([r[0][q] for r in results])
-    post = model.pack(draws, "da", sample_stats={"noise_loglik": np.stack([r[2] for r in results])},
-                      attrs={"algorithm": "data augmentation over the confidential records (hyper-Dirichlet | "
-                                          "records; each record's attributes | parameters, exact noise laws)",
-                             "options_warmup": options.warmup, "options_thin": options.thin})
+    stats = {"noise_loglik": np.stack([r[2] for r in results])}
+    attrs = {"algorithm": "data augmentation over the confidential records (hyper-Dirichlet | records; each "
+                          "record's attributes | parameters, exact noise laws)",
+             "options_warmup": options.warmup, "options_thin": options.thin}
+    if model.n is None:
+        draws["n"] = np.stack([r[3] for r in results])
+        stats["n_move_accept"] = np.stack([r[4] for r in results])
+        attrs["algorithm"] += f"; n unknown: {moves} birth/death moves per sweep"
+        attrs["options_n_moves"] = moves
+    post = model.pack(draws, "da", sample_stats=stats, attrs=attrs)
     post.extras["clique_counts"] = {variable_name(c): np.stack([r[1][q] for r in results])
                                     for q, c in enumerate(tree.cliques)}
     return post
@@ -397,6 +628,9 @@ def marginals_naive(release, prior, options: MarginalsNaiveOptions):
 
     seeds = spawn_seeds(options.seed, options.chains)
     draws = {variable_name(c): np.empty((options.chains, options.draws, *tree.shape(c))) for c in tree.cliques}
+    if model.n is None:  # the total unknown: the noisy total taken as true, as the counts are
+        n_range = model.prior.parameters.get("n_range") or (1, N_UNBOUNDED)
+        draws["n"] = np.full((options.chains, options.draws), noisy_total(model, *n_range), dtype=np.int64)
     for ch in range(options.chains):
         rng = np.random.default_rng(seeds[ch])
         for d in range(options.draws):
