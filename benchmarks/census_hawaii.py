@@ -245,6 +245,22 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
         structure = s
         sha256 = f"tiled-{times}"
 
+    import dpposterior.inference.census_da as cd
+
+    # time each step of the partitioned sweep (the set-up is the rest)
+    spent = {"global": 0.0, "partitions": 0.0, "hyper": 0.0}
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            t = time.perf_counter()
+            out = fn(*args, **kwargs)
+            spent[name] += time.perf_counter() - t
+            return out
+        return call
+
+    cd.global_moves = timed("global", cd.global_moves)
+    cd.hyper_step = timed("hyper", cd.hyper_step)
+    cd.PartRunner.sweep = timed("partitions", cd.PartRunner.sweep)
     before = loadavg()
     opts = CensusDAOptions(draws=1, warmup=sweeps - 1, chains=1, seed=1, partition="county", partitions=partitions)
     with use_executor(scheduler):
@@ -252,9 +268,10 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
         census_da(Release, None, opts)
         t3 = time.time()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    per = {k: round(v / sweeps, 2) for k, v in spent.items()}
     print(f"RESULT times={times} scheduler={scheduler} sweeps={sweeps} engine_s={t3 - t2:.1f} "
-          f"per_sweep_s={(t3 - t2) / sweeps:.2f} peak_rss_GB={peak:.2f} (this process) load_before={before} "
-          f"load_after={loadavg()}", flush=True)
+          f"setup_s={t3 - t2 - sum(spent.values()):.1f} per_sweep_s={sum(per.values()):.2f} {per} "
+          f"peak_rss_GB={peak:.2f} (this process) load_before={before} load_after={loadavg()}", flush=True)
 
 
 def figure(table_md: str, update: bool) -> None:
