@@ -4,8 +4,6 @@ draws of the same sweep in this process, for any number of partitions; the optio
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 
@@ -14,25 +12,11 @@ pytest.importorskip("distributed")
 import dpposterior as dp  # noqa: E402
 from dpposterior.errors import InputError, RefusedError  # noqa: E402
 from test_census import _small_release  # noqa: E402
+from test_small_area_dask import _same, local_cluster  # noqa: E402,F401  (the LocalCluster fixture)
 
 RUN = dict(draws=8, warmup=6, chains=2, seed=3, quiet=True)
 # draws this few are flagged (R-hat, ESS): the tests compare draws, not posteriors
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.PosteriorWarning")
-
-
-@pytest.fixture(scope="module")
-def local_cluster():
-    from dask.distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.CRITICAL) as lc:
-        yield lc.scheduler_address
-
-
-def _same(a, b):
-    assert set(a.posterior) == set(b.posterior)
-    for name in a.posterior:
-        assert np.array_equal(a.posterior[name], b.posterior[name]), name
 
 
 @pytest.mark.parametrize("level", ["county", "tract"])
