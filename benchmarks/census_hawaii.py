@@ -180,8 +180,8 @@ def tiled_structure(times: int, seed: int = 0):
     """Hawaii tiled ``times`` times into one synthetic state: tile i's county codes are Hawaii's + 10 i (so GEOIDs
     stay sorted and every geounit below the state is a copy), the state's measurements those of the whole, every
     row's noise drawn afresh with the production strategy's variance (exact discrete Gaussian), the state total
-    invariant.  Built from arrays: the release's string columns at 100x would take about 19 GB (about 190 bytes a
-    row measured at 10x), which this machine does not have beside the engine."""
+    invariant.  Built from arrays: reading a release file of 100x Hawaii's 44 million rows would need about 30 GB
+    (docs/census.md, "Limits"), which this machine does not have."""
     import dpposterior.census as dc
     from dpposterior.families.census_strategy import read_truth
     from dpposterior.families.census_table import CensusStructure

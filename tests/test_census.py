@@ -132,6 +132,37 @@ def test_release_files_round_trip(tmp_path, fmt):
     assert np.allclose(s.variance[order_s], t.variance[order_t])
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "csv.gz"])
+def test_a_table_too_large_for_memory_is_refused_before_it_is_read(tmp_path, monkeypatch, fmt):
+    """Rows counted without reading the table (parquet metadata, CSV line breaks); BYTES_PER_ROW times them
+    against the memory available, refused in one line naming the field and the rows."""
+    import gzip
+
+    import pandas as pd
+
+    from dpposterior import memory
+    from dpposterior.errors import RefusedError
+    from dpposterior.families import census as fc
+
+    release, _ = _small_release()
+    path = dc.save(release, tmp_path / "r.json")
+    if fmt != "parquet":
+        table = tmp_path / f"r.{fmt}"
+        text = pd.read_parquet(tmp_path / "r.parquet").to_csv(index=False).encode()
+        table.write_bytes(gzip.compress(text) if fmt == "csv.gz" else text)
+        data = json.loads(path.read_text())
+        data["measurements"] = table.name
+        path.write_text(json.dumps(data))
+    rows = release.structure.M
+    assert fc.count_rows(tmp_path / f"r.{fmt}") == rows
+    monkeypatch.setattr(memory, "available_bytes", lambda: fc.BYTES_PER_ROW * rows - 1.0)
+    with pytest.raises(RefusedError, match=f"{rows:,} rows") as err:
+        load_release(path)
+    assert err.value.field == "measurements"
+    monkeypatch.setattr(memory, "available_bytes", lambda: fc.BYTES_PER_ROW * rows + 1.0)
+    assert load_release(path).structure.M == rows
+
+
 def test_release_file_errors(tmp_path):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(manifest(measurements="missing.parquet")))
