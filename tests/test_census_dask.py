@@ -12,6 +12,7 @@ pytest.importorskip("distributed")
 import dpposterior as dp  # noqa: E402
 from dpposterior.errors import InputError, RefusedError  # noqa: E402
 from test_census import _small_release  # noqa: E402
+from test_scaling_cluster import cluster  # noqa: E402,F401  (a scheduler and two killable workers)
 from test_small_area_dask import _same, local_cluster  # noqa: E402,F401  (the LocalCluster fixture)
 
 RUN = dict(draws=8, warmup=6, chains=2, seed=3, quiet=True)
@@ -48,3 +49,31 @@ def test_partition_options_are_refused_where_unused():
         dp.infer(release, partition="block", **RUN)
     with pytest.raises(InputError, match="partition.*above the block"):
         dp.infer(release, partition="district", **RUN)
+
+
+def test_a_killed_worker_changes_nothing(cluster, monkeypatch):
+    """A worker SIGKILLed mid-run (no nanny: it stays dead) with parts on it: the parts are scattered again on
+    the live worker, the sweep's tasks run again, and the draws are those of the in-process run."""
+    import os
+    import signal
+
+    from dpposterior.inference import census_da
+
+    address, procs = cluster
+    release, _ = _small_release()
+    run = {**RUN, "draws": 10, "warmup": 10}
+    serial = dp.infer(release, partition="tract", **run)
+    killed = []
+
+    def kill_one(sweeps, client):
+        if sweeps == 8 and not killed:
+            pids = client.run(os.getpid)
+            victim = next(addr for addr, info in client.scheduler_info()["workers"].items() if info["name"] == "w2")
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(victim)
+
+    monkeypatch.setattr(census_da, "AFTER_SWEEP", kill_one)
+    post = dp.infer(release, scheduler=address, partition="tract", partitions=2, **run)
+    assert killed and procs["w2"].wait(timeout=30) is not None
+    assert post.attrs["partitions_rebuilt"] >= 1
+    _same(serial, post)

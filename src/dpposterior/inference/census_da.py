@@ -795,21 +795,74 @@ def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
     return parts
 
 
+#: called as ``AFTER_SWEEP(sweeps, client)`` after each Dask sweep of the parts (tests kill a worker from it)
+AFTER_SWEEP = None
+
+
 class PartRunner:
     """Runs one sweep's unit moves of every part: in this process, or as Dask tasks (each part's arrays sent to
-    the workers once).  Either way a part gets copies of its counts and sums and returns them: the same
-    computation, so the draws are the same for any number of parts and workers."""
+    a worker once).  Either way a part gets copies of its counts and sums and returns them: the same
+    computation, so the draws are the same for any number of parts and workers.
 
-    def __init__(self, parts: list[UnitPart], client=None):
+    A task is a pure function of what the client sends, so a lost worker costs only a resend: the parts are
+    scattered again over the live workers and the sweep's tasks submitted again (``rebuilt`` counts it)."""
+
+    def __init__(self, parts: list[UnitPart], client=None, worker_timeout: float = 120.0):
+        import threading
+
         self.parts = parts
         self.client = client
-        self.handles = parts
+        self.worker_timeout = worker_timeout
+        self.handles, self.where = parts, [None] * len(parts)
+        self.generation = self.rebuilt = self.sweeps = 0
+        self._lock = threading.Lock()
         if client is not None:
-            # each part, and each sweep's data for it, on one worker in turn (no copy between workers); another
-            # worker may run it if that one is lost
-            names = sorted(client.scheduler_info()["workers"])
-            self.where = [[names[i % len(names)]] for i in range(len(parts))]
-            self.handles = [client.scatter(p, workers=w) for p, w in zip(parts, self.where)]
+            self._place()
+
+    def _place(self) -> None:
+        # each part, and each sweep's data for it, on one worker in turn (no copy between workers)
+        names = self._workers()
+        self.where = [[names[i % len(names)]] for i in range(len(self.parts))]
+        self.handles = [self.client.scatter(p, workers=w) for p, w in zip(self.parts, self.where)]
+
+    def _workers(self) -> list[str]:
+        start = time.monotonic()
+        while True:
+            names = sorted(self.client.scheduler_info().get("workers", {}))
+            if names:
+                return names
+            if time.monotonic() - start > self.worker_timeout:
+                from ..execution import ClusterError
+
+                raise ClusterError(f"no Dask worker connected for {self.worker_timeout:g} s (--worker-timeout)")
+            time.sleep(0.2)
+
+    def _replace(self, generation: int) -> None:
+        with self._lock:
+            if self.generation == generation:  # (another chain's thread may have re-placed them already)
+                self._place()
+                self.generation += 1
+                self.rebuilt += 1
+
+    def _dask(self, seeds, args, hyp) -> list:
+        from concurrent.futures import CancelledError
+
+        from distributed import KilledWorker
+
+        for attempt in range(4):
+            generation, handles, where = self.generation, self.handles, self.where
+            try:
+                futures = []
+                for h, w, (u, *data) in zip(handles, where, args):
+                    xs, Ns, ss, Ms, ps = self.client.scatter(data, workers=w, hash=False)
+                    futures.append(self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps,
+                                                      float(hyp[0]), float(hyp[1]), pure=False, workers=w,
+                                                      allow_other_workers=True))
+                return self.client.gather(futures)
+            except (CancelledError, KilledWorker, OSError):  # a worker lost with a part (OSError: its comm)
+                if attempt == 3:
+                    raise
+                self._replace(generation)
 
     def sweep(self, seeds, x, N, s, M, pi, hyp):
         args = [(p.units, x[p.lo:p.hi].copy(), N[p.lo:p.hi].copy(), s[p.rows], M[p.g0:p.g1], pi[p.t0:p.t1])
@@ -818,16 +871,17 @@ class PartRunner:
             out = [_part_sweep(h, seeds[2 + u], xs, Ns, ss, Ms, ps, hyp[0], hyp[1])
                    for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
         else:
-            futures = []
-            for h, w, (u, *data) in zip(self.handles, self.where, args):
-                xs, Ns, ss, Ms, ps = self.client.scatter(data, workers=w, hash=False)
-                futures.append(self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps, float(hyp[0]),
-                                                  float(hyp[1]), pure=False, workers=w, allow_other_workers=True))
-            out = self.client.gather(futures)
+            out = self._dask(seeds, args, hyp)
         for p, (xs, Ns, ss) in zip(self.parts, out):
             x[p.lo:p.hi] = xs
             N[p.lo:p.hi] = Ns
             s[p.rows] = ss
+        if self.client is not None:
+            with self._lock:
+                self.sweeps += 1
+                done = self.sweeps
+            if AFTER_SWEEP is not None:
+                AFTER_SWEEP(done, self.client)
 
 
 def partitioned_sweep(prob, runner: PartRunner, seed: int, x, N, sums, M, eta, hyp, pi, bufL, bufR, lmin: int,
@@ -1025,7 +1079,8 @@ def census_da(release, prior, options: CensusDAOptions):
         attrs=census_attrs(s) | {"algorithm": "data augmentation over the block histograms (exact discrete-Gaussian "
                                               "likelihood; cell, cell-pair and block-pair moves; collapsed "
                                               "negative-binomial / Dirichlet-multinomial prior)",
-                                 "options_warmup": options.warmup, "options_thin": options.thin} | part_attrs,
+                                 "options_warmup": options.warmup, "options_thin": options.thin} | part_attrs
+              | ({"partitions_rebuilt": runner.rebuilt} if runner is not None and runner.client is not None else {}),
         float32_variables=("tract_mix", "block_group_mean"))
     return post
 
@@ -1056,7 +1111,8 @@ def _partitions(prob: Problem, options: CensusDAOptions):
     parts = make_parts(prob, lmin, count)
     if client is not None and not options.quiet:
         report_status(f"da: {len(parts)} partitions of {len(s.units[lmin]):,} {level} geounits on Dask")
-    return lmin, PartRunner(parts, client), {"partition": level, "partitions": len(parts)}
+    return lmin, PartRunner(parts, client, getattr(ex, "worker_timeout", 120.0)), {"partition": level,
+                                                                                  "partitions": len(parts)}
 
 
 def census_attrs(structure) -> dict:
