@@ -263,15 +263,25 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
     cd.PartRunner.sweep = timed("partitions", cd.PartRunner.sweep)
     before = loadavg()
     opts = CensusDAOptions(draws=1, warmup=sweeps - 1, chains=1, seed=1, partition="county", partitions=partitions)
-    with use_executor(scheduler):
+    workers_gb = None
+    with use_executor(scheduler) as ex:
         t2 = time.time()
         census_da(Release, None, opts)
         t3 = time.time()
+        client = ex.dask_client()
+        if client is not None:
+            def peak_rss():
+                import resource as r
+
+                return r.getrusage(r.RUSAGE_SELF).ru_maxrss / 1e6
+
+            workers_gb = sorted(round(v, 2) for v in client.run(peak_rss).values())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     per = {k: round(v / sweeps, 2) for k, v in spent.items()}
     print(f"RESULT times={times} scheduler={scheduler} sweeps={sweeps} engine_s={t3 - t2:.1f} "
           f"setup_s={t3 - t2 - sum(spent.values()):.1f} per_sweep_s={sum(per.values()):.2f} {per} "
-          f"peak_rss_GB={peak:.2f} (this process) load_before={before} load_after={loadavg()}", flush=True)
+          f"peak_rss_GB={peak:.2f} (this process) workers_peak_rss_GB={workers_gb} load_before={before} "
+          f"load_after={loadavg()}", flush=True)
 
 
 def figure(table_md: str, update: bool) -> None:
