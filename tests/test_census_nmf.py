@@ -73,6 +73,22 @@ def test_values_and_variances_round_trip():
         assert r["value"][0] in rows["noisy_value"][mine] and r["variance"] in rows["variance"][mine]
 
 
+def test_files_too_large_for_memory_are_refused_before_they_are_read(monkeypatch):
+    """The noisy cells counted from the parquet metadata (the value lists' elements) times BYTES_PER_ROW."""
+    from dpposterior import memory
+    from dpposterior.errors import RefusedError
+    from dpposterior.families import census as fc
+
+    _, rows = _read(state="044")
+    cells = len(rows["noisy_value"])
+    monkeypatch.setattr(memory, "available_bytes", lambda: fc.BYTES_PER_ROW * cells - 1.0)
+    with pytest.raises(RefusedError, match="noisy cells") as err:
+        _read(state="044")
+    assert err.value.field == "path"
+    monkeypatch.setattr(memory, "available_bytes", lambda: fc.BYTES_PER_ROW * cells * 2.0)
+    assert len(_read(state="044")[1]["noisy_value"]) == cells
+
+
 def test_multi_attribute_cells_by_hand():
     manifest, rows = _read(state="044")
     (r,) = [r for r in _dpq("County", "044", "votingage * hispanic_dpq") if r["geocode"] == "04410007"]

@@ -136,6 +136,7 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
         raise InputError("path", f"not found: {root}")
     want = _wanted_levels(levels)
     files = _select_state(_layout_files(root, want), state)
+    _check_memory(files, root)
     meas, cons = _read_files(files, root)
     if not meas["geocode"]:
         raise InputError("path", f"holds no DPQuery rows in {root} (after the state and level selection)")
@@ -235,6 +236,26 @@ def _wanted_levels(levels):
         else:
             raise InputError(f"levels[{i}]", f"unknown geolevel {lv!r} (one of: {', '.join(BUREAU_LEVELS)})")
     return want
+
+
+def _check_memory(files, root: Path) -> None:
+    """Refuse, before reading, files whose noisy cells (the ``value`` lists' elements, counted from the parquet
+    metadata) would not fit in memory at ``census.BYTES_PER_ROW`` a cell."""
+    import pyarrow.parquet as pq
+
+    from ..memory import check_fits
+    from .census import BYTES_PER_ROW
+
+    cells = 0
+    for *_, f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+        except Exception:  # not parquet: _read_files names the file
+            continue
+        leaves = [j for j in range(meta.num_columns) if meta.schema.column(j).path.split(".")[0] == "value"]
+        cells += sum(meta.row_group(g).column(j).num_values for g in range(meta.num_row_groups) for j in leaves)
+    check_fits(BYTES_PER_ROW * cells, "path", f"reading {root.name} ({cells:,} noisy cells)",
+               "read one state (state=) or fewer levels (levels=)")
 
 
 def _read_files(files, root: Path):
