@@ -27,6 +27,16 @@ The block-level parameters (block means, block mixes) are integrated out, so the
 
 Each chain runs in a thread (compiled, ``nogil``), seeded per chunk of sweeps from its own
 :class:`numpy.random.SeedSequence`, so the draws are the same whatever the number of threads.
+
+**Partitions** (option ``partition``; on Dask by default at county level).  Given every geounit's cell totals at
+the partition level, the geounits are conditionally independent: no measurement below that level and no block
+pair inside a geounit reaches another one, and the block parameters are integrated out.  A partitioned sweep is
+(1) in the client, the moves that change those totals -- cells alone, cell pairs, block pairs at the levels
+above -- then (2) each geounit's block pairs at the partition level and below, with its own generator seeded
+from (sweep, geounit), as Dask tasks over runs of geounits (:class:`UnitPart`), then (3) the hyperparameters.
+Every step is an exact Gibbs move, and a geounit's moves depend only on its own blocks, stream and the values
+sent, so the draws are the same for any number of partitions and workers (another chain than the one-pass
+sweep's, with the same target).
 """
 
 from __future__ import annotations
