@@ -250,8 +250,9 @@ def _enumerate(s, hyper, K=45):
     return X, p / p.sum()
 
 
-@pytest.mark.parametrize("invariant,partition", [(False, None), (True, None), (False, "state"), (True, "state"),
-                                                 (False, "county"), (True, "county")])
+# the partitioned cases: state partitions without the invariant (cells alone in the client's step), county
+# partitions with it (block totals cross counties only through the client's block pairs)
+@pytest.mark.parametrize("invariant,partition", [(False, None), (True, None), (False, "state"), (True, "county")])
 def test_da_moves_match_brute_force_enumeration(invariant, partition):
     """Hyperparameters held fixed, the chain's law of x equals the enumerated posterior: means within 4 batch-means
     standard errors, and P(x = k) of one cell within 4 binomial-ish standard errors (40,000 draws).  With a
