@@ -42,6 +42,21 @@ class ClusterError(InputError):
         super().__init__("scheduler", reason)
 
 
+def live_workers(client, worker_timeout: float) -> list[str]:
+    """The addresses of the Dask workers connected now, sorted; waits while there are none, up to
+    ``worker_timeout`` seconds (``--worker-timeout``), then raises :class:`ClusterError`."""
+    import time
+
+    start = time.monotonic()
+    while True:
+        workers = sorted(client.scheduler_info().get("workers", {}))
+        if workers:
+            return workers
+        if time.monotonic() - start > worker_timeout:
+            raise ClusterError(f"no Dask worker connected for {worker_timeout:g} s (--worker-timeout)")
+        time.sleep(0.2)
+
+
 def check_scheduler(scheduler: str, reachable: bool = False) -> str:
     """``scheduler`` unchanged if valid, else a one-line :class:`InputError` naming the field.
 

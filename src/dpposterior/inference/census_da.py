@@ -836,16 +836,9 @@ class PartRunner:
         self.handles = [self.client.scatter(p, workers=w) for p, w in zip(self.parts, self.where)]
 
     def _workers(self) -> list[str]:
-        start = time.monotonic()
-        while True:
-            names = sorted(self.client.scheduler_info().get("workers", {}))
-            if names:
-                return names
-            if time.monotonic() - start > self.worker_timeout:
-                from ..execution import ClusterError
+        from ..execution import live_workers
 
-                raise ClusterError(f"no Dask worker connected for {self.worker_timeout:g} s (--worker-timeout)")
-            time.sleep(0.2)
+        return live_workers(self.client, self.worker_timeout)
 
     def _replace(self, generation: int) -> None:
         with self._lock:

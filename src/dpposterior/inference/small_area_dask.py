@@ -20,8 +20,6 @@ bounds the wait for a live worker.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from . import small_area_kernels as sa
@@ -118,16 +116,9 @@ class _Cluster:
         self.actors = [self._start(i) for i in range(len(ranges))]
 
     def _workers(self) -> list[str]:
-        start = time.monotonic()
-        while True:
-            workers = sorted(self.client.scheduler_info().get("workers", {}))
-            if workers:
-                return workers
-            if time.monotonic() - start > self.worker_timeout:
-                from ..execution import ClusterError
+        from ..execution import live_workers
 
-                raise ClusterError(f"no Dask worker connected for {self.worker_timeout:g} s (--worker-timeout)")
-            time.sleep(0.2)
+        return live_workers(self.client, self.worker_timeout)
 
     def _start(self, i: int):
         workers = self._workers()
