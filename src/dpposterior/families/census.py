@@ -91,17 +91,13 @@ def read_table(path: Path, field_name: str = "measurements") -> dict:
             import pyarrow.parquet as pq
 
             table = pq.read_table(path)
-        elif path.suffix.lower() == ".csv" or suffix == ".csv.gz":
+        else:  # .csv or .csv.gz (checked above)
             import pyarrow as pa
             import pyarrow.csv as pacsv
 
             text = {c: pa.string() for c in ("level", "geocode", "query", "cell")}
             table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
                 column_types=text, strings_can_be_null=False, quoted_strings_can_be_null=False))
-        else:
-            raise InputError(field_name, f"{path.name}: must be a .parquet or .csv file")
-    except InputError:
-        raise
     except Exception as exc:  # pyarrow's parse errors: one line naming the file
         raise InputError(field_name, f"{path.name} could not be read ({str(exc).splitlines()[0]})") from None
     missing = [c for c in COLUMNS if c not in table.column_names]
