@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import InputError, RefusedError
 from ..options import EngineOptions, MCMCOptions, option
 from ..progress import status as report_status
-from .mcmc_common import pick_from_log_weights
+from .mcmc_common import pick_from_log_weights, splitmix64
 
 #: log-density drop at which a move's window stops growing
 WINDOW_DROP = 30.0
@@ -718,10 +718,7 @@ def sweep_seeds(seed: int, count: int) -> np.ndarray:
     index 0 the global moves, 1 the hyperparameters, 2 + u partition geounit u."""
     with np.errstate(over="ignore"):
         z = np.uint64(seed) * np.uint64(1 << 32) + np.arange(count, dtype=np.uint64) + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return (z >> np.uint64(33)).astype(np.int64)
+    return (splitmix64(z) >> np.uint64(33)).astype(np.int64)
 
 
 @dataclass

@@ -126,6 +126,15 @@ def map_chains(fn, chains: int, workers: int) -> list:
     return out
 
 
+@numba.njit(cache=True, inline="always")
+def splitmix64(z):
+    """The splitmix64 finaliser (Steele, Lea & Flood 2014) of a uint64 (or an array of them): the mixing step of
+    the counter-based random numbers and derived seeds."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
 @numba.njit(cache=True, nogil=True)
 def pick_from_log_weights(w, size, top, u):
     """Inverse-CDF draw of an index in [0, size) with probabilities proportional to exp(w[:size]) (``top``: their

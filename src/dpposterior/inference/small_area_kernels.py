@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .mcmc_common import splitmix64
+
 #: the most stepping-out steps of a slice update (split at random between the two sides)
 STEP_OUT = 50
 #: the noise kinds: Gaussian- and Laplace-shaped log-mass (recurrences), or an integer law tabulated by its
@@ -34,11 +36,7 @@ def _lfact(lgam, k):
 
 
 # --------------------------------------------------------------------------- counter-based uniforms
-@numba.njit(cache=True, inline="always")
-def _mix(z):
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+_mix = splitmix64
 
 
 @numba.njit(cache=True, inline="always")
