@@ -390,10 +390,10 @@ class Problem:
         self.a_m_ptr, self.a_m = _inverse(k, [[col[a] for a in m.query.clique] for m in model.measurements])
         self.m_kind, self.m_inv = np.array(kinds, np.int64), np.array(invs, float)
         # the n prior (a release without n): flat on n >= 1, or uniform on the prior's n_range
-        n_range = model.prior.parameters.get("n_range")
-        self.n_lo, self.n_hi = (1, N_UNBOUNDED) if n_range is None else (int(n_range[0]), int(n_range[1]))
+        self.n_lo, self.n_hi = n_bounds(model)
         self.n_start = self.n if self.n is not None else self.start_n()
-        self.noise = self.noise_tables(self.n if self.n is not None else self.n_start)
+        # the noise look-ups for a public n; with n unknown each chain builds them for its records' capacity
+        self.noise = self.noise_tables(self.n) if self.n is not None else None
 
     def noise_tables(self, cap: int):
         """(offsets, lowest residuals, lengths, the tables) of the integer noise laws' log-mass over every residual
@@ -486,6 +486,12 @@ class Problem:
             cdf[-1] = 1.0
             rec[:, i] = np.searchsorted(cdf, rng.random(n), side="right")
         return np.minimum(rec, self.sizes[None, :] - 1)
+
+
+def n_bounds(model) -> tuple[int, int]:
+    """The support [lo, hi] of the prior on n: the prior's ``n_range``, else n >= 1 (flat)."""
+    n_range = model.prior.parameters.get("n_range")
+    return (1, N_UNBOUNDED) if n_range is None else (int(n_range[0]), int(n_range[1]))
 
 
 def noisy_total(model, lo: int = 1, hi: int = N_UNBOUNDED) -> int:
@@ -629,8 +635,7 @@ def marginals_naive(release, prior, options: MarginalsNaiveOptions):
     seeds = spawn_seeds(options.seed, options.chains)
     draws = {variable_name(c): np.empty((options.chains, options.draws, *tree.shape(c))) for c in tree.cliques}
     if model.n is None:  # the total unknown: the noisy total taken as true, as the counts are
-        n_range = model.prior.parameters.get("n_range") or (1, N_UNBOUNDED)
-        draws["n"] = np.full((options.chains, options.draws), noisy_total(model, *n_range), dtype=np.int64)
+        draws["n"] = np.full((options.chains, options.draws), noisy_total(model, *n_bounds(model)), dtype=np.int64)
     for ch in range(options.chains):
         rng = np.random.default_rng(seeds[ch])
         for d in range(options.draws):
