@@ -127,6 +127,8 @@ class CensusRelease(ReleaseBase):
     invariants: dict[str, dict[str, int]] | None = None
     #: the block GEOIDs (default: every block-level geocode of the measurements)
     blocks: list[str] | None = None
+    #: partial cells ({attribute: label or [labels]}) that hold no one in any block: a schema fact (checked on load)
+    structural_zeros: Any = None
     #: how the noise was allocated (written by ``dpposterior.census.simulate``; provenance only)
     strategy: dict[str, Any] | None = None
     _structure: Any = PrivateAttr(default=None)
@@ -143,7 +145,7 @@ class CensusRelease(ReleaseBase):
         else:
             rows = self.measurements
         self._structure = build_structure(self.attributes, self.queries, self.levels, rows, self.invariants,
-                                          self.blocks)
+                                          self.blocks, self.structural_zeros)
 
     @property
     def structure(self) -> CensusStructure:
@@ -303,31 +305,37 @@ def parse_prior(prior: Any, release=None) -> CensusPrior:
 
 
 def draw_prior(prior: CensusPrior, structure: CensusStructure, rng) -> dict:
-    """One draw of every hyperparameter from the prior (for simulation-based calibration)."""
+    """One draw of every hyperparameter from the prior (for simulation-based calibration).  The tract mixes are
+    Dirichlet(1, ..., 1) over the allowed cells, 0 at structural zeros."""
     T = len(structure.units[_level(structure, "tract")])
     G = len(structure.units[_level(structure, "block_group")])
     tau = abs(rng.normal(0.0, prior.tau_scale))
     eta = rng.normal(math.log(prior.size_mean), prior.size_sd, size=T)
     tract_of_bg = bg_parent(structure)
     log_m = rng.normal(eta[tract_of_bg], tau)
-    return {"alpha": float(np.exp(rng.normal(math.log(prior.alpha_median), prior.alpha_log_sd))),
-            "beta": float(np.exp(rng.normal(math.log(prior.beta_median), prior.beta_log_sd))),
-            "tau": float(tau), "eta": eta, "block_group_mean": np.exp(log_m)[:G],
-            "tract_mix": rng.dirichlet(np.ones(structure.C), size=T)}
+    alpha = float(np.exp(rng.normal(math.log(prior.alpha_median), prior.alpha_log_sd)))
+    beta = float(np.exp(rng.normal(math.log(prior.beta_median), prior.beta_log_sd)))
+    allowed = structure.allowed_cells
+    mix = np.zeros((T, structure.C))
+    mix[:, allowed] = rng.dirichlet(np.ones(allowed.size), size=T)
+    return {"alpha": alpha, "beta": beta, "tau": float(tau), "eta": eta, "block_group_mean": np.exp(log_m)[:G],
+            "tract_mix": mix}
 
 
 def draw_histograms(theta: dict, structure: CensusStructure, rng) -> np.ndarray:
-    """x ~ the model given the hyperparameters ``theta`` (block totals, then each block's mix)."""
+    """x ~ the model given the hyperparameters ``theta`` (block totals, then each block's mix over the allowed
+    cells; structural zeros stay 0)."""
     bg = structure.block_unit[_level(structure, "block_group")]
     tract = structure.block_unit[_level(structure, "tract")]
     alpha, beta = theta["alpha"], theta["beta"]
     mean = theta["block_group_mean"][bg]
     N = rng.negative_binomial(alpha, alpha / (alpha + mean))
+    allowed = structure.allowed_cells
     x = np.zeros((structure.B, structure.C), dtype=np.int64)
     for b in range(structure.B):
         if N[b]:
-            p = rng.dirichlet(np.maximum(beta * theta["tract_mix"][tract[b]], 1e-300))
-            x[b] = rng.multinomial(N[b], p / p.sum())
+            p = rng.dirichlet(np.maximum(beta * np.asarray(theta["tract_mix"][tract[b]])[allowed], 1e-300))
+            x[b, allowed] = rng.multinomial(N[b], p / p.sum())
     return x
 
 
@@ -363,12 +371,13 @@ def synthetic_blocks(n: int, state: str = "15") -> list[str]:
             for b in range(per)]
 
 
-def simulate(prior, n, epsilon, rng, mechanism=None, rho=None):
+def simulate(prior, n, epsilon, rng, mechanism=None, rho=None, structural_zeros=None):
     """For ``dpposterior calibrate``: hyperparameters from the prior, block histograms from the model on a
     synthetic geography of about ``n`` blocks (2 x 2 x 2 block groups; a 2 x 3 histogram: age x ethnicity), every
     geounit x query cell measured with the discrete Gaussian; the budget rho (``rho``, else epsilon^2 / 2) split
     equally over the (level, query) pairs, each at sigma^2 = 1 / rho_pair (the production's rule,
-    ``census_strategy``).  Returns the truth of alpha, beta, tau and the release."""
+    ``census_strategy``).  ``structural_zeros`` (partial cells of that histogram, as the manifest's field): cells
+    the model keeps at 0, written into the release.  Returns the truth of alpha, beta, tau and the release."""
     from . import SimulatedRelease
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
@@ -386,7 +395,7 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None):
     blocks = synthetic_blocks(int(n))
     skeleton = build_structure(attributes, queries, levels, {
         "level": ["block"], "geocode": [blocks[0]], "query": ["total"], "cell": [""], "noisy_value": [0],
-        "variance": [1.0]}, blocks=blocks)
+        "variance": [1.0]}, blocks=blocks, structural_zeros=structural_zeros)
     theta = draw_prior(prior, skeleton, rng)
     x = draw_histograms(theta, skeleton, rng)
     variance = len(levels) * len(queries) / float(rho)
@@ -406,7 +415,8 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None):
     release = release_from({
         "format": "dpposterior-release/1", "family": "census", "attributes": attributes, "queries": queries,
         "levels": levels, "invariants": {"state_total": {"15": int(x.sum())}},
-        "strategy": {"name": "equal split", "rho": float(rho)}}, cols)
+        "strategy": {"name": "equal split", "rho": float(rho)},
+        **({"structural_zeros": structural_zeros} if structural_zeros else {})}, cols)
     return SimulatedRelease(theta={"alpha": theta["alpha"], "beta": theta["beta"], "tau": theta["tau"]},
                             release=release, confidential={"counts": x})
 

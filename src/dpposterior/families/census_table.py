@@ -43,6 +43,9 @@ class CensusStructure:
 
     Invariants: ``invariants[level_name] = (unit indices, exact totals)`` -- persons in those geounits, published
     without noise.
+
+    Structural zeros: ``structural_zero[c]`` is True where histogram cell c can hold no one in any block (a schema
+    fact, e.g. no minors in nursing facilities); None when every cell is allowed.
     """
 
     attributes: dict[str, list[str]]
@@ -60,6 +63,7 @@ class CensusStructure:
     variance: np.ndarray
     sigma: np.ndarray
     invariants: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    structural_zero: np.ndarray | None = None
 
     @property
     def query_names(self) -> list[str]:
@@ -96,6 +100,23 @@ class CensusStructure:
     def shape(self) -> tuple[int, ...]:
         """The histogram's shape (one axis per attribute)."""
         return tuple(len(v) for v in self.attributes.values())
+
+    @property
+    def allowed_cells(self) -> np.ndarray:
+        """The histogram cells that may hold persons (every cell but the structural zeros), in order."""
+        if self.structural_zero is None:
+            return np.arange(self.C)
+        return np.flatnonzero(~self.structural_zero)
+
+    def zero_query_cells(self, query: str | int) -> np.ndarray:
+        """For each cell of ``query``: True when every histogram cell in it is a structural zero (its true value is
+        0 in every geounit)."""
+        qi = query if isinstance(query, (int, np.integer)) else self.query_index(query)
+        K = int(self.query_sizes[qi])
+        if self.structural_zero is None:
+            return np.zeros(K, dtype=bool)
+        allowed = np.bincount(self.query_cell[qi], weights=~self.structural_zero, minlength=K)
+        return allowed == 0
 
     def cell_labels(self, query: str | None = None) -> list[str]:
         """Labels of the cells of ``query`` (the histogram's cells when None): categories joined by ``|``."""
@@ -206,15 +227,55 @@ def sigma_of_variance(var: np.ndarray) -> np.ndarray:
     return solve(np.asarray(var, float))
 
 
-def build_structure(attributes, queries, levels, rows: dict, invariants=None, blocks=None) -> CensusStructure:
+def check_structural_zeros(spec, attributes: dict[str, list[str]]) -> np.ndarray | None:
+    """The structural-zero mask over the histogram's cells (C order) of ``spec``: a list of partial cells, each
+    ``{attribute: label or [labels]}``; every cell matching all the attributes given is zero.  None when ``spec``
+    is None or empty."""
+    if spec is None:
+        return None
+    if not isinstance(spec, (list, tuple)):
+        raise InputError("structural_zeros", "must be a list of partial cells, each {attribute: label or [labels]}")
+    shape = tuple(len(v) for v in attributes.values())
+    mask = np.zeros(shape, dtype=bool)
+    for i, item in enumerate(spec):
+        f = f"structural_zeros[{i}]"
+        if not isinstance(item, dict):
+            raise InputError(f, f"must be a partial cell {{attribute: label or [labels]}} (got {item!r})")
+        if not item:
+            raise InputError(f, "names no attribute (an empty partial cell would zero every cell)")
+        sel = np.ones(shape, dtype=bool)
+        for attr, value in item.items():
+            if attr not in attributes:
+                raise InputError(f"{f}.{attr}", f"unknown attribute (one of: {', '.join(attributes)})")
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, (list, tuple)) or not values:
+                raise InputError(f"{f}.{attr}", f"must be a label of {attr} or a non-empty list of them (got "
+                                 f"{value!r})")
+            axis = list(attributes).index(attr)
+            hit = np.zeros(shape[axis], dtype=bool)
+            for v in values:
+                if not isinstance(v, str) or v not in attributes[attr]:
+                    raise InputError(f"{f}.{attr}", f"{v!r} is not a label of {attr}")
+                hit[attributes[attr].index(v)] = True
+            sel &= hit.reshape([-1 if a == axis else 1 for a in range(len(shape))])
+        if sel.all():
+            raise InputError(f, "zeroes every cell (it lists every label of each attribute it names)")
+        mask |= sel
+    return mask.ravel() if mask.any() else None
+
+
+def build_structure(attributes, queries, levels, rows: dict, invariants=None, blocks=None,
+                    structural_zeros=None) -> CensusStructure:
     """Check a release's parts and index them.
 
     ``rows``: the measurement table's columns ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value``,
     ``variance`` (equal-length sequences).  ``blocks``: the block geocodes, when given (else every 15-digit
     geocode of the table, at any level, and the blocks its upper-level geocodes imply are not invented).
-    ``invariants``: ``{"<level>_total": {geocode: persons}}``.
+    ``invariants``: ``{"<level>_total": {geocode: persons}}``.  ``structural_zeros``: the partial cells that are
+    zero in every block (:func:`check_structural_zeros`).
     """
     attributes = check_attributes(attributes)
+    zero = check_structural_zeros(structural_zeros, attributes)
     queries = check_queries(queries, attributes)
     levels = check_levels(levels)
     need = ("level", "geocode", "query", "cell", "noisy_value", "variance")
@@ -319,9 +380,21 @@ def build_structure(attributes, queries, levels, rows: dict, invariants=None, bl
                          f"cell {cell_text[dup]!r} a second time")
     qc, sizes = query_cell_map(attributes, queries)
     inv = _check_invariants(invariants, levels, units)
+    if zero is not None and zero.all():
+        # no cell may hold a person: a positive exact total is a contradiction, and an all-zero histogram has
+        # nothing to infer
+        for lv, (idx, tot) in inv.items():
+            if (tot > 0).any():
+                k = int(np.flatnonzero(tot > 0)[0])
+                raise InputError(f"invariants.{lv}_total.{units[levels.index(lv)][idx[k]]}", f"{int(tot[k])} "
+                                 "persons, but structural_zeros leave no cell that may hold a person")
+        raise InputError("structural_zeros", "together they zero every cell: no cell may hold a person")
+    # (a measured query cell made only of structural zeros has true value 0; its noisy value is noise, so it
+    # is kept, not refused)
     return CensusStructure(attributes=attributes, queries=queries, levels=levels, units=units, block_unit=block_unit,
                            query_cell=qc, query_sizes=sizes, level=lidx, unit=uidx, query=qidx, cell=cidx,
-                           noisy=noisy, variance=variance, sigma=sigma_of_variance(variance), invariants=inv)
+                           noisy=noisy, variance=variance, sigma=sigma_of_variance(variance), invariants=inv,
+                           structural_zero=zero)
 
 
 def _index_of(values: np.ndarray, names: list[str]) -> np.ndarray:

@@ -614,7 +614,13 @@ def hyper_step(seed, x, N, block_bg, block_tract, bg_tract, tract_start, tract_e
 
 # --------------------------------------------------------------------------- the problem, in arrays
 class Problem:
-    """The arrays the kernels read, built once from the release's :class:`CensusStructure`."""
+    """The arrays the kernels read, built once from the release's :class:`CensusStructure`.
+
+    The kernels see only the cells that may hold persons: structural zeros are dropped from the engine's cell index
+    (``allowed``, ``C``, ``query_cell`` -- the histogram-to-query-cell map restricted to those columns), so no move
+    proposes them and the tract mixes and block Dirichlet-multinomials run over the allowed cells only.
+    :meth:`full` puts the zeros back for the output.  Without structural zeros the index is the histogram's own
+    and every array is the one the kernels always read."""
 
     def __init__(self, structure, prior):
         from ..families.census import bg_parent, pooling_levels
@@ -622,6 +628,14 @@ class Problem:
         s = structure
         self.structure = s
         self.prior = prior
+        self.allowed = s.allowed_cells
+        self.C = int(self.allowed.size)
+        self.query_cell = (s.query_cell if self.C == s.C
+                           else np.ascontiguousarray(s.query_cell[:, self.allowed]))
+        if self.C < 2:
+            # the moves between two cells of a block and the tract mixes' pair updates need two cells
+            raise RefusedError("structural_zeros" if self.C < s.C else "attributes",
+                               f"leave {self.C} cell that may hold persons; the da engine needs at least two")
         self.y = s.noisy.astype(np.float64)
         self.w = 1.0 / (2.0 * s.sigma.astype(np.float64) ** 2)
         self.K = int(s.query_sizes.max())
@@ -654,25 +668,39 @@ class Problem:
                                    math.log(prior.alpha_median), prior.alpha_log_sd, math.log(prior.beta_median),
                                    prior.beta_log_sd])
 
-    def initial_counts(self, rng) -> np.ndarray:
-        """x from the block-level detailed-cell measurements where they exist (clipped at 0), else each block's
-        noisy total spread over the cells; then the invariants met exactly (persons added or removed at random
-        among the geounit's blocks and cells, deepest invariant level first)."""
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """Counts over the engine's cells ``[..., C]`` as the histogram's ``[..., structure.C]``: 0 at the
+        structural zeros (``x`` itself when there are none)."""
         s = self.structure
-        x = np.zeros((s.B, s.C), dtype=np.int64)
+        if self.C == s.C:
+            return x
+        out = np.zeros(x.shape[:-1] + (s.C,), dtype=x.dtype)
+        out[..., self.allowed] = x
+        return out
+
+    def initial_counts(self, rng) -> np.ndarray:
+        """x (over the engine's cells) from the block-level detailed-cell measurements where they exist (clipped at
+        0; those of structural zeros left out), else each block's noisy total spread over the cells; then the
+        invariants met exactly (persons added or removed at random among the geounit's blocks and cells, deepest
+        invariant level first)."""
+        s = self.structure
+        C = self.C
+        x = np.zeros((s.B, C), dtype=np.int64)
         Lb = s.L - 1
         q = s.detailed_query()
         if q is not None:
             rows, units, cells = s.measured(Lb, q)
             cell_of = np.argsort(s.query_cell[q])  # query cell -> histogram cell
-            x[units, cell_of[cells]] = np.maximum(s.noisy[rows], 0)
+            xf = np.zeros((s.B, s.C), dtype=np.int64)
+            xf[units, cell_of[cells]] = np.maximum(s.noisy[rows], 0)
+            x[...] = xf[:, self.allowed]
         else:
             tot = [q for q in range(s.Q) if s.query_sizes[q] == 1]
             if tot:
                 rows, units, _ = s.measured(Lb, tot[0])
                 for r, u in zip(rows, units):
                     n = max(int(s.noisy[r]), 0)
-                    x[u] = rng.multinomial(n, np.full(s.C, 1.0 / s.C))
+                    x[u] = rng.multinomial(n, np.full(C, 1.0 / C))
         for lv in sorted(s.invariants, key=lambda v: -s.levels.index(v)):
             li = s.levels.index(lv)
             units, totals = s.invariants[lv]
@@ -685,20 +713,21 @@ class Problem:
                     if free.size == 0:
                         raise InputError(f"invariants.{lv}_total", f"{s.units[li][u]}: its blocks are all fixed by "
                                          "deeper invariants whose sum is not this total")
-                    add = rng.multinomial(gap, np.full(free.size * s.C, 1.0 / (free.size * s.C)))
-                    x[free] += add.reshape(free.size, s.C)
+                    add = rng.multinomial(gap, np.full(free.size * C, 1.0 / (free.size * C)))
+                    x[free] += add.reshape(free.size, C)
                 elif gap < 0:
                     flat = x[free].ravel()
                     if flat.sum() < -gap:
                         raise InputError(f"invariants.{lv}_total", f"{s.units[li][u]}: the deeper invariants hold "
                                          "more persons than this total")
                     take = rng.multivariate_hypergeometric(flat, -gap)
-                    x[free] = (flat - take).reshape(free.size, s.C)
+                    x[free] = (flat - take).reshape(free.size, C)
         return x
 
     def sums(self, x) -> np.ndarray:
-        """Every measurement's true sum under x."""
+        """Every measurement's true sum under x (over the engine's cells)."""
         s = self.structure
+        x = self.full(x)
         out = np.zeros(s.M, dtype=np.int64)
         for li in range(s.L):
             for qi in range(s.Q):
@@ -793,7 +822,7 @@ def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
             unit_end[li, :n_loc[li]] = prob.unit_end[li, u0:u0 + n_loc[li]] - lo
         g0, g1 = int(prob.block_bg[lo]), int(prob.block_bg[hi - 1]) + 1
         t0, t1 = int(prob.block_tract[lo]), int(prob.block_tract[hi - 1]) + 1
-        arrays = {"y": prob.y[rows], "w": prob.w[rows], "block_unit": block_unit, "query_cell": s.query_cell,
+        arrays = {"y": prob.y[rows], "w": prob.w[rows], "block_unit": block_unit, "query_cell": prob.query_cell,
                   "mtab": mtab, "off": np.array(offs, dtype=np.int64), "K": prob.K, "unit_start": unit_start,
                   "unit_end": unit_end, "inv_level": prob.inv_level[lo:hi].copy(),
                   "block_bg": prob.block_bg[lo:hi] - g0, "block_tract": prob.block_tract[lo:hi] - t0}
@@ -891,7 +920,7 @@ def partitioned_sweep(prob, runner: PartRunner, seed: int, x, N, sums, M, eta, h
     totals, so in parallel), then the hyperparameters."""
     s = prob.structure
     seeds = sweep_seeds(seed, 2 + len(s.units[lmin]))
-    bufL, bufR = global_moves(seeds[0], x, N, sums, prob.y, prob.w, s.block_unit, s.query_cell, prob.mtab, prob.off,
+    bufL, bufR = global_moves(seeds[0], x, N, sums, prob.y, prob.w, s.block_unit, prob.query_cell, prob.mtab, prob.off,
                               prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg, prob.block_tract,
                               hyp[0], hyp[1], M, pi, bufL, bufR, lmin)
     runner.sweep(seeds, x, N, sums, M, pi, hyp)
@@ -956,9 +985,10 @@ class ChainCheckpoint:
 
 def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None,
                chain: int = 0, fingerprint: str = "", runner: PartRunner | None = None, lmin: int = 0):
-    """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw.  ``fixed``: hyperparameters held at
-    these values (``alpha``, ``beta``, ``block_group_mean``, ``tract_mix``) -- the conditional of x alone, which
-    the brute-force reference test enumerates."""
+    """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw, counts and mixes over the histogram's
+    cells (0 at structural zeros).  ``fixed``: hyperparameters held at these values (``alpha``, ``beta``,
+    ``block_group_mean``, ``tract_mix`` over the histogram's cells) -- the conditional of x alone, which the
+    brute-force reference test enumerates."""
     s = prob.structure
     rng = np.random.default_rng(seed)
     x = prob.initial_counts(rng)
@@ -970,11 +1000,11 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     M = np.maximum(np.bincount(prob.block_bg, weights=N, minlength=G) / np.bincount(prob.block_bg, minlength=G), 0.5)
     eta = np.full(T, math.log(prob.prior.size_mean))
     hyp = np.array([prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5])
-    pi = np.full((T, s.C), 1.0 / s.C)
+    pi = np.full((T, prob.C), 1.0 / prob.C)
     if fixed is not None:
         hyp[0], hyp[1] = fixed["alpha"], fixed["beta"]
         M = np.array(fixed["block_group_mean"], dtype=float)
-        pi = np.array(fixed["tract_mix"], dtype=float)
+        pi = np.ascontiguousarray(np.array(fixed["tract_mix"], dtype=float)[:, prob.allowed])
     bufL, bufR = np.empty(4096), np.empty(4096)
     draws = options.draws
     out_x = np.empty((draws, s.B, s.C), dtype=np.int32)
@@ -1004,7 +1034,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
             n = options.thin
         if runner is None:
             bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit,
-                                    s.query_cell, prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end,
+                                    prob.query_cell, prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end,
                                     prob.inv_level, prob.block_bg, prob.block_tract, prob.bg_tract, prob.tract_start,
                                     prob.tract_end, M, eta, hyp, pi, prob.prior_vec, bufL, bufR, fixed is None)
         else:
@@ -1013,10 +1043,10 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
                                                bufL, bufR, lmin, fixed is None)
         done += n
         if done > options.warmup:
-            out_x[kept] = x
+            out_x[kept] = prob.full(x)
             out_h[kept] = hyp
             out_M[kept] = M
-            out_pi[kept] = pi
+            out_pi[kept] = prob.full(pi)
             kept += 1
         if progress is not None:
             progress(done, total)
@@ -1127,7 +1157,8 @@ def census_attrs(structure) -> dict:
 def census_naive(release, prior, options: CensusNaiveOptions):
     """Each block cell alone: a flat prior on the non-negative integers times its own block-level measurement's
     exact discrete-Gaussian likelihood (what a user reading one noisy cell at a time gets; the ``noisyvalue``
-    package's posterior).  A block cell without a block-level detailed measurement is refused."""
+    package's posterior); structural zeros are 0.  A block cell without a block-level detailed measurement is
+    refused."""
     from ..execution import spawn_seeds
     from ..posterior import Posterior
 
@@ -1161,6 +1192,10 @@ def census_naive(release, prior, options: CensusNaiveOptions):
             u = rng.random((options.draws, s.C)) * cdf[:, -1][None, :]
             for c in range(s.C):
                 out[ch, :, b, c] = k[c][np.searchsorted(cdf[c], u[:, c])]
+    if s.structural_zero is not None:
+        # a structural zero is known to be 0, whatever its noisy cell reads (the draws above leave the others as
+        # they would be without it)
+        out[..., s.structural_zero] = 0
     return Posterior(family="census", method="naive", posterior={"counts": out}, dims={"counts": ["block", "cell"]},
                      coords={"block": list(s.blocks), "cell": s.cell_labels()}, iid=True,
                      attrs=census_attrs(s) | {"algorithm": "each block cell alone: flat prior on k >= 0, exact "
