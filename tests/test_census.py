@@ -284,6 +284,95 @@ def test_da_moves_match_brute_force_enumeration(invariant, partition):
         assert np.all(draws.sum(1) == 11)
 
 
+ZERO_ATTRS = {"a": ["p", "q"], "b": ["r", "s"]}
+#: cell q|s (index 3) holds no one: a structural zero
+ZERO_SPEC = [{"a": "q", "b": "s"}]
+
+
+def _tiny_zero(invariant: bool, zeros=ZERO_SPEC):
+    """Two blocks of 2 x 2 cells, cell q|s a structural zero whose noisy block cells read 3 and 4 (noise, by the
+    schema: a sampler that let persons in would move them there)."""
+    blocks = ["150010001001000", "150010001001001"]
+    rows = {"level": [], "geocode": [], "query": [], "cell": [], "noisy_value": [], "variance": []}
+    table = [("state", "15", "total", "", 16, 4.0), ("block", blocks[0], "total", "", 10, 9.0),
+             ("block", blocks[1], "total", "", 5, 9.0)]
+    for blk, vals in zip(blocks, ([4, 2, 1, 3], [0, 2, -1, 4])):
+        table += [("block", blk, "detailed", c, v, 6.25) for c, v in zip(["p|r", "p|s", "q|r", "q|s"], vals)]
+    for row in table:
+        for col, v in zip(rows, row):
+            rows[col].append(v)
+    return build_structure(ZERO_ATTRS, {"total": [], "detailed": ["a", "b"]}, ["state", "block"], rows,
+                           {"state_total": {"15": 12}} if invariant else None, structural_zeros=zeros)
+
+
+def _enumerate_allowed(s, hyper, allowed, K=30):
+    """The posterior means of every block cell by exact summation over the allowed cells only: each block's
+    factor (negative-binomial total x Dirichlet-multinomial over the allowed cells, written out, times its
+    block-level measurements' exact log-mass) summed over [0, K)^cells; the blocks coupled only through the state
+    total (its measurement and, if any, its invariant), summed over the other block's total."""
+    a, b, M = hyper["alpha"], hyper["beta"], hyper["block_group_mean"][0]
+    pi = np.asarray(hyper["tract_mix"][0], float)[allowed]
+    assert abs(pi.sum() - 1) < 1e-12
+    n_cells = len(allowed)
+    X = np.array(np.meshgrid(*[np.arange(K)] * n_cells, indexing="ij")).reshape(n_cells, -1).T
+    N = X.sum(1)
+    Lb = s.L - 1
+    logf, tot = [], np.zeros((2, n_cells * (K - 1) + 1))
+    for blk in range(2):
+        lp = (gammaln(N + a) - gammaln(a) - gammaln(N + 1) + a * np.log(a / (a + M)) + N * np.log(M / (a + M))
+              + gammaln(N + 1) + gammaln(b) - gammaln(N + b)
+              + (gammaln(X + b * pi) - gammaln(b * pi) - gammaln(X + 1)).sum(1))
+        for m in np.flatnonzero((s.level == Lb) & (s.unit == blk)):
+            cells = np.isin(allowed, np.flatnonzero(s.query_cell[s.query[m]] == s.cell[m]))
+            lp += DiscreteGaussian(float(s.sigma[m])).logpmf(s.noisy[m] - X[:, cells].sum(1))
+        logf.append(lp)
+        tot[blk] = np.bincount(N, weights=np.exp(lp - lp.max()), minlength=tot.shape[1])
+    n = np.arange(tot.shape[1])
+    log_g = np.zeros((n.size, n.size))  # the state level, as a function of (N_1, N_2)
+    for m in np.flatnonzero(s.level < Lb):
+        assert s.query_sizes[s.query[m]] == 1
+        log_g += DiscreteGaussian(float(s.sigma[m])).logpmf(s.noisy[m] - (n[:, None] + n[None, :]))
+    if s.invariants:
+        log_g[(n[:, None] + n[None, :]) != int(s.invariants["state"][1][0])] = -np.inf
+    g = np.exp(log_g - log_g.max())
+    means = np.zeros((2, s.C))
+    for blk in range(2):
+        other = tot[1 - blk]
+        w = (g if blk == 0 else g.T) @ other  # weight of this block's total, the other's summed out
+        p = np.exp(logf[blk] - logf[blk].max()) * w[N]
+        means[blk, allowed] = (X * p[:, None]).sum(0) / p.sum()
+        assert p[X.max(1) == K - 1].sum() < 1e-9 * p.sum()  # the grid holds the mass
+    return means
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+def test_da_with_a_structural_zero_matches_enumeration_over_the_allowed_cells(invariant):
+    """Hyperparameters held fixed, a structural zero (cell q|s): every draw holds 0 there, and the chain's means of
+    every block cell are within 5 batch-means standard errors of the exact sums over the allowed cells (40,000
+    draws).  The same reference with q|s allowed is 5 standard errors away or more in some cell: the comparison
+    would see a sampler that let persons in."""
+    s = _tiny_zero(invariant)
+    assert s.structural_zero.tolist() == [False, False, False, True]
+    hyper = {"alpha": 0.8, "beta": 3.0, "block_group_mean": [6.0], "tract_mix": [[0.4, 0.35, 0.25, 0.0]]}
+    ref = _enumerate_allowed(s, hyper, np.array([0, 1, 2]))
+    prob = cd.Problem(s, CensusPrior())
+    assert prob.C == 3
+    opts = cd.CensusDAOptions(draws=40000, warmup=500, chains=1, seed=9)
+    draws = cd._run_chain(prob, opts, np.random.SeedSequence(9), fixed=hyper)[0].astype(float)
+    assert np.all(draws[:, :, 3] == 0)
+    if invariant:
+        assert np.all(draws.sum((1, 2)) == 12)
+    flat = draws.reshape(-1, 8)
+    batches = flat.reshape(50, -1, 8).mean(1)
+    se = batches.std(0, ddof=1) / math.sqrt(50)
+    allowed = np.array([0, 1, 2, 4, 5, 6])
+    assert np.all(np.abs(flat.mean(0) - ref.ravel())[allowed] < 5 * se[allowed]), (flat.mean(0), ref.ravel(), se)
+    # sensitivity: the reference with the zero cell allowed (a mix that gives it mass) is far from these draws
+    loose = _enumerate_allowed(s, dict(hyper, tract_mix=[[0.3, 0.3, 0.2, 0.2]]), np.arange(4))
+    assert loose[:, 3].min() > 1.0
+    assert np.max(np.abs(flat.mean(0) - loose.ravel())[allowed] / se[allowed]) > 20
+
+
 # --------------------------------------------------------------------------- simulation-based calibration
 SBC_VARIANCE = {"state": 2.0, "county": 4.0, "tract": 9.0, "block_group": 16.0, "block": 36.0}
 

@@ -32,7 +32,7 @@ def release_from(manifest: dict, rows: dict):
 def simulate(truth=None, strategy: str = "pl94-2020", seed=None, **kwargs):
     """A simulated noisy-measurement release (a :class:`~dpposterior.families.census.CensusRelease`) of ``truth``
     (geocodes and a block x cell count table, a CSV path, or None: Hawaii 2020) under ``strategy``; ``kwargs``:
-    ``levels``, ``queries`` (``families.census_strategy.simulate``)."""
+    ``levels``, ``queries``, ``structural_zeros`` (``families.census_strategy.simulate``)."""
     from .families.census_strategy import simulate as draw
 
     manifest, rows = draw(truth, strategy=strategy, seed=seed, **kwargs)

@@ -71,7 +71,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..geotables import cell_labels, query_cell_map, to_query
-from .census_table import LEVEL_DIGITS, check_levels, sigma_of_variance
+from .census_table import LEVEL_DIGITS, check_levels, check_structural_zeros, sigma_of_variance
 
 # --------------------------------------------------------------------------- the production allocation
 #: ``global_scale`` of person_default.ini; the global rho is 1 / global_scale**2
@@ -302,7 +302,7 @@ def _query_answers(x: np.ndarray, query: str) -> np.ndarray:
     return to_query(x, qc[q], int(sizes[q]))
 
 
-def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, queries=None):
+def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, queries=None, structural_zeros=None):
     """A noisy-measurement release of ``truth`` under ``strategy``: (manifest dict, measurement rows).
 
     ``truth``: (geocodes, counts (B, 2, 8) or (B, 16)) [, attributes], a CSV path as :func:`read_truth` reads,
@@ -312,13 +312,21 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, 
     rows).  The rows are columns ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value`` (int64),
     ``variance`` (float), ordered by level, query, geounit, cell.  The manifest's invariants hold each
     state's exact total, as production kept it (``theInvariants.State = tot``); its ``strategy`` the strategy's
-    name and the zCDP rho the measured (level, query) pairs spend."""
+    name and the zCDP rho the measured (level, query) pairs spend.  ``structural_zeros`` (partial cells of the
+    2 x 8 histogram, as the manifest's field) are written into the manifest; a truth with persons in one of those
+    cells is refused."""
     from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
     s = strategy_of(strategy)
     levels = _names(check_levels(levels), s.levels, "levels", "level")
     qnames = list(s.queries) if queries is None else _names(queries, s.queries, "queries", "query")
     geocodes, counts = _truth(truth)
+    zero = check_structural_zeros(structural_zeros, ATTRIBUTES)
+    if zero is not None and counts[:, zero].any():
+        b, c = (int(v[0]) for v in np.nonzero(counts[:, zero]))
+        cell = cell_labels(ATTRIBUTES, list(ATTRIBUTES))[int(np.flatnonzero(zero)[c])]
+        raise InputError("truth", f"block {geocodes[b]} has {int(counts[b, zero][c])} persons in cell {cell!r}, "
+                         "a structural zero")
     order = np.argsort(geocodes, kind="stable")
     geocodes, counts = geocodes[order], counts[order]
     variances = {(lv, q): dg_variance(s.sigma_sq(lv, q)) for lv in levels for q in qnames}
@@ -360,4 +368,6 @@ def simulate(truth=None, strategy: str = "pl94-2020", seed=None, levels=LEVELS, 
         # the rho this release spends: the strategy's total when every level and query is measured
         "strategy": {"name": s.name, "rho": float(sum((s.rho_of(lv, q) for lv in levels for q in qnames), Fr(0)))},
     }
+    if zero is not None:
+        manifest["structural_zeros"] = structural_zeros
     return manifest, rows

@@ -412,7 +412,10 @@ def gls(structure: CensusStructure) -> GLSResult:
     invariants (module docstring)."""
     if not isinstance(structure, CensusStructure):
         raise InputError("structure", f"must be a CensusStructure (got {type(structure).__name__})")
-    L, C = structure.L, structure.C
+    L = structure.L
+    # a structural zero is a known 0, not an unknown: the detailed vectors run over the allowed cells only
+    allowed = structure.allowed_cells
+    C = int(allowed.size)
     sizes = np.array([len(u) for u in structure.units], dtype=np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)])
     n = int(offset[-1])
@@ -437,13 +440,22 @@ def gls(structure: CensusStructure) -> GLSResult:
     gunit = (offset[structure.level] + structure.unit).astype(np.int64)
     J, h = _information(gunit, structure.query.astype(np.int64), structure.cell.astype(np.int64),
                         structure.noisy.astype(float), structure.variance.astype(float),
-                        structure.query_cell.astype(np.int64), n)
+                        np.ascontiguousarray(structure.query_cell[:, allowed]).astype(np.int64), n)
     m, V, P, status, g = _two_pass(J, h, inv_t, has_inv, child_ptr, child_idx, order_up, roots)
     if status:
         li = int(np.searchsorted(offset, g, side="right") - 1)
         code = structure.units[li][g - offset[li]]
         raise RefusedError("invariants", f"the exact totals contradict each other at {structure.levels[li]} "
                            f"{code or '(all)'}: a total is not the sum of its parts' exact totals")
+    if C < structure.C:  # back to the histogram's cells: 0, with no variance and no flat direction, at the zeros
+        full = structure.C
+        mf = np.zeros((n, full))
+        Vf = np.zeros((n, full, full))
+        Pf = np.zeros((n, full, full))
+        mf[:, allowed] = m
+        Vf[:, allowed[:, None], allowed[None, :]] = V
+        Pf[:, allowed[:, None], allowed[None, :]] = P
+        m, V, P = mf, Vf, Pf
     cut = [slice(offset[li], offset[li + 1]) for li in range(L)]
     return GLSResult(structure, [m[s] for s in cut], [V[s] for s in cut], [P[s] for s in cut])
 
@@ -474,7 +486,8 @@ def _cells(structure: CensusStructure, level: str, query: str):
 
 def naive(structure: CensusStructure, level: str, query: str, coverage: float = 0.90):
     """Each measured cell of ``query`` at ``level`` read alone: (point, lower, upper), each (units, query
-    cells): the noisy value clipped at 0 and noisy -+ z sd clipped at 0; NaN where not measured."""
+    cells): the noisy value clipped at 0 and noisy -+ z sd clipped at 0; NaN where not measured; 0 at a cell made
+    only of structural zeros (known to be 0)."""
     z = _z(coverage)
     rows, units, cells, shape = _cells(structure, level, query)
     point, lower, upper = (np.full(shape, np.nan) for _ in range(3))
@@ -483,13 +496,21 @@ def naive(structure: CensusStructure, level: str, query: str, coverage: float = 
     point[units, cells] = np.maximum(y, 0.0)
     lower[units, cells] = np.maximum(y - z * sd, 0.0)
     upper[units, cells] = np.maximum(y + z * sd, 0.0)
+    _known_zero(structure, query, units, cells, point, lower, upper)
     return point, lower, upper
+
+
+def _known_zero(structure: CensusStructure, query: str, units, cells, *arrays) -> None:
+    """Set the measured cells made only of structural zeros to 0 in each of ``arrays``."""
+    zero = structure.zero_query_cells(query)[cells]
+    for a in arrays:
+        a[units[zero], cells[zero]] = 0.0
 
 
 def flat_prior(structure: CensusStructure, level: str, query: str, coverage: float = 0.90):
     """The flat-prior posterior of each measured cell's true count k >= 0 under the discrete Gaussian
     likelihood (module docstring): (median, lower, upper) of its equal-tailed ``coverage`` interval, each
-    (units, query cells); NaN where not measured."""
+    (units, query cells); NaN where not measured; 0 at a cell made only of structural zeros."""
     _z(coverage)
     rows, units, cells, shape = _cells(structure, level, query)
     median, lower, upper = (np.full(shape, np.nan) for _ in range(3))
@@ -523,6 +544,7 @@ def flat_prior(structure: CensusStructure, level: str, query: str, coverage: flo
     lower[units, cells] = out[:, 0]
     median[units, cells] = out[:, 1]
     upper[units, cells] = out[:, 2]
+    _known_zero(structure, query, units, cells, median, lower, upper)
     return median, lower, upper
 
 
