@@ -206,3 +206,30 @@ def test_attributes_map_renames_and_relabels():
     with pytest.raises(InputError) as err:
         _read(state="144", attributes_map={"votingage": ["a", "b", "c"]})
     assert err.value.field == "attributes_map.votingage"
+
+
+def test_nurse_nva_0_becomes_a_structural_zero(tmp_path):
+    """A ``nurse_nva_0_con`` Constraint row (the PL94 schema's structural zero: no minors in nursing facilities) is
+    read as the manifest's structural_zeros, in the manifest's (renamed) attributes; a nonzero value is refused."""
+    root = tmp_path / "US_Person_PL_PROD"
+    shutil.copytree(PRODUCT, root)
+    path = next((root / "Block.parquet" / "Constraint" / "State=044").glob("*.parquet"))
+    table = pq.read_table(path)
+    block = table.column("geocode")[0].as_py()
+    rows = table.to_pylist() + [{"geocode": block, "query_name": "nurse_nva_0_con", "value": [0], "sign": "=",
+                                 "query_shape": [1, 1, 1, 1]}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    manifest, rows = _read(root, state="044", levels=["Block"])
+    assert manifest["structural_zeros"] == [{"hhgq": PL94_PERSON["hhgq"][3], "votingage": "17 and under"}]
+    s = build_structure(manifest["attributes"], manifest["queries"], manifest["levels"], rows,
+                        structural_zeros=manifest["structural_zeros"])
+    assert s.structural_zero.sum() == 2 * 63
+    renamed, _ = _read(root, state="044", levels=["Block"], attributes_map={"votingage": "age"})
+    assert renamed["structural_zeros"] == [{"hhgq": PL94_PERSON["hhgq"][3], "age": "17 and under"}]
+    assert "structural_zeros" not in _read(PRODUCT, state="044", levels=["Block"])[0]
+    bad = pq.read_table(path).to_pylist()
+    bad[-1]["value"] = [2]
+    pq.write_table(pa.Table.from_pylist(bad, schema=table.schema), path)
+    with pytest.raises(InputError) as err:
+        _read(root, state="044", levels=["Block"])
+    assert err.value.field == "nmf.value" and "nurse_nva_0_con" in err.value.reason

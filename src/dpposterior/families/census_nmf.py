@@ -58,8 +58,13 @@ The manifest keeps the Bureau's query names (``_dpq`` removed) and the schema's 
 * ``detailed_dpq`` -> ``detailed``: [hhgq, votingage, hispanic, cenrace] (2016)
 * ``hhinstlevels_dpq`` (3 cells: household, institutional = hhgq 1-4, non-institutional = hhgq 5-7) is a recode of
   hhgq, not a marginal of the histogram: left out, with a warning
-* Constraint ``total_con`` -> the invariant ``<level>_total``; ``hhgq_total_lb_con``, ``hhgq_total_ub_con`` and
-  ``nurse_nva_0_con`` (bounds and a structural zero the post-processing imposed) are not read
+* Constraint ``total_con`` -> the invariant ``<level>_total``; ``nurse_nva_0_con`` -> the manifest's
+  ``structural_zeros`` ``[{hhgq: Nursing facilities/Skilled-nursing facilities, votingage: 17 and under}]`` (the
+  PL94 schema's structural zero: ``ConstraintsCreatorPL94Generic.nurse_nva_0`` in the same repository's
+  ``DAS_PL94.release/programs/constraints/Constraints_PL94.py``, as read at commit ``b51272816ef2``: "no minors in
+  nursing facilities (GQ code 301)", the cross of ``HHGQ_NURSING_TOTAL`` and ``NONVOTING_TOTAL`` set "=" 0; a row
+  whose value is not 0 is refused; the row's layout is not verified against a real file); ``hhgq_total_lb_con`` and ``hhgq_total_ub_con`` (bounds the post-processing imposed) are
+  not read
 
 Cell k of a query is element k of ``value``: the query's attributes are in the histogram's order, and its cells in
 C order over them, as the census family's labels are (``census_table``).
@@ -167,6 +172,9 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
     invariants = _invariants(cons, to_geoid)
     if invariants:
         manifest["invariants"] = invariants
+    zeros = _structural_zeros(cons, attributes)
+    if zeros:
+        manifest["structural_zeros"] = zeros
     return manifest, rows
 
 
@@ -543,6 +551,28 @@ def _labels_for(axes, labels_by_axis) -> list[str]:
     if not axes:
         return [""]
     return ["|".join(c) for c in itertools.product(*(labels_by_axis[a] for a in axes))]
+
+
+#: the PL94 schema's structural-zero constraints: name -> {Bureau attribute: category index}
+_STRUCTURAL_ZEROS = {"nurse_nva_0" + _CON: {"hhgq": 3, "votingage": 0}}
+
+
+def _structural_zeros(cons, attributes) -> list[dict]:
+    """The structural zeros the Constraint rows name, as partial cells of the manifest's (possibly renamed)
+    attributes; only for the PL94 person histogram, whose schema defines them."""
+    if attributes["_bureau"] != list(PL94_PERSON):
+        return []
+    found = {}
+    for lv, g, qname, vals in zip(cons["level"], cons["geocode"], cons["query_name"], cons["values"]):
+        if qname in _STRUCTURAL_ZEROS:
+            if any(int(v) != 0 for v in vals):
+                raise InputError("nmf.value", f"{qname} at {lv} {g} is {list(vals)}: a structural zero is 0")
+            found[qname] = True
+    out = []
+    for qname in found:
+        axes = {attributes["_bureau"].index(a): k for a, k in _STRUCTURAL_ZEROS[qname].items()}
+        out.append({attributes["names"][i]: attributes["labels"][i][k] for i, k in sorted(axes.items())})
+    return out
 
 
 def _invariants(cons, to_geoid) -> dict:
