@@ -63,8 +63,8 @@ The manifest keeps the Bureau's query names (``_dpq`` removed) and the schema's 
   PL94 schema's structural zero: ``ConstraintsCreatorPL94Generic.nurse_nva_0`` in the same repository's
   ``DAS_PL94.release/programs/constraints/Constraints_PL94.py``, as read at commit ``b51272816ef2``: "no minors in
   nursing facilities (GQ code 301)", the cross of ``HHGQ_NURSING_TOTAL`` and ``NONVOTING_TOTAL`` set "=" 0; a row
-  whose value is not 0 is refused; the row's layout is not verified against a real file); ``hhgq_total_lb_con`` and ``hhgq_total_ub_con`` (bounds the post-processing imposed) are
-  not read
+  whose value is not 0 is refused; the row's layout is not verified against a real file); ``hhgq_total_lb_con``
+  and ``hhgq_total_ub_con`` (bounds the post-processing imposed) are not read
 
 Cell k of a query is element k of ``value``: the query's attributes are in the histogram's order, and its cells in
 C order over them, as the census family's labels are (``census_table``).
