@@ -37,6 +37,14 @@ GOLDEN = DATA / "golden_draws.npz"
 FINGERPRINT = DATA / "golden_platform.json"
 SPREAD = DATA / "golden_spread.npz"
 
+
+class GoldenPlatformWarning(UserWarning):
+    """The goldens were written on another platform: compared by distribution, not bit for bit.
+
+    Defined here, not in the test module: under pytest-xdist the controller process re-creates each warning a
+    worker reports, so the warning's class must be importable there (tests/conftest.py puts this directory on the
+    controller's path; test modules themselves are collected only by the workers)."""
+
 #: inference seeds of the replicate runs that give the summaries' Monte Carlo error
 REPLICATES = 20
 #: familywise false-alarm rate of the distributional check over all cases and studies (each item

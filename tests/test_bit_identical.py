@@ -20,15 +20,12 @@ import numpy as np
 import pytest
 
 import golden_draws as golden
+from golden_draws import GoldenPlatformWarning
 
 STORED = np.load(golden.GOLDEN)
 SPREAD = np.load(golden.SPREAD)
 PLATFORM_DIFFERENCES = golden.fingerprint_differences(json.loads(golden.FINGERPRINT.read_text()),
                                                       golden.fingerprint())
-
-
-class GoldenPlatformWarning(UserWarning):
-    """The goldens were written on another platform: compared by distribution, not bit for bit."""
 
 
 def check(name, arrays, matrix, record_property):
