@@ -486,13 +486,24 @@ def test_counts_tabulate_and_union(tmp_path):
         post.counts(query="sex")
 
 
-def test_cli_infer_and_tabulate(tmp_path):
-    release, _ = _small_release()
+def run_cli(*args):
+    """``dpposterior ARGS`` in a fresh process: what a shell user gets (exit code, stderr)."""
+    return subprocess.run([sys.executable, "-m", "dpposterior", *args], capture_output=True, text=True)
+
+
+def infer_cli(release, tmp_path):
+    """The release saved and ``dpposterior infer`` on it in a fresh process (1 chain, 10 + 20 sweeps): the
+    posterior file's path."""
     path = dc.save(release, tmp_path / "r.json")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "dpposterior", *a], capture_output=True, text=True)
-    res = run("infer", str(path), "--draws", "20", "--warmup", "10", "--chains", "1", "--seed", "3", "--out",
-              str(tmp_path / "p.nc"), "--quiet")
+    res = run_cli("infer", str(path), "--draws", "20", "--warmup", "10", "--chains", "1", "--seed", "3", "--out",
+                  str(tmp_path / "p.nc"), "--quiet")
     assert res.returncode == 0, res.stderr
+    return tmp_path / "p.nc"
+
+
+def test_cli_infer_and_tabulate(tmp_path):
+    infer_cli(_small_release()[0], tmp_path)
+    run = run_cli
     (tmp_path / "u.csv").write_text("union,geocode\nd1,15001\nd2,15002\n")
     res = run("tabulate", str(tmp_path / "p.nc"), "--union", str(tmp_path / "u.csv"), "--at-least", "40",
               "--out", str(tmp_path / "u_out.csv"))

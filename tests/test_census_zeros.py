@@ -4,8 +4,6 @@ simulators and the peers (the engine against enumeration is in test_census.py)."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,8 @@ from dpposterior.families.census_table import build_structure
 from dpposterior.inference import census_da as cd
 from dpposterior.inference import census_peers as cp
 from dpposterior.release import load_release
-from test_census import ATTRS, LEVELS, QUERIES, SBC_VARIANCE, geography, manifest, measure, skeleton
+from test_census import (ATTRS, LEVELS, QUERIES, SBC_VARIANCE, geography, infer_cli, manifest, measure, run_cli,
+                         skeleton)
 
 #: cells u18|h, 18+|h (ethnicity h wholly) and u18|b hold no one; u18|w, 18+|w and 18+|b may
 ZEROS = [{"eth": "h"}, {"age": ["u18"], "eth": "b"}]
@@ -106,13 +105,8 @@ def test_posterior_counts_are_zero_there_and_tables_work(tmp_path):
 
 
 def test_cli_infer_and_tabulate_with_structural_zeros(tmp_path):
-    release, _ = _release()
-    path = dc.save(release, tmp_path / "r.json")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "dpposterior", *a], capture_output=True, text=True)
-    res = run("infer", str(path), "--draws", "20", "--warmup", "10", "--chains", "1", "--seed", "3", "--out",
-              str(tmp_path / "p.nc"), "--quiet")
-    assert res.returncode == 0, res.stderr
-    res = run("tabulate", str(tmp_path / "p.nc"), "--level", "block", "--query", "detailed", "--out",
+    infer_cli(_release()[0], tmp_path)
+    res = run_cli("tabulate", str(tmp_path / "p.nc"), "--level", "block", "--query", "detailed", "--out",
               str(tmp_path / "t.csv"))
     assert res.returncode == 0, res.stderr
     import pandas as pd
