@@ -94,3 +94,24 @@ def test_a_killed_worker_changes_nothing(cluster, monkeypatch):
     assert killed and procs["w2"].wait(timeout=30) is not None
     assert post.attrs["partitions_rebuilt"] >= 1  # the lost partitions were rebuilt on w1 and replayed
     _same(serial, post)
+
+
+class _Holder:
+    def __init__(self, status):
+        self.status = status
+
+
+@pytest.mark.parametrize("status, exc, lost", [
+    ("finished", RuntimeError("Worker holding Actor was lost.  Status: lost"), False),  # its future says otherwise
+    ("lost", RuntimeError("Worker holding Actor was lost.  Status: lost"), True),
+    ("error", RuntimeError("anything"), True),
+    ("finished", OSError("Unable to contact Actor's worker"), True),
+    ("finished", RuntimeError("a partition's own error, mentioning an Actor that was lost"), False),
+])
+def test_a_lost_worker_is_told_by_its_future_not_by_the_message(status, exc, lost):
+    """A partition is rebuilt when its comm failed (OSError) or the future holding its actor is no longer
+    finished -- Dask's own test before it raises "Worker holding Actor was lost"; an error of the partition's own
+    code propagates, whatever its text says."""
+    c = small_area_dask._Cluster.__new__(small_area_dask._Cluster)
+    c.holders = [_Holder(status)]
+    assert c._lost(0, exc) is lost

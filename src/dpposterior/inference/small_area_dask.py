@@ -113,6 +113,7 @@ class _Cluster:
         self.worker_timeout = worker_timeout
         self.log: list[list] = [[] for _ in ranges]  # per partition: the sweep messages sent so far
         self.rebuilt = 0
+        self.holders: list = [None] * len(ranges)  # per partition: the future that created its actor
         self.actors = [self._start(i) for i in range(len(ranges))]
 
     def _workers(self) -> list[str]:
@@ -126,10 +127,18 @@ class _Cluster:
         data = _partition_data(self.plan, *self.ranges[i])
         fut = self.client.submit(Partition, data, actor=True, workers=where, allow_other_workers=True, pure=False)
         actor = fut.result(timeout=CALL_TIMEOUT)
+        self.holders[i] = fut
         if self.log[i]:
             actor.replay(self.log[i]).result(timeout=CALL_TIMEOUT)
             self.rebuilt += 1
         return actor
+
+    def _lost(self, i: int, exc: BaseException) -> bool:
+        """Whether partition ``i``'s worker is gone: its comm failed (``OSError``, Dask's "Unable to contact
+        Actor's worker"), or the future holding its actor is no longer finished -- the state in which Dask raises
+        "Worker holding Actor was lost" (``distributed.actor.Actor.__getattr__``).  A ``RuntimeError`` the
+        partition's own code raised leaves that future finished, and propagates."""
+        return isinstance(exc, OSError) or self.holders[i].status not in ("finished", "pending")
 
     def _v_slice(self, i: int, arr: np.ndarray) -> np.ndarray:
         if not self.plan.has_p:
@@ -149,17 +158,11 @@ class _Cluster:
                     out[i] = fut.result(timeout=CALL_TIMEOUT)
                     break
                 except (RuntimeError, OSError) as exc:
-                    # Dask: "Worker holding Actor was lost" / "Unable to contact Actor's worker"
-                    if not _lost(exc) or attempt == 3:
+                    if not self._lost(i, exc) or attempt == 3:
                         raise
                     self.actors[i] = self._start(i)
                     fut = self.actors[i].sums() if method == "sweep" else getattr(self.actors[i], method)(*make_args(i))
         return out
-
-
-def _lost(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, OSError) or "lost" in text or "Actor" in text
 
 
 def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
