@@ -374,7 +374,7 @@ def worker(args) -> None:
         t0 = time.perf_counter()
         post = dpposterior.infer(rel, method="da", draws=args.draws, warmup=args.warmup, chains=args.chains,
                                  prior=None if args.concentration is None else {"concentration": args.concentration},
-                                 seed=seed)
+                                 seed=seed, **({} if args.group_moves is None else {"group_moves": args.group_moves}))
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
     res["infer_warnings_count"] = len(caught)
@@ -452,7 +452,8 @@ def run_child(extra: list[str], args, cores: int) -> dict:
     cmd = [sys.executable, __file__, "--data", str(args.data), "--draws", str(args.draws), "--warmup",
            str(args.warmup), "--chains", str(args.chains), "--seed", str(args.seed), "--attributes",
            str(args.attributes), "--mbi-iters", str(args.mbi_iters),
-           *([] if args.concentration is None else ["--concentration", repr(args.concentration)]), "--m", *map(str, args.m),
+           *([] if args.concentration is None else ["--concentration", repr(args.concentration)]),
+           *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
     from _out import run_worker
 
@@ -582,6 +583,8 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per (epsilon, repeat) process")
     ap.add_argument("--concentration", type=float, default=None, help="the hyper-Dirichlet prior's total "
                     "concentration A (default: the package's)")
+    ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per attribute per sweep "
+                    "(default: the package's; 0: the record sweep alone)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)

@@ -15,6 +15,43 @@ augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022, whose record-b
    residuals; Laplace or Gaussian noise on the reals by its log-density).  Only the cliques, separators and
    measurements holding attribute a change, so one update costs |dom a| x (those groups) look-ups:
    :func:`record_sweep`, compiled;
+1b. group moves (block Gibbs; Liu, Wong & Kong 1994, "Covariance structure of the Gibbs sampler", Biometrika 81,
+   on grouping; Liu 1994 above): step 1 moves one record at a time, so a cell's count moves as a Polya-urn random
+   walk, slow where the noise is large against the counts and on directions no measurement informs.  After each
+   record sweep, per attribute a, a number of moves that each redraw how many records of a block take each of two
+   values.  a's blanket B(a) is the union of the other attributes of the junction-tree cliques holding a; every
+   clique, separator and measurement holding a lies inside {a} u B(a).  A move draws a blanket cell b uniformly
+   among the G cells holding records, a record r uniformly among the cell's records and a value v != u = x_r,a
+   uniformly; the block S is the cell's records with a in {u, v}, m = |S|, d0 of them at v.  Given everything
+   else (the other attributes of every record, a outside S, and a in {u, v} on S), the target restricted to S
+   depends only on d = #{s in S: x_s,a = v}: every table holding a changes only in its two cells (u, b_g) and
+   (v, b_g), by -(d - d0) and +(d - d0), whichever records of S are at v.  So the conditional of the labelled
+   block is uniform given d, and
+
+       P(d) propto C(m, d) * F(d),
+       F(d) = prod_{g holding a} [Gamma(alpha_g + c_g(v) + d - d0) Gamma(alpha_g + c_g(u) - d + d0)]^(sign_g)
+              * prod_{m holding a} eta_m(y_m | t_m with its (u, b) and (v, b) cells moved by -+(d - d0)),
+
+   C(m, d) counting the labelled blocks with d records at v.  log F is a running sum over d = 0 .. m of the
+   record sweep's ``lg`` entries (counts at most n, the table's length) and noise-law steps; d is drawn by
+   enumerating 0 .. m (O(m): no window is needed, and P(d) is not log-concave in general -- the Polya terms
+   can make it U-shaped), and then |d - d0| records chosen uniformly among those at the value being left are
+   flipped.  That is the block's Gibbs draw up to a uniform relabelling within S: started from a labelled block
+   uniform given d0, the flipped block is uniform given d (flipping a uniform k-subset of the u's of a uniform
+   arrangement is symmetric under permutations of S), and the kernel is reversible: pi(x) K(x, x') =
+   P(d0) P(d) / (C(m, d0) C(m - d0, d - d0)) is symmetric, as C(m, d0) C(m - d0, d - d0) = C(m, d) C(d, d0).
+   The block is selected with probability m / (G * |cell b| * (|dom a| - 1)) (the cell, then r in S, then the
+   other value of the pair); G, |cell b| and m depend only on the blanket values and on which records of the
+   cell have a in {u, v}, none of which the move changes, so every state the move reaches selects the block
+   with the same probability, and the mixture over blocks of these reversible kernels is reversible with
+   respect to the posterior (a random-scan Gibbs sampler whose selection is invariant under its own move).  A
+   block can hold one record, so the moves alone are irreducible (tests/test_marginals.py runs them alone
+   against enumeration).  Picking the cell uniformly, not the record, makes a move's cost O(n / G) on average
+   and visits the small cells (rare levels) as often as the large ones; ``group_moves`` per attribute, by
+   default 4 per blanket cell holding records (about four record visits per attribute per sweep).  The blanket
+   cells are indexed once per attribute and sweep (a counting sort, or a sort, of a mixed-radix code), since
+   a's moves never change them.  Uniforms: counter-based, under a key the chain's generator draws per sweep
+   only when the moves are on, so ``group_moves=0`` reproduces the record sweep's draws exactly;
 2. p | x, where a draw is kept: the hyper-Dirichlet posterior given the records' clique counts -- conjugate,
    one exact draw (:meth:`dpposterior.cliques.JunctionTree.draw_tables`).  Integrating p out of step 1 removes
    the slow coupling of p and the records that an uncollapsed sampler has when the noise is large.
@@ -67,7 +104,7 @@ from ..cliques import JunctionTree
 from ..errors import InputError
 from ..options import MCMCOptions, EngineOptions, option
 from ..progress import status as report_status
-from .mcmc_common import pick_from_log_weights
+from .mcmc_common import counter_uniform, pick_from_log_weights
 
 #: noise kinds of the compiled sweep
 KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
@@ -75,6 +112,9 @@ KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
 N_UNBOUNDED = 2 ** 62
 #: the fewest birth/death moves per sweep (the default's floor)
 MIN_MOVES = 20
+#: group moves per attribute per sweep by default: this many per blanket cell holding records (the compiled
+#: kernel reads a negative count -c as c per cell)
+CELL_MOVES = 4
 
 
 @dataclass(frozen=True)
@@ -88,6 +128,9 @@ class MarginalsDAOptions(MCMCOptions):
     n_moves: int | None = option(None, "int", "birth/death moves on the records per sweep, a release without n only "
                                  "(default: 4 x the smallest measurement's total-noise variance, at least 20)",
                                  low=1, nullable=True)
+    group_moves: int | None = option(None, "int", "group moves per attribute per sweep: block Gibbs over how many "
+                                     "records of one blanket cell take each of two values (default: 4 per blanket "
+                                     "cell holding records; 0: the record sweep alone)", low=0, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -185,6 +228,204 @@ def record_sweep(rec, u, sizes,
                 gc[gb[j] + new * gs[j]] += 1
             for j in range(nm):
                 t[mb[j] + new * ms[j]] += 1
+
+
+# --------------------------------------------------------------------------- the group move
+@numba.njit(cache=True, nogil=True)
+def _dense_codes(keys, n):
+    """keys[:n] replaced by their ranks among the distinct values (0 .. distinct - 1); returns distinct."""
+    order = np.argsort(keys[:n], kind="mergesort")
+    ranks = np.empty(n, dtype=np.int64)
+    code = -1
+    last = 0
+    for i in range(n):
+        r = order[i]
+        if i == 0 or keys[r] != last:
+            code += 1
+            last = keys[r]
+        ranks[r] = code
+    keys[:n] = ranks
+    return code + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _blanket_keys(rec, n, cols, sizes, keys):
+    """keys[r] (r < n): a code of record r's values on the attributes ``cols``, equal between two records iff their
+    values are (mixed radix, re-coded densely before it would overflow); returns the codes' range."""
+    keys[:n] = 0
+    span = 1
+    for b in cols:
+        s = sizes[b]
+        if span > (2 ** 62) // s:
+            span = _dense_codes(keys, n)
+        for r in range(n):
+            keys[r] = keys[r] * s + rec[r, b]
+        span *= s
+    return span
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_index(keys, n, span, order, start):
+    """``order``: the records 0 .. n-1 sorted by key; start[0 .. G]: where each of the G groups (distinct keys)
+    begins in ``order`` (start[G] = n).  A counting sort where the range is small against n.  Returns G."""
+    if span <= 4 * n + 1024:
+        count = np.zeros(span + 1, dtype=np.int64)
+        for r in range(n):
+            count[keys[r] + 1] += 1
+        for c in range(span):
+            count[c + 1] += count[c]
+        for r in range(n):
+            order[count[keys[r]]] = r
+            count[keys[r]] += 1
+    else:
+        order[:n] = np.argsort(keys[:n], kind="mergesort")
+    groups = 0
+    for p in range(n):
+        if p == 0 or keys[order[p]] != keys[order[p - 1]]:
+            start[groups] = p
+            groups += 1
+    start[groups] = n
+    return groups
+
+
+@numba.njit(cache=True, nogil=True)
+def _noise_step(kind, inv, tab, tab_off, tab_lo, tab_len, resid, step):
+    """log eta(resid - step) - log eta(resid): one measurement cell's change when its count moves by ``step``."""
+    return (_log_noise(kind, inv, tab, tab_off, tab_lo, tab_len, resid - step)
+            - _log_noise(kind, inv, tab, tab_off, tab_lo, tab_len, resid))
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_weights(w, m, d0, u, v, logk, ng, nm, a, a_g_ptr, a_g, gb, gs, gc, g_sign, g_lg_off, lg,
+                   a_m_ptr, a_m, mb, ms, t, y, m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab):
+    """w[d] = log C(m, d) + log F(d), d = 0 .. m: the block's conditional of d, the number of its m records at v
+    (d0 of them now), up to a constant.  F moves one record from u to v per step: each clique or separator g
+    holding a gains sign_g (log(alpha + c_v) - log(alpha + c_u - 1)) at its current counts c, each measurement
+    its two cells' noise-law changes; ``logk[i]`` = log i.  Returns max_d w[d]."""
+    w[0] = 0.0
+    top = 0.0
+    for j in range(ng):  # the counts at d = 0: the block's d0 records at v moved back to u
+        gc[gb[j] + u * gs[j]] += d0
+        gc[gb[j] + v * gs[j]] -= d0
+    for j in range(nm):
+        t[mb[j] + u * ms[j]] += d0
+        t[mb[j] + v * ms[j]] -= d0
+    for d in range(m):
+        lw = w[d] + logk[m - d] - logk[d + 1]
+        for j in range(ng):
+            g = a_g[a_g_ptr[a] + j]
+            cu = gc[gb[j] + u * gs[j]] - d
+            cv = gc[gb[j] + v * gs[j]] + d
+            lw += g_sign[g] * (lg[g_lg_off[g] + cv] - lg[g_lg_off[g] + cu - 1])
+        for j in range(nm):
+            mm = a_m[a_m_ptr[a] + j]
+            cu = mb[j] + u * ms[j]
+            cv = mb[j] + v * ms[j]
+            ru = y[cu] - (t[cu] - d)
+            rv = y[cv] - (t[cv] + d)
+            lw += (_noise_step(m_kind[mm], m_inv[mm], tab, m_tab_off[mm], m_tab_lo[mm], m_tab_len[mm], ru, -1.0)
+                   + _noise_step(m_kind[mm], m_inv[mm], tab, m_tab_off[mm], m_tab_lo[mm], m_tab_len[mm], rv, 1.0))
+        w[d + 1] = lw
+        if lw > top:
+            top = lw
+    for j in range(ng):
+        gc[gb[j] + u * gs[j]] -= d0
+        gc[gb[j] + v * gs[j]] += d0
+    for j in range(nm):
+        t[mb[j] + u * ms[j]] -= d0
+        t[mb[j] + v * ms[j]] += d0
+    return top
+
+
+@numba.njit(cache=True, nogil=True)
+def _flip(rec, a, buf, size, count, new, key, a_idx, move):
+    """rec[., a] <- ``new`` for a uniformly random ``count`` of the ``size`` records in buf (a partial
+    Fisher-Yates shuffle, uniforms 4 + i of the move's counter)."""
+    for i in range(count):
+        j = i + min(int(counter_uniform(key, a_idx, move, 4 + i) * (size - i)), size - i - 1)
+        r = buf[j]
+        buf[j] = buf[i]
+        buf[i] = r
+        rec[r, a] = new
+
+
+@numba.njit(cache=True, nogil=True)
+def group_moves(rec, n, key, moves, sizes, bl_ptr, bl_attr,
+                g_ptr, g_attr, g_stride, g_off, g_sign, gc, g_lg_off, lg, a_g_ptr, a_g,
+                m_ptr, m_attr, m_stride, m_off, t, y, a_m_ptr, a_m,
+                m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab):
+    """Group moves on the first n rows of ``rec``, per attribute a ``moves`` of them (negative: one per blanket
+    cell holding records) -- the module docstring derives them: a blanket cell (the records' values on
+    ``bl_attr[bl_ptr[a]:bl_ptr[a+1]]``) drawn uniformly among those holding records, a record r in it and a value
+    v != u = rec[r, a] drawn uniformly; the block is the cell's records with a in {u, v}; the number d of them at
+    v is drawn from its exact conditional and |d - d0| uniformly chosen records flipped.  Uniforms: the counter
+    (a, move, slot) under ``key``.  ``gc`` and ``t`` are kept in step.  Returns the records flipped."""
+    k = rec.shape[1]
+    keys = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    start = np.empty(n + 1, dtype=np.int64)
+    at_u = np.empty(n, dtype=np.int64)
+    at_v = np.empty(n, dtype=np.int64)
+    w = np.empty(n + 1)
+    logk = np.log(np.arange(n + 1.0))
+    gb = np.empty(g_off.shape[0], dtype=np.int64)
+    gs = np.empty(g_off.shape[0], dtype=np.int64)
+    mb = np.empty(m_off.shape[0], dtype=np.int64)
+    ms = np.empty(m_off.shape[0], dtype=np.int64)
+    flipped = 0
+    for a in range(k):
+        da = sizes[a]
+        if da < 2 or n == 0:
+            continue
+        span = _blanket_keys(rec, n, bl_attr[bl_ptr[a]:bl_ptr[a + 1]], sizes, keys)
+        cells = _group_index(keys, n, span, order, start)
+        ng = a_g_ptr[a + 1] - a_g_ptr[a]
+        nm = a_m_ptr[a + 1] - a_m_ptr[a]
+        for mv in range(moves if moves >= 0 else -moves * cells):
+            c = min(int(counter_uniform(key, a, mv, 0) * cells), cells - 1)
+            lo, hi = start[c], start[c + 1]
+            r = order[min(lo + int(counter_uniform(key, a, mv, 1) * (hi - lo)), hi - 1)]
+            u = rec[r, a]
+            v = min(int(counter_uniform(key, a, mv, 2) * (da - 1)), da - 2)
+            if v >= u:
+                v += 1
+            nu = 0
+            nv = 0
+            for p in range(lo, hi):
+                s = order[p]
+                if rec[s, a] == u:
+                    at_u[nu] = s
+                    nu += 1
+                elif rec[s, a] == v:
+                    at_v[nv] = s
+                    nv += 1
+            for j in range(ng):
+                g = a_g[a_g_ptr[a] + j]
+                base, sa = _cell_without(rec, r, a, g_ptr, g_attr, g_stride, g)
+                gb[j] = g_off[g] + base
+                gs[j] = sa
+            for j in range(nm):
+                mm = a_m[a_m_ptr[a] + j]
+                base, sa = _cell_without(rec, r, a, m_ptr, m_attr, m_stride, mm)
+                mb[j] = m_off[mm] + base
+                ms[j] = sa
+            m = nu + nv
+            top = _group_weights(w, m, nv, u, v, logk, ng, nm, a, a_g_ptr, a_g, gb, gs, gc, g_sign, g_lg_off, lg,
+                                 a_m_ptr, a_m, mb, ms, t, y, m_kind, m_inv, m_tab_off, m_tab_lo, m_tab_len, tab)
+            d = pick_from_log_weights(w, m + 1, top, counter_uniform(key, a, mv, 3))
+            step = d - nv  # records moving from u to v (negative: from v to u)
+            if step > 0:
+                _flip(rec, a, at_u, nu, step, v, key, a, mv)
+            elif step < 0:
+                _flip(rec, a, at_v, nv, -step, u, key, a, mv)
+            for j in range(ng):
+                gc[gb[j] + u * gs[j]] -= step
+                gc[gb[j] + v * gs[j]] += step
+            for j in range(nm):
+                t[mb[j] + u * ms[j]] -= step
+                t[mb[j] + v * ms[j]] += step
+            flipped += abs(step)
+    return flipped
 
 
 @numba.njit(cache=True, nogil=True)
@@ -350,6 +591,11 @@ class Problem:
         self.g_sign = np.array(g_sign, float)
         self.gc_size = off
         self.a_g_ptr, self.a_g = _inverse(k, [[col[a] for a in c] for c, _ in groups])
+        # each attribute's blanket: the other attributes of the junction-tree cliques holding it (every group and
+        # measurement holding it lies inside it and the blanket), the grouping key of its group moves
+        blankets = [sorted({col[b] for c in tree.cliques if a in c for b in c} - {col[a]}) for a in attrs]
+        self.bl_ptr = np.cumsum([0] + [len(b) for b in blankets]).astype(np.int64)
+        self.bl_attr = np.array([b for bl in blankets for b in bl], dtype=np.int64)
         # measurements
         m_ptr, m_attr, m_stride, m_off, m_len, off = [0], [], [], [], [], 0
         y = []
@@ -454,6 +700,15 @@ class Problem:
                      lg, self.a_g_ptr, self.a_g, self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
                      self.a_m_ptr, self.a_m, self.m_kind, self.m_inv, tab_off, tab_lo, tab_len, tab)
 
+    def group(self, rec, n, gc, lg_off, lg, t, key, moves, noise) -> int:
+        """``moves`` group moves per attribute on rec[:n] (uniforms from the counter under ``key``); returns the
+        records flipped."""
+        tab_off, tab_lo, tab_len, tab = noise
+        return int(group_moves(rec, n, np.uint64(key), moves, self.sizes, self.bl_ptr, self.bl_attr,
+                               self.g_ptr, self.g_attr, self.g_stride, self.g_off, self.g_sign, gc, lg_off, lg,
+                               self.a_g_ptr, self.a_g, self.m_ptr, self.m_attr, self.m_stride, self.m_off, t, self.y,
+                               self.a_m_ptr, self.a_m, self.m_kind, self.m_inv, tab_off, tab_lo, tab_len, tab))
+
     def moves(self, rec, n, gc, lg_off, lg, t, u, noise) -> tuple[int, int]:
         """Birth/death moves (``u``: one row of 3 + cliques uniforms per move); returns (n, accepted)."""
         tab_off, tab_lo, tab_len, tab = noise
@@ -519,10 +774,13 @@ def _memory_check(model, chains: int, draws: int, n: int) -> None:
 
 
 def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thin: int, seed, progress=None,
-               moves: int = 0):
-    """One chain: ``warmup + draws * thin`` sweeps; with the total unknown (``prob.n`` None) each sweep ends in
-    ``moves`` birth/death moves, the records array grown (capacity doubled, look-up tables rebuilt) between
-    sweeps whenever fewer than ``moves`` free rows are left, so a birth never finds it full."""
+               moves: int = 0, group: int = 0, record_sweep: bool = True):
+    """One chain: ``warmup + draws * thin`` sweeps, each the record sweep, then ``group`` group moves per attribute
+    (-c: c per blanket cell; their uniforms from a key the chain's generator draws only when ``group`` is not 0,
+    so that 0 gives the draws of the record sweep alone); with the total unknown (``prob.n`` None) each sweep ends in ``moves`` birth/death
+    moves, the records array grown (capacity doubled, look-up tables rebuilt) between sweeps whenever fewer than
+    ``moves`` free rows are left, so a birth never finds it full.  ``record_sweep`` False leaves the group moves
+    alone (a test of their kernel)."""
     rng = np.random.default_rng(seed)
     tree = prob.tree
     alpha = tree.prior_alpha(concentration)
@@ -546,7 +804,10 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
     kept = 0
     nq = len(tree.cliques)
     for it in range(total):
-        prob.sweep(rec[:n], gc, lg_off, lg, t, rng.random((n, k)), noise)
+        if record_sweep:
+            prob.sweep(rec[:n], gc, lg_off, lg, t, rng.random((n, k)), noise)
+        if group:
+            prob.group(rec, n, gc, lg_off, lg, t, rng.integers(0, 2 ** 63), group, noise)
         acc = 0
         if unknown:
             if n + moves > cap:
@@ -592,7 +853,8 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
             report_status(f"da: sweep {done}/{total}")
 
     results = map_chains(lambda c: _run_chain(prob, conc, options.warmup, options.draws, options.thin, seeds[c],
-                                              progress if c == 0 and not options.quiet else None, moves),
+                                              progress if c == 0 and not options.quiet else None, moves,
+                                              -CELL_MOVES if options.group_moves is None else options.group_moves),
                          options.chains, workers)
     tree = prob.tree
     draws = {}
@@ -603,7 +865,9 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
     stats = {"noise_loglik": np.stack([r[2] for r in results])}
     attrs = {"algorithm": "data augmentation over the confidential records (hyper-Dirichlet | records; each "
                           "record's attributes | parameters, exact noise laws)",
-             "options_warmup": options.warmup, "options_thin": options.thin}
+             "options_warmup": options.warmup, "options_thin": options.thin,
+             "options_group_moves": f"{CELL_MOVES} per blanket cell" if options.group_moves is None
+             else options.group_moves}
     if model.n is None:
         draws["n"] = np.stack([r[3] for r in results])
         stats["n_move_accept"] = np.stack([r[4] for r in results])

@@ -135,6 +135,16 @@ def splitmix64(z):
     return z ^ (z >> np.uint64(31))
 
 
+@numba.njit(cache=True, inline="always")
+def counter_uniform(key, a, b, c):
+    """A uniform in (0, 1) from the counter (a, b, c) under ``key`` (splitmix64 chained): random numbers a kernel
+    draws as it goes, in any number, reproducible from one key the chain's generator gives."""
+    z = splitmix64(key ^ (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)))
+    z = splitmix64(z + np.uint64(b) * np.uint64(0xD1B54A32D192ED03))
+    z = splitmix64(z + np.uint64(c) * np.uint64(0x8CB92BA72F3D8DD7))
+    return (np.float64(z >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
 @numba.njit(cache=True, nogil=True)
 def pick_from_log_weights(w, size, top, u):
     """Inverse-CDF draw of an index in [0, size) with probabilities proportional to exp(w[:size]) (``top``: their

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .mcmc_common import splitmix64
+from .mcmc_common import counter_uniform
 
 #: the most stepping-out steps of a slice update (split at random between the two sides)
 STEP_OUT = 50
@@ -36,16 +36,8 @@ def _lfact(lgam, k):
 
 
 # --------------------------------------------------------------------------- counter-based uniforms
-_mix = splitmix64
-
-
-@numba.njit(cache=True, inline="always")
-def _uniform(key, a, b, c):
-    """A uniform in (0, 1) from the counter (a, b, c) under ``key`` (splitmix64 chained)."""
-    z = _mix(key ^ (np.uint64(a) * np.uint64(0x9E3779B97F4A7C15)))
-    z = _mix(z + np.uint64(b) * np.uint64(0xD1B54A32D192ED03))
-    z = _mix(z + np.uint64(c) * np.uint64(0x8CB92BA72F3D8DD7))
-    return (np.float64(z >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+#: a uniform in (0, 1) from the counter (a, b, c) under ``key``
+_uniform = counter_uniform
 
 
 @numba.njit(cache=True, inline="always")
