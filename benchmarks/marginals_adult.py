@@ -583,8 +583,8 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per (epsilon, repeat) process")
     ap.add_argument("--concentration", type=float, default=None, help="the hyper-Dirichlet prior's total "
                     "concentration A (default: the package's)")
-    ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per attribute per sweep "
-                    "(default: the package's; 0: the record sweep alone)")
+    ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per blanket cell, "
+                    "per attribute and sweep (default: the package's, 0: the record sweep alone)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)

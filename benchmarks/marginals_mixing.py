@@ -5,7 +5,8 @@ model) and two more pairs, n = 5,000, discrete Gaussian noise sigma 20 per cell 
 
 Prints max R-hat and min bulk ESS over every clique cell, wall and CPU seconds of the inference (4 chains, after
 one tiny call that compiles).  Compare settings at equal CPU by scaling --warmup and --draws with the per-sweep
-cost, e.g. ``--group-moves 0 --warmup 300 --draws 1200`` against the default with ``--warmup 130 --draws 520``.
+cost, e.g. ``--group-moves 0 --warmup 300 --draws 1200`` (the default) against ``--group-moves 4 --warmup 130 --draws
+520``.
 """
 
 from __future__ import annotations

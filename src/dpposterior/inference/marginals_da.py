@@ -47,8 +47,10 @@ augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022, whose record-b
    respect to the posterior (a random-scan Gibbs sampler whose selection is invariant under its own move).  A
    block can hold one record, so the moves alone are irreducible (tests/test_marginals.py runs them alone
    against enumeration).  Picking the cell uniformly, not the record, makes a move's cost O(n / G) on average
-   and visits the small cells (rare levels) as often as the large ones; ``group_moves`` per attribute, by
-   default 4 per blanket cell holding records (about four record visits per attribute per sweep).  The blanket
+   and visits the small cells (rare levels) as often as the large ones; the option ``group_moves`` = c makes
+   c moves per blanket cell holding records, per attribute and sweep (about c record visits per attribute per
+   sweep).  It is 0 -- off -- by default: on Adult's 10 attributes at epsilon 0.1 the moves made the chains
+   disagree more, not less (docs/marginals.md, "Limits").  The blanket
    cells are indexed once per attribute and sweep (a counting sort, or a sort, of a mixed-radix code), since
    a's moves never change them.  Uniforms: counter-based, under a key the chain's generator draws per sweep
    only when the moves are on, so ``group_moves=0`` reproduces the record sweep's draws exactly;
@@ -112,9 +114,6 @@ KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
 N_UNBOUNDED = 2 ** 62
 #: the fewest birth/death moves per sweep (the default's floor)
 MIN_MOVES = 20
-#: group moves per attribute per sweep by default: this many per blanket cell holding records (the compiled
-#: kernel reads a negative count -c as c per cell)
-CELL_MOVES = 4
 
 
 @dataclass(frozen=True)
@@ -128,9 +127,10 @@ class MarginalsDAOptions(MCMCOptions):
     n_moves: int | None = option(None, "int", "birth/death moves on the records per sweep, a release without n only "
                                  "(default: 4 x the smallest measurement's total-noise variance, at least 20)",
                                  low=1, nullable=True)
-    group_moves: int | None = option(None, "int", "group moves per attribute per sweep: block Gibbs over how many "
-                                     "records of one blanket cell take each of two values (default: 4 per blanket "
-                                     "cell holding records; 0: the record sweep alone)", low=0, nullable=True)
+    group_moves: int = option(0, "int", "group moves per blanket cell holding records, per attribute and sweep: "
+                              "block Gibbs over how many records of one blanket cell take each of two values (each "
+                              "costs about one record visit per attribute; 0, the default: the record sweep alone)",
+                              low=0)
 
 
 @dataclass(frozen=True)
@@ -854,7 +854,7 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
 
     results = map_chains(lambda c: _run_chain(prob, conc, options.warmup, options.draws, options.thin, seeds[c],
                                               progress if c == 0 and not options.quiet else None, moves,
-                                              -CELL_MOVES if options.group_moves is None else options.group_moves),
+                                              -options.group_moves),
                          options.chains, workers)
     tree = prob.tree
     draws = {}
@@ -866,8 +866,7 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
     attrs = {"algorithm": "data augmentation over the confidential records (hyper-Dirichlet | records; each "
                           "record's attributes | parameters, exact noise laws)",
              "options_warmup": options.warmup, "options_thin": options.thin,
-             "options_group_moves": f"{CELL_MOVES} per blanket cell" if options.group_moves is None
-             else options.group_moves}
+             "options_group_moves": options.group_moves}
     if model.n is None:
         draws["n"] = np.stack([r[3] for r in results])
         stats["n_move_accept"] = np.stack([r[4] for r in results])
