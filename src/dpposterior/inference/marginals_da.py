@@ -304,12 +304,7 @@ def _group_weights(w, m, d0, u, v, logk, ng, nm, a, a_g_ptr, a_g, gb, gs, gc, g_
     its two cells' noise-law changes; ``logk[i]`` = log i.  Returns max_d w[d]."""
     w[0] = 0.0
     top = 0.0
-    for j in range(ng):  # the counts at d = 0: the block's d0 records at v moved back to u
-        gc[gb[j] + u * gs[j]] += d0
-        gc[gb[j] + v * gs[j]] -= d0
-    for j in range(nm):
-        t[mb[j] + u * ms[j]] += d0
-        t[mb[j] + v * ms[j]] -= d0
+    _shift(gc, t, gb, gs, mb, ms, ng, nm, v, u, d0)  # the counts at d = 0: the block's d0 records at v back at u
     for d in range(m):
         lw = w[d] + logk[m - d] - logk[d + 1]
         for j in range(ng):
@@ -328,13 +323,20 @@ def _group_weights(w, m, d0, u, v, logk, ng, nm, a, a_g_ptr, a_g, gb, gs, gc, g_
         w[d + 1] = lw
         if lw > top:
             top = lw
-    for j in range(ng):
-        gc[gb[j] + u * gs[j]] -= d0
-        gc[gb[j] + v * gs[j]] += d0
-    for j in range(nm):
-        t[mb[j] + u * ms[j]] -= d0
-        t[mb[j] + v * ms[j]] += d0
+    _shift(gc, t, gb, gs, mb, ms, ng, nm, u, v, d0)
     return top
+
+
+@numba.njit(cache=True, nogil=True)
+def _shift(gc, t, gb, gs, mb, ms, ng, nm, src, dst, k):
+    """k records of one blanket cell moved from value ``src`` to ``dst`` of the attribute: the counts of the
+    groups (``gb``/``gs``: the cell's base offsets and the attribute's strides) and measurements holding it."""
+    for j in range(ng):
+        gc[gb[j] + src * gs[j]] -= k
+        gc[gb[j] + dst * gs[j]] += k
+    for j in range(nm):
+        t[mb[j] + src * ms[j]] -= k
+        t[mb[j] + dst * ms[j]] += k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -418,12 +420,7 @@ def group_moves(rec, n, key, moves, sizes, bl_ptr, bl_attr,
                 _flip(rec, a, at_u, nu, step, v, key, a, mv)
             elif step < 0:
                 _flip(rec, a, at_v, nv, -step, u, key, a, mv)
-            for j in range(ng):
-                gc[gb[j] + u * gs[j]] -= step
-                gc[gb[j] + v * gs[j]] += step
-            for j in range(nm):
-                t[mb[j] + u * ms[j]] -= step
-                t[mb[j] + v * ms[j]] += step
+            _shift(gc, t, gb, gs, mb, ms, ng, nm, u, v, step)
             flipped += abs(step)
     return flipped
 
