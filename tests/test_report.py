@@ -68,6 +68,27 @@ def test_posterior_report_with_compare(files, tmp_path):
     assert "Theorem 2" in html and "of draws outside" in html
 
 
+def test_report_closes_the_files_it_read(files, tmp_path, monkeypatch):
+    """``report`` closes the posteriors it read instead of leaving that to the garbage collector: ArviZ 0.x reads
+    lazily, so data that outlive the call (here kept in a list; in a process whose collector froze them, a
+    reference cycle) would keep the file open, and reopening it for writing fails ("already open for
+    read-only")."""
+    import h5py
+
+    import dpposterior.report as report
+
+    kept = []
+    real = report.load_posterior
+    monkeypatch.setattr(report, "load_posterior", lambda *a, **k: kept.append(real(*a, **k)) or kept[-1])
+    for name in ("post.nc", "naive.nc"):
+        shutil.copy(files / name, tmp_path / name)
+    write_report(tmp_path / "post.nc", tmp_path / "rep", compare=[tmp_path / "naive.nc"])
+    assert len(kept) == 2
+    for name in ("post.nc", "naive.nc"):
+        with h5py.File(tmp_path / name, "r+") as fh:
+            fh.attrs["touched"] = 1
+
+
 def test_iid_posterior_has_no_trace_plot(files, tmp_path):
     write_report(files / "naive.nc", tmp_path / "rep")
     assert not (tmp_path / "rep" / "trace.png").exists()

@@ -66,6 +66,17 @@ def read_netcdf(path):
     return data
 
 
+def close(data) -> None:
+    """Close the file a posterior read by :func:`read_netcdf` may still hold: ArviZ 0.x reads each group lazily,
+    so the file stays open until the garbage collector frees the data, and opening it for writing in between
+    fails ("file is already open for read-only").  Call it when the data are no longer needed."""
+    if is_datatree(data):
+        data.close()
+        return
+    for name in group_names(data):
+        group(data, name).close()
+
+
 def group_names(data) -> list[str]:
     """The groups of an InferenceData or a DataTree (its child nodes), in their order."""
     if is_datatree(data):

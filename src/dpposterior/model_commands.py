@@ -126,9 +126,14 @@ def report_model_command(posterior, out, compare, model_spec) -> Path:
         result = load_calibration(path)
         _require_same_model(result.get("model"), model, path, "calibration result")
         return write_report(path, out, compare=list(compare or []))
+    from .arviz_compat import close
+
     idata = load_posterior(path)
-    _require_same_model(_attrs(idata).get("model"), model, path, "posterior")
-    missing = [name for name in model.names if name not in idata.posterior.data_vars]
+    try:
+        _require_same_model(_attrs(idata).get("model"), model, path, "posterior")
+        missing = [name for name in model.names if name not in idata.posterior.data_vars]
+    finally:
+        close(idata)
     if missing:
         raise InputError("--model", f"{path} has no parameter {missing[0]!r} of model {model.name!r}: it is a "
                          "posterior of another model")

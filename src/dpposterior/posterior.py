@@ -357,7 +357,7 @@ class Posterior:
     @classmethod
     def read(cls, path, field: str = "posterior") -> "Posterior":
         """A posterior file (netCDF, as ``infer --out`` writes it) read back; a one-line error naming ``field``."""
-        from .arviz_compat import group, read_netcdf
+        from .arviz_compat import close, group, read_netcdf
         from .errors import InputError, check_input_file
 
         check_input_file(path, field)
@@ -365,9 +365,12 @@ class Posterior:
             idata = read_netcdf(path)
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(field, f"cannot read a posterior file ({type(exc).__name__}: {exc})") from None
-        if group(idata, "posterior") is None:
-            raise InputError(field, "holds no posterior group")
-        return cls.from_arviz(idata)
+        try:
+            if group(idata, "posterior") is None:
+                raise InputError(field, "holds no posterior group")
+            return cls.from_arviz(idata)  # numpy copies: the file is no longer needed
+        finally:
+            close(idata)
 
 
 def draws_sha256(posterior: dict) -> str:

@@ -329,10 +329,24 @@ def _iid(attrs: dict) -> bool:
 
 def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None = None,
                         geometry_key: str | None = None):
+    """(title, sections) of a posterior's report; the files read are closed when the sections are built."""
+    from .arviz_compat import close
+
+    opened: list = []
+    try:
+        return _build_posterior_sections(path, compare, geometry, geometry_key, opened)
+    finally:
+        for data in opened:
+            close(data)
+
+
+def _build_posterior_sections(path: Path, compare: list[Path], geometry: Path | None, geometry_key: str | None,
+                              opened: list):
     from . import progress
 
     progress.status("reading the posterior")
     main_idata = load_posterior(path)
+    opened.append(main_idata)
     main_attrs = _attrs(main_idata)
     family = str(main_attrs.get("family", "?"))
     registered = registered_family(family)
@@ -354,6 +368,7 @@ def _posterior_sections(path: Path, compare: list[Path], geometry: Path | None =
     notes: list[str] = []
     for p in compare:
         idata = load_posterior(p, "compare")
+        opened.append(idata)
         attrs = _attrs(idata)
         _check_belongs(main_attrs, attrs, path, p)
         others.append(Loaded(_label(attrs, p.stem), idata, components(idata, skip=skip), attrs))
