@@ -77,3 +77,36 @@ def test_a_killed_worker_changes_nothing(cluster, monkeypatch):
     assert killed and procs["w2"].wait(timeout=30) is not None
     assert post.attrs["partitions_rebuilt"] >= 1
     _same(serial, post)
+
+
+class _ScatterClient:
+    """A client whose scheduler refuses the first ``refusals`` scatters (KeyError: a worker it no longer has)."""
+
+    def __init__(self, refusals):
+        self.refusals, self.calls = refusals, 0
+
+    def scatter(self, data, workers=None):
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise KeyError(workers[0])
+        return ("handle", workers[0])
+
+
+@pytest.mark.parametrize("refusals, timeout, placed", [(2, 30.0, True), (10 ** 6, 0.5, False)])
+def test_parts_are_placed_again_when_a_listed_worker_is_gone(monkeypatch, refusals, timeout, placed):
+    """The client's list of workers lags the scheduler's: a scatter to a worker killed a moment ago is refused
+    with KeyError (seen in CI after a SIGKILL).  The parts are placed again on the workers listed then; with no
+    placement for --worker-timeout seconds, a one-line ClusterError."""
+    from dpposterior.execution import ClusterError
+    from dpposterior.inference import census_da as cd
+
+    runner = cd.PartRunner.__new__(cd.PartRunner)
+    runner.parts, runner.client, runner.worker_timeout = ["p0", "p1"], _ScatterClient(refusals), timeout
+    monkeypatch.setattr(cd.PartRunner, "_workers", lambda self: ["tcp://w1", "tcp://w2"])
+    if placed:
+        runner._place()
+        assert runner.handles == [("handle", "tcp://w1"), ("handle", "tcp://w2")]
+        assert runner.client.calls == 2 + 2  # two refused, then both parts
+    else:
+        with pytest.raises(ClusterError, match="worker-timeout"):
+            runner._place()

@@ -857,9 +857,25 @@ class PartRunner:
 
     def _place(self) -> None:
         # each part, and each sweep's data for it, on one worker in turn (no copy between workers)
-        names = self._workers()
-        self.where = [[names[i % len(names)]] for i in range(len(self.parts))]
-        self.handles = [self.client.scatter(p, workers=w) for p, w in zip(self.parts, self.where)]
+        import time
+        from concurrent.futures import CancelledError
+
+        from ..execution import ClusterError
+
+        start = time.monotonic()
+        while True:
+            names = self._workers()
+            try:
+                self.where = [[names[i % len(names)]] for i in range(len(self.parts))]
+                self.handles = [self.client.scatter(p, workers=w) for p, w in zip(self.parts, self.where)]
+                return
+            except (KeyError, CancelledError, OSError):
+                # a worker listed a moment ago is gone (the scheduler refuses a scatter to it with KeyError):
+                # list the live ones again, up to --worker-timeout
+                if time.monotonic() - start > self.worker_timeout:
+                    raise ClusterError(f"could not place the partitions on a live Dask worker for "
+                                       f"{self.worker_timeout:g} s (--worker-timeout)") from None
+                time.sleep(0.2)
 
     def _workers(self) -> list[str]:
         from ..execution import live_workers
@@ -888,7 +904,8 @@ class PartRunner:
                                                       float(hyp[0]), float(hyp[1]), pure=False, workers=w,
                                                       allow_other_workers=True))
                 return self.client.gather(futures)
-            except (CancelledError, KilledWorker, OSError):  # a worker lost with a part (OSError: its comm)
+            except (CancelledError, KilledWorker, OSError, KeyError):
+                # a worker lost with a part (OSError: its comm; KeyError: the scheduler refusing a scatter to it)
                 if attempt == 3:
                     raise
                 self._replace(generation)
