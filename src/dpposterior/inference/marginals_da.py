@@ -217,8 +217,7 @@ def record_sweep(rec, u, sizes,
                     m = a_m[a_m_ptr[a] + j]
                     cell = mb[j] + v * ms[j]
                     resid = y[cell] - t[cell]
-                    lw += (_log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid - 1.0)
-                           - _log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid))
+                    lw += _noise_step(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid, 1.0)
                 w[v] = lw
                 if lw > top:
                     top = lw
@@ -519,8 +518,7 @@ def birth_death(rec, n, n_lo, n_hi, u, sizes, nq,
         for m in range(nm):
             cell = m_off[m] + _cell_of(rec, r, m_ptr, m_attr, m_stride, m)
             resid = y[cell] - t[cell]
-            dl += (_log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid - step)
-                   - _log_noise(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid))
+            dl += _noise_step(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m], resid, step)
         if not (dl >= 0.0 or u[j, 1] < math.exp(dl)):
             continue
         for g in range(ng):
