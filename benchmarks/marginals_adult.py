@@ -372,7 +372,7 @@ def worker(args) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        post = dpposterior.infer(rel, method="da", draws=args.draws, warmup=args.warmup, chains=args.chains,
+        post = dpposterior.infer(rel, method=args.method, draws=args.draws, warmup=args.warmup, chains=args.chains,
                                  prior=None if args.concentration is None else {"concentration": args.concentration},
                                  seed=seed, **({} if args.group_moves is None else {"group_moves": args.group_moves}))
         res["infer_seconds"] = time.perf_counter() - t0
@@ -453,7 +453,8 @@ def run_child(extra: list[str], args, cores: int) -> dict:
            str(args.warmup), "--chains", str(args.chains), "--seed", str(args.seed), "--attributes",
            str(args.attributes), "--mbi-iters", str(args.mbi_iters),
            *([] if args.concentration is None else ["--concentration", repr(args.concentration)]),
-           *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--m", *map(str, args.m),
+           *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--method", args.method,
+           "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
     from _out import run_worker
 
@@ -585,6 +586,7 @@ def main(argv=None) -> None:
                     "concentration A (default: the package's)")
     ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per blanket cell, "
                     "per attribute and sweep (default: the package's, 0: the record sweep alone)")
+    ap.add_argument("--method", default="da", choices=("da", "clt"), help="the marginals engine (default da)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)
@@ -620,7 +622,8 @@ def main(argv=None) -> None:
     out = out_path(args.out, f"marginals_adult_{args.attributes}.json", args.update_results)
     cores = len(os.sched_getaffinity(0))
     meta = {"attributes": args.attributes, "epsilons": args.epsilons, "repeats": args.repeats, "draws": args.draws,
-            "warmup": args.warmup, "chains": args.chains, "m": args.m, "levels": args.levels, "seed": args.seed,
+            "warmup": args.warmup, "chains": args.chains, "method": args.method, "m": args.m, "levels": args.levels,
+            "seed": args.seed,
             "peer": args.peer, "mbi_iters": args.mbi_iters, "data": str(args.data), "cores": cores,
             "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),

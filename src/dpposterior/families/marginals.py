@@ -43,7 +43,7 @@ from pydantic import Field, field_validator, model_validator
 from ..cliques import JunctionTree
 from ..errors import InputError
 from ..mechanisms.registry import from_record, get_mechanism, is_integer_noise
-from ..observation import RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
+from ..observation import MOMENTS, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
 from ..release import (FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord, record_cost, flag_large_delta,
                        require_noise_at_least)
 from . import EngineSpec, Family, SimulatedRelease
@@ -359,7 +359,7 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
 
     latent = LatentStatistic(f"the {release.n if release.n is not None else 'unknown number of'} records of "
                              f"{len(release.domain)} categorical attributes",
-                             frozenset({RECORDS, SIMULATE}), tree)
+                             frozenset({RECORDS, MOMENTS, SIMULATE}), tree)
     attrs = {"junction_tree": json.dumps(tree.to_record()), "prior": json.dumps(prior.to_dict())}
     if release.n is not None:
         attrs["n"] = int(release.n)
@@ -541,6 +541,7 @@ FAMILY = Family(
     methods={
         "da": EngineSpec.of("dpposterior.inference.marginals_da", "marginals_da", "MarginalsDAOptions"),
         "naive": EngineSpec.of("dpposterior.inference.marginals_da", "marginals_naive", "MarginalsNaiveOptions"),
+        "clt": EngineSpec.of("dpposterior.inference.marginals_clt", "marginals_clt", "MarginalsCLTOptions"),
     },
     auto_method="da",
     parse_prior=parse_prior,

@@ -1,0 +1,342 @@
+"""Engine ``clt`` of the ``marginals`` family: the hyper-Dirichlet posterior of the clique tables under the
+central-limit likelihood of the noisy marginals -- NAPSU-MQ's likelihood (Räisä, Jälkö, Kaski & Honkela, "Noise-aware
+differentially private synthetic data", AISTATS 2023, Sec. 3.2, eq. 4-5) with every mechanism's exact noise
+variance -- sampled by NUTS (Hoffman & Gelman 2014, through NumPyro) in coordinates whitened by the Laplace
+approximation at the posterior mode.
+
+**The likelihood.** The released vector y (every measurement's noisy table, flattened in C order and joined) is
+y = t + e: t the true marginal counts of the n records, drawn i.i.d. from the table's law p, and e independent noise
+with each mechanism's exact variance v_j per cell (:attr:`Mechanism.noise_variance`: the discrete Gaussian's by
+summation of its mass, not sigma^2).  t is the sum of n i.i.d. indicator vectors, so by the multivariate central
+limit theorem
+
+    t ~ N(n mu(p), n C(p)),   mu_a(p)_i = P(x_a = i),   C = Pi - mu mu^T,
+    Pi_ab(i, j) = P(x_a = i, x_b = j)   (the joint law of two measured cliques; 0 where i and j disagree on an
+                                          attribute both hold),
+
+and y ~ N(n mu(p), S(p)), S = n C(p) + diag(v).  The engine evaluates S once, at the posterior mode (a mode found with
+S at the uniform table, then S at that mode and the mode again): the *plug-in covariance*.  Over the posterior p
+moves by O(n^-1/2) of itself, so S changes by a relative O(n^-1/2), and the log-determinant that a p-dependent S
+would add has a gradient O(1) against the quadratic form's O(n); NAPSU-MQ evaluates S at every p.  The Gaussian
+law of t is the approximation: it holds where every measured cell's expected count n mu_i is large against one,
+and fails for a table of few records (docs/marginals.md, "Engines", measures its error against ``da``).
+
+**Parameters and prior.** The junction tree's conditional tables: the root clique's joint table and, for every
+other clique C with separator S, p(x_{C \\ S} | x_S), each row in additive log-ratio coordinates (the last cell's
+logit fixed at 0).  The hyper-Dirichlet prior (Dawid & Lauritzen 1993, "Hyper Markov laws in the statistical
+analysis of decomposable graphical models", Ann. Statist. 21, Sec. 7) makes these conditionals independent
+Dirichlet(alpha_C(x_S, .)) laws, and a Dirichlet(alpha) in additive log-ratio coordinates has log density
+sum_k alpha_k log p_k + const ((alpha_k - 1) from the density, one more from the Jacobian prod_k p_k).  With
+alpha_C = A / |dom C| on every cell, the log prior is sum_C (A / |dom C|) sum_cells log p(x_{C \\ S} | x_S).
+
+**Sampling.** The mode theta* by L-BFGS (scipy) on the jitted log density and its gradient (JAX); H the Hessian
+of the negative log density there (JAX), W = V diag(lambda^-1/2) from its eigen-decomposition (eigenvalues
+clipped at 1e-10 of the largest); NUTS on z, theta = theta* + W z, whose posterior is near N(0, I) where the
+Laplace approximation is good, with a diagonal mass matrix adapted in warm-up.  Chains start at z ~ N(0, I).
+The draws are exact draws of the plug-in-covariance CLT posterior up to MCMC error (R-hat and ESS checked after
+the run as for every engine); the Laplace approximation only preconditions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cliques import JunctionTree
+from ..errors import InputError
+from ..options import MCMCOptions, option
+from ..progress import status as report_status
+
+#: eigenvalues of the Hessian below this fraction of the largest are clipped (a flat direction of the posterior)
+EIGEN_FLOOR = 1e-10
+
+
+@dataclass(frozen=True)
+class MarginalsCLTOptions(MCMCOptions):
+    engine = "clt"
+
+    draws: int = option(1000, "int", "posterior draws per chain", low=1)
+    chains: int = option(4, "int", "chains (run one after another)", low=1)
+    warmup: int = option(500, "int", "NUTS warm-up iterations per chain (step size and diagonal mass adapted)",
+                         low=1)
+    thin: int = option(1, "int", "NUTS iterations per kept draw", low=1)
+    target_accept: float = option(0.8, "float", "NUTS target acceptance probability", low=0.5, high=0.99)
+
+
+class Layout:
+    """Where each junction-tree conditional table's free logits sit in theta, and how the tables and the
+    measurements' expected tables follow from them."""
+
+    def __init__(self, tree: JunctionTree, measured_cliques):
+        self.tree = tree
+        self.blocks = []
+        off = 0
+        for k, c in enumerate(tree.cliques):
+            shape = tree.shape(c)
+            sep = tree.separators[k] if tree.parents[k] >= 0 else ()
+            sep_axes = tuple(c.index(a) for a in sep)
+            rest_axes = tuple(i for i in range(len(c)) if i not in sep_axes)
+            n_sep = int(math.prod(shape[i] for i in sep_axes))
+            n_rest = int(math.prod(shape[i] for i in rest_axes))
+            order = sep_axes + rest_axes  # the (sep..., rest...) layout's axes in the clique's order
+            self.blocks.append({
+                "clique": tuple(c), "shape": shape, "parent": tree.parents[k], "sep": tuple(sep),
+                "n_sep": n_sep, "n_rest": n_rest, "offset": off, "size": n_sep * (n_rest - 1),
+                "grouped": tuple(shape[i] for i in order), "to_clique": tuple(int(np.argsort(order)[i])
+                                                                           for i in range(len(c))),
+                "alpha": None})
+            off += n_sep * (n_rest - 1)
+        self.dim = off
+        self.measured = [tuple(m) for m in measured_cliques]
+        self.containing = []
+        for m in self.measured:
+            k = tree.containing(m)
+            if k is None:  # the junction tree is built to hold every measured clique
+                raise InputError("measurements", f"no clique of the model holds ({', '.join(m)})")
+            self.containing.append(k)
+
+    # ---------------------------------------------------------------- tables from theta (xp: numpy or jax.numpy)
+    @staticmethod
+    def _marginal(xp, table, clique, attrs):
+        keep = [clique.index(a) for a in attrs]
+        drop = tuple(i for i in range(len(clique)) if i not in keep)
+        out = xp.sum(table, axis=drop) if drop else table
+        remaining = [i for i in range(len(clique)) if i in keep]
+        return xp.transpose(out, [remaining.index(i) for i in keep])
+
+    def log_conditionals(self, xp, theta, log_softmax):
+        """Each block's log p(rest | sep) as (n_sep, n_rest)."""
+        out = []
+        for b in self.blocks:
+            eta = theta[b["offset"]:b["offset"] + b["size"]].reshape(b["n_sep"], b["n_rest"] - 1)
+            full = xp.concatenate([eta, xp.zeros((b["n_sep"], 1), dtype=eta.dtype)], axis=1)
+            out.append(log_softmax(full, axis=1))
+        return out
+
+    def tables(self, xp, logc):
+        tables = []
+        for b, lc in zip(self.blocks, logc):
+            cond = xp.exp(lc)
+            if b["parent"] >= 0:
+                parent = self.blocks[b["parent"]]
+                p_sep = self._marginal(xp, tables[b["parent"]], parent["clique"], b["sep"]).reshape(b["n_sep"], 1)
+                cond = cond * p_sep
+            tables.append(xp.transpose(cond.reshape(b["grouped"]), b["to_clique"]))
+        return tables
+
+    def means(self, xp, tables):
+        """mu: every measurement's expected table (probabilities), flattened and joined."""
+        return xp.concatenate([self._marginal(xp, tables[k], self.blocks[k]["clique"], m).reshape(-1)
+                               for m, k in zip(self.measured, self.containing)])
+
+    def start(self) -> np.ndarray:
+        return np.zeros(self.dim)
+
+
+def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
+    """Pi: Pi_ab(i, j) = P(x_a = i, x_b = j) for every pair of measured cliques, from the clique tables (one draw,
+    numpy), by the joint law of the two cliques' union (variable elimination, :meth:`JunctionTree.marginal`)."""
+    sizes = [int(math.prod(tree.shape(m))) for m in measured]
+    offs = np.cumsum([0] + sizes)
+    out = np.zeros((offs[-1], offs[-1]))
+    for a, ca in enumerate(measured):
+        va = np.unravel_index(np.arange(sizes[a]), tree.shape(ca))
+        for b in range(a, len(measured)):
+            cb = measured[b]
+            extra = tuple(x for x in cb if x not in ca)
+            joint = tree.marginal(tables, tuple(ca) + extra)
+            vb = np.unravel_index(np.arange(sizes[b]), tree.shape(cb))
+            agree = np.ones((sizes[a], sizes[b]), dtype=bool)
+            for x in cb:
+                if x in ca:
+                    agree &= va[ca.index(x)][:, None] == vb[cb.index(x)][None, :]
+            idx = tuple(np.broadcast_to(va[i][:, None], agree.shape) for i in range(len(ca)))
+            idx += tuple(np.broadcast_to(vb[cb.index(x)][None, :], agree.shape) for x in extra)
+            block = np.where(agree, joint[idx], 0.0)
+            out[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
+            out[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
+    return out
+
+
+def clt_covariance(tree, tables, measured, n: int, noise_var: np.ndarray) -> np.ndarray:
+    """S = n (Pi - mu mu^T) + diag(v): the covariance of the released vector under the CLT."""
+    pi = second_moments(tree, tables, measured)
+    mu = np.concatenate([tree.marginal(tables, m).ravel() for m in measured])
+    return n * (pi - np.outer(mu, mu)) + np.diag(noise_var)
+
+
+def _jax():
+    from ..ppl import numpyro as _bound  # noqa: F401  (binds jax/numpyro submodules whatever imported them first)
+    import jax
+
+    return jax
+
+
+def _memory_check(dim: int, cells: int, chains: int, draws: int, table_cells: int) -> None:
+    from ..memory import check_fits
+
+    est = 8.0 * (3 * dim * dim + 3 * cells * cells + chains * draws * (dim + table_cells))
+    check_fits(est, "draws", f"the CLT engine's {dim:,} parameters, {cells:,} measured cells and {draws} draws x "
+               f"{chains} chains", "measure fewer or smaller cliques, or use method da")
+
+
+class Compiled:
+    """The jitted functions of one layout (junction tree and measured cliques): the log density as a function of
+    (theta, data), its value and gradient, its Hessian, the tables of a batch of thetas, and a NUTS sampler whose
+    model takes the data as arguments (``jit_model_args``) -- so releases of the same shape (a calibration study)
+    compile once."""
+
+    def __init__(self, layout: Layout):
+        jax = _jax()
+        import jax.numpy as jnp
+        from jax.nn import log_softmax
+        from jax.scipy.linalg import solve_triangular
+
+        self.layout = layout
+
+        def log_density(theta, data):
+            """log prior + log CLT likelihood (plug-in covariance ``data["chol"]``, its Cholesky factor)."""
+            logc = layout.log_conditionals(jnp, theta, log_softmax)
+            mu = layout.means(jnp, layout.tables(jnp, logc))
+            w = solve_triangular(data["chol"], data["y"] - data["n"] * mu, lower=True)
+            prior = sum(data["alpha"][k] * jnp.sum(lc) for k, lc in enumerate(logc))
+            return prior - 0.5 * jnp.dot(w, w)
+
+        self.log_density = jax.jit(log_density)
+        self.neg_value_and_grad = jax.jit(jax.value_and_grad(lambda t, d: -log_density(t, d)))
+        self.neg_hessian = jax.jit(jax.hessian(lambda t, d: -log_density(t, d)))
+        self.tables = jax.jit(jax.vmap(lambda t: layout.tables(jnp, layout.log_conditionals(jnp, t, log_softmax))))
+        self._log_density = log_density
+        self._samplers: dict = {}
+
+    def sampler(self, options: MarginalsCLTOptions):
+        key = (options.chains, options.warmup, options.draws, options.thin, options.target_accept)
+        if key not in self._samplers:
+            import numpyro
+            from numpyro.distributions import ImproperUniform, constraints
+            from numpyro.infer import MCMC, NUTS
+
+            dim = self.layout.dim
+            log_density = self._log_density
+
+            def model(data):
+                z = numpyro.sample("z", ImproperUniform(constraints.real_vector, (), event_shape=(dim,)))
+                numpyro.factor("log_density", log_density(data["theta_hat"] + data["whiten"] @ z, data))
+
+            self._samplers[key] = MCMC(NUTS(model, target_accept_prob=options.target_accept),
+                                       num_warmup=options.warmup, num_samples=options.draws * options.thin,
+                                       thinning=options.thin, num_chains=options.chains,
+                                       chain_method="sequential", progress_bar=False, jit_model_args=True)
+        return self._samplers[key]
+
+
+#: compiled functions by layout (the junction tree's record and the measured cliques), kept for the process
+_COMPILED: dict = {}
+
+
+def compiled(tree: JunctionTree, measured) -> Compiled:
+    import json
+
+    key = (json.dumps(tree.to_record(), sort_keys=True), tuple(tuple(m) for m in measured))
+    if key not in _COMPILED:
+        _COMPILED[key] = Compiled(Layout(tree, measured))
+    return _COMPILED[key]
+
+
+def marginals_clt(release, prior, options: MarginalsCLTOptions):
+    from ..families.marginals import observation_model, variable_name
+
+    model = observation_model(release, prior)
+    model.competent({"moments"}, "clt")
+    if model.n is None:
+        raise InputError("method", "clt needs the number of records n, which this release does not state; use "
+                                   "method da (it infers n)")
+    try:
+        jax = _jax()
+    except ImportError:
+        raise InputError("method", "clt needs NumPyro and JAX: pip install 'dpposterior[numpyro]'") from None
+    import jax.numpy as jnp
+    import scipy.optimize
+
+    tree: JunctionTree = model.latent.state
+    n = int(model.n)
+    measured = [tuple(m.query.clique) for m in model.measurements]
+    y = np.concatenate([np.asarray(m.values, float).ravel() for m in model.measurements])
+    noise_var = np.concatenate([np.full(int(np.asarray(m.values).size), float(m.mechanism.noise_variance))
+                                for m in model.measurements])
+    table_cells = sum(int(math.prod(tree.shape(c))) for c in tree.cliques)
+    dim = sum(int(math.prod(tree.shape(c))) - (int(math.prod(tree.shape(tree.separators[k])))
+                                               if tree.parents[k] >= 0 else 1) for k, c in enumerate(tree.cliques))
+    _memory_check(dim, len(y), options.chains, options.draws, table_cells)
+    conc = float(model.prior.parameters["concentration"])
+    alpha = np.array([conc / math.prod(tree.shape(c)) for c in tree.cliques])
+    quiet = options.quiet
+
+    with jax.enable_x64(True):
+        comp = compiled(tree, measured)
+        layout = comp.layout
+
+        def data_for(theta):
+            cov = clt_covariance(tree, tables_np(layout, theta), measured, n, noise_var)
+            return {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.asarray(alpha),
+                    "chol": jnp.asarray(np.linalg.cholesky(cov))}
+
+        theta = layout.start()
+        for rnd in range(2):  # S at the uniform table, then at the mode found with it
+            if not quiet:
+                report_status(f"clt: posterior mode ({rnd + 1}/2)")
+            data = data_for(theta)
+
+            def fun(t):
+                v, g = comp.neg_value_and_grad(jnp.asarray(t), data)
+                return float(v), np.asarray(g, dtype=float)
+            res = scipy.optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
+                                          options={"maxiter": 20000, "maxfun": 40000, "gtol": 1e-8})
+            if not np.all(np.isfinite(res.x)):
+                raise InputError("method", "clt: the posterior mode search diverged; use method da")
+            theta = res.x
+        data = data_for(theta)
+        if not quiet:
+            report_status(f"clt: Hessian at the mode ({layout.dim:,} parameters)")
+        hess = np.asarray(comp.neg_hessian(jnp.asarray(theta), data), dtype=float)
+        lam, vec = np.linalg.eigh(0.5 * (hess + hess.T))
+        lam = np.maximum(lam, EIGEN_FLOOR * max(float(lam.max()), 1e-300))
+        whiten = vec / np.sqrt(lam)[None, :]
+        data = dict(data, theta_hat=jnp.asarray(theta), whiten=jnp.asarray(whiten))
+
+        rng = options.rng()
+        key = jax.random.PRNGKey(int(rng.integers(0, 2 ** 31 - 1)))
+        z0 = rng.standard_normal((options.chains, layout.dim))
+        mcmc = comp.sampler(options)
+        if not quiet:
+            report_status(f"clt: NUTS, {options.chains} chains x ({options.warmup} warm-up + "
+                          f"{options.draws * options.thin} iterations)")
+        init = {"z": jnp.asarray(z0 if options.chains > 1 else z0[0])}
+        mcmc.run(key, data, init_params=init, extra_fields=("diverging", "num_steps"))
+        z = np.asarray(mcmc.get_samples(group_by_chain=True)["z"], dtype=float).reshape(
+            options.chains, options.draws, layout.dim)
+        extra = mcmc.get_extra_fields(group_by_chain=True)
+        thetas = theta[None, None, :] + z @ whiten.T
+        flat = [np.asarray(x) for x in comp.tables(jnp.asarray(thetas.reshape(-1, layout.dim)))]
+    draws = {variable_name(c): t.reshape(options.chains, options.draws, *tree.shape(c))
+             for c, t in zip(tree.cliques, flat)}
+    stats = {"diverging": np.asarray(extra["diverging"], dtype=bool).reshape(options.chains, options.draws),
+             "n_steps": np.asarray(extra["num_steps"], dtype=np.int64).reshape(options.chains, options.draws)}
+    attrs = {"algorithm": "hyper-Dirichlet posterior under the central-limit likelihood of the noisy marginals "
+                          "(exact noise variances, covariance at the posterior mode); NUTS in Laplace-whitened "
+                          "coordinates",
+             "options_warmup": options.warmup, "options_thin": options.thin,
+             "options_target_accept": options.target_accept}
+    return model.pack(draws, "clt", sample_stats=stats, attrs=attrs)
+
+
+def tables_np(layout: Layout, theta) -> list[np.ndarray]:
+    """The clique tables of one theta (numpy)."""
+    return layout.tables(np, layout.log_conditionals(np, np.asarray(theta, float), _np_log_softmax))
+
+
+def _np_log_softmax(x, axis):
+    top = np.max(x, axis=axis, keepdims=True)
+    return x - top - np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
