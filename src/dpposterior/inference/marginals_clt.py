@@ -212,23 +212,35 @@ class Compiled:
         self._samplers: dict = {}
 
     def sampler(self, options: MarginalsCLTOptions):
-        key = (options.chains, options.warmup, options.draws, options.thin, options.target_accept)
+        """(init, run) of one NUTS chain for these options, jitted once: ``init(z0, data, key)`` -> the sampler's
+        initial state (no heuristic step-size search at the start: NumPyro's would keep the first release's
+        potential in the compiled warm-up); ``run(state, data)`` -> (z, diverging, steps) of every iteration,
+        warm-up included (NumPyro's functional ``hmc`` API: the data are arguments of the potential,
+        so a new release of the same shape reuses the compiled chain)."""
+        key = (options.warmup, options.draws, options.thin, options.target_accept)
         if key not in self._samplers:
-            import numpyro
-            from numpyro.distributions import ImproperUniform, constraints
-            from numpyro.infer import MCMC, NUTS
+            jax = _jax()
+            from numpyro.infer.hmc import hmc
 
-            dim = self.layout.dim
             log_density = self._log_density
 
-            def model(data):
-                z = numpyro.sample("z", ImproperUniform(constraints.real_vector, (), event_shape=(dim,)))
-                numpyro.factor("log_density", log_density(data["theta_hat"] + data["whiten"] @ z, data))
+            def potential_gen(data):
+                return lambda z: -log_density(data["theta_hat"] + data["whiten"] @ z, data)
 
-            self._samplers[key] = MCMC(NUTS(model, target_accept_prob=options.target_accept),
-                                       num_warmup=options.warmup, num_samples=options.draws * options.thin,
-                                       thinning=options.thin, num_chains=options.chains,
-                                       chain_method="sequential", progress_bar=False, jit_model_args=True)
+            init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
+            total = options.warmup + options.draws * options.thin
+
+            def init(z0, data, rng_key):
+                return init_kernel(z0, options.warmup, target_accept_prob=options.target_accept,
+                                   model_args=(data,), rng_key=rng_key)
+
+            def run(state, data):
+                def step(st, _):
+                    st = sample_kernel(st, model_args=(data,))
+                    return st, (st.z, st.diverging, st.num_steps)
+                return jax.lax.scan(step, state, None, length=total)[1]
+
+            self._samplers[key] = (jax.jit(init), jax.jit(run))
         return self._samplers[key]
 
 
@@ -307,23 +319,25 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
         data = dict(data, theta_hat=jnp.asarray(theta), whiten=jnp.asarray(whiten))
 
         rng = options.rng()
-        key = jax.random.PRNGKey(int(rng.integers(0, 2 ** 31 - 1)))
+        keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(0, 2 ** 31 - 1))), options.chains)
         z0 = rng.standard_normal((options.chains, layout.dim))
-        mcmc = comp.sampler(options)
-        if not quiet:
-            report_status(f"clt: NUTS, {options.chains} chains x ({options.warmup} warm-up + "
-                          f"{options.draws * options.thin} iterations)")
-        init = {"z": jnp.asarray(z0 if options.chains > 1 else z0[0])}
-        mcmc.run(key, data, init_params=init, extra_fields=("diverging", "num_steps"))
-        z = np.asarray(mcmc.get_samples(group_by_chain=True)["z"], dtype=float).reshape(
-            options.chains, options.draws, layout.dim)
-        extra = mcmc.get_extra_fields(group_by_chain=True)
+        init, run = comp.sampler(options)
+        zs, div, steps = [], [], []
+        keep = slice(options.warmup + options.thin - 1, None, options.thin)
+        for c in range(options.chains):
+            if not quiet:
+                report_status(f"clt: NUTS chain {c + 1}/{options.chains}: {options.warmup} warm-up + "
+                              f"{options.draws * options.thin} iterations")
+            z, d, k = run(init(jnp.asarray(z0[c]), data, keys[c]), data)
+            zs.append(np.asarray(z, dtype=float)[keep])
+            div.append(np.asarray(d, dtype=bool)[keep])
+            steps.append(np.asarray(k, dtype=np.int64)[keep])
+        z = np.stack(zs)
         thetas = theta[None, None, :] + z @ whiten.T
         flat = [np.asarray(x) for x in comp.tables(jnp.asarray(thetas.reshape(-1, layout.dim)))]
     draws = {variable_name(c): t.reshape(options.chains, options.draws, *tree.shape(c))
              for c, t in zip(tree.cliques, flat)}
-    stats = {"diverging": np.asarray(extra["diverging"], dtype=bool).reshape(options.chains, options.draws),
-             "n_steps": np.asarray(extra["num_steps"], dtype=np.int64).reshape(options.chains, options.draws)}
+    stats = {"diverging": np.stack(div), "n_steps": np.stack(steps)}
     attrs = {"algorithm": "hyper-Dirichlet posterior under the central-limit likelihood of the noisy marginals "
                           "(exact noise variances, covariance at the posterior mode); NUTS in Laplace-whitened "
                           "coordinates",
