@@ -196,5 +196,38 @@ def test_missing_numpyro_is_one_line(monkeypatch):
     def missing():
         raise ImportError("no numpyro")
     monkeypatch.setattr(clt, "_jax", missing)
-    with pytest.raises(InputError, match=r"pip install 'dpposterior\[numpyro\]'"):
+    with pytest.raises(InputError, match=r"pip install 'dpposterior\[marginals\]'"):
         infer(_release(200, 0.5, 5), method="clt")
+
+
+# --------------------------------------------------------------------------- simulation-based calibration
+def _sbc(trials, seed):
+    from dpposterior.diagnostics.calibration import calibrate
+
+    res = calibrate("marginals", 2000, None, trials, ["clt", "naive"], seed=seed, draws=200,
+                    mechanism="discrete-gaussian", rho=0.01, scheduler="processes", return_ranks=True)
+    out = {}
+    for method in ("clt", "naive"):
+        pmin = min(c["ks_pvalue"] for c in res["methods"][method]["by_coordinate"].values())
+        u = np.asarray(res["_ranks"][method], float)
+        per_trial = ((u >= 0.05) & (u <= 0.95)).mean(axis=1)
+        out[method] = (pmin, float(per_trial.mean()), float(per_trial.std(ddof=1) / math.sqrt(len(per_trial))))
+    return out
+
+
+def _check_sbc(out):
+    assert out["clt"][0] > 1e-3 / 12, out
+    assert abs(out["clt"][1] - 0.9) < 3 * out["clt"][2], out
+    assert out["naive"][1] < 0.9 - 3 * out["naive"][2], out
+
+
+def test_sbc_clt_is_calibrated_and_naive_is_not():
+    """Reduced SBC (120 trials of n = 2,000 records, two discrete-Gaussian two-way marginals at rho 0.01 in all,
+    sigma about 14 per cell): clt's ranks uniform in every cell (Bonferroni over 12) and its 90% coverage within 3
+    Monte Carlo sd of 0.90 (measured: 0.902 +- 0.010); the naive posterior's more than 3 sd below (0.734)."""
+    _check_sbc(_sbc(120, seed=5))
+
+
+@pytest.mark.slow
+def test_sbc_clt_is_calibrated_and_naive_is_not_full():
+    _check_sbc(_sbc(1000, seed=6))

@@ -268,7 +268,8 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
     try:
         jax = _jax()
     except ImportError:
-        raise InputError("method", "clt needs NumPyro and JAX: pip install 'dpposterior[numpyro]'") from None
+        raise InputError("method", "clt needs NumPyro and JAX: pip install 'dpposterior[marginals]' (or "
+                                   "'dpposterior[numpyro]')") from None
     import jax.numpy as jnp
     import scipy.optimize
 
@@ -298,7 +299,7 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
         theta = layout.start()
         for rnd in range(2):  # S at the uniform table, then at the mode found with it
             if not quiet:
-                report_status(f"clt: posterior mode ({rnd + 1}/2)")
+                report_status(f"posterior mode ({rnd + 1}/2)")
             data = data_for(theta)
 
             def fun(t):
@@ -311,7 +312,7 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
             theta = res.x
         data = data_for(theta)
         if not quiet:
-            report_status(f"clt: Hessian at the mode ({layout.dim:,} parameters)")
+            report_status(f"Hessian at the mode ({layout.dim:,} parameters)")
         hess = np.asarray(comp.neg_hessian(jnp.asarray(theta), data), dtype=float)
         lam, vec = np.linalg.eigh(0.5 * (hess + hess.T))
         lam = np.maximum(lam, EIGEN_FLOOR * max(float(lam.max()), 1e-300))
@@ -326,7 +327,7 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
         keep = slice(options.warmup + options.thin - 1, None, options.thin)
         for c in range(options.chains):
             if not quiet:
-                report_status(f"clt: NUTS chain {c + 1}/{options.chains}: {options.warmup} warm-up + "
+                report_status(f"NUTS chain {c + 1}/{options.chains}: {options.warmup} warm-up + "
                               f"{options.draws * options.thin} iterations")
             z, d, k = run(init(jnp.asarray(z0[c]), data, keys[c]), data)
             zs.append(np.asarray(z, dtype=float)[keep])
