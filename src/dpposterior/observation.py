@@ -120,6 +120,8 @@ class ObservationModel:
     #: the number of confidential records when public (None: unknown)
     n: int | None = None
     attrs: dict = field(default_factory=dict)
+    #: variables of the posterior predictive (new data given the parameters, e.g. a new record)
+    predictive: tuple[Variable, ...] = ()
 
     def competent(self, needs, engine: str = "engine") -> None:
         """Refuse, in one line, an engine that needs a capability the latent statistic lacks, or integer
@@ -151,29 +153,35 @@ class ObservationModel:
                 return v
         raise KeyError(name)
 
-    def pack(self, draws: dict[str, np.ndarray], method: str, *, sample_stats: dict | None = None,
-             attrs: dict | None = None, iid: bool = False, float32: bool = False):
+    def pack(self, draws: dict[str, np.ndarray], method: str, *, posterior_predictive: dict | None = None,
+             sample_stats: dict | None = None, attrs: dict | None = None, iid: bool = False, float32: bool = False):
         """The :class:`~dpposterior.posterior.Posterior` of an engine's draws (``name -> (chain, draw, *event)``),
-        named, dimensioned and labelled from the model's variables; a draw of a variable the model does not
-        have, or a missing one, or a wrong event shape, is a programming error (ValueError)."""
+        named, dimensioned and labelled from the model's variables (and ``posterior_predictive`` from its
+        predictive variables); a draw of a variable the model does not have, or a missing one, or a wrong event
+        shape, is a programming error (ValueError)."""
         from .posterior import Posterior
 
         names = [v.name for v in self.variables]
-        extra = set(draws) - set(names)
-        missing = set(names) - set(draws)
-        if extra or missing:
-            raise ValueError(f"draws do not match the model's variables (extra {sorted(extra)}, missing {sorted(missing)})")
+        predictive = dict(posterior_predictive or {})
         dims, coords = {}, {}
-        for v in self.variables:
-            arr = np.asarray(draws[v.name])
-            if arr.ndim != 2 + len(v.dims):
-                raise ValueError(f"{v.name}: draws have {arr.ndim - 2} event axes, the variable {len(v.dims)}")
-            if v.dims:
-                dims[v.name] = list(v.dims)
-            for d, labels in v.coords.items():
-                coords.setdefault(d, list(labels))
+        for group, variables, given in (("draws", self.variables, draws),
+                                        ("posterior_predictive", self.predictive, predictive)):
+            extra = set(given) - {v.name for v in variables}
+            missing = {v.name for v in variables} - set(given)
+            if extra or missing:
+                raise ValueError(f"{group} do not match the model's variables (extra {sorted(extra)}, "
+                                 f"missing {sorted(missing)})")
+            for v in variables:
+                arr = np.asarray(given[v.name])
+                if arr.ndim != 2 + len(v.dims):
+                    raise ValueError(f"{v.name}: draws have {arr.ndim - 2} event axes, the variable {len(v.dims)}")
+                if v.dims:
+                    dims[v.name] = list(v.dims)
+                for d, labels in v.coords.items():
+                    coords.setdefault(d, list(labels))
         post = Posterior(family=self.family, method=method, posterior={k: np.asarray(draws[k]) for k in names},
-                         dims=dims, coords=coords, sample_stats=dict(sample_stats or {}),
-                         attrs={**self.attrs, **(attrs or {})}, iid=iid,
+                         dims=dims, coords=coords,
+                         posterior_predictive={v.name: np.asarray(predictive[v.name]) for v in self.predictive},
+                         sample_stats=dict(sample_stats or {}), attrs={**self.attrs, **(attrs or {})}, iid=iid,
                          float32_variables=tuple(names) if float32 else ())
         return post

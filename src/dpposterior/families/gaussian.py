@@ -34,7 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError
-from ..mechanisms import draw_noise
+from ..mechanisms import draw_noise, from_record
+from ..observation import (MOMENTS, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
+                           Variable)
 from ..release import FORMAT, FiniteFloat, ReleaseBase, StatisticRecord, load_release, require_within_reach
 from ._curate import curator, curator_options, numeric_values, require_column
 
@@ -464,6 +466,97 @@ def da_model(release, prior):
     return model, np.array([float(sm.value), float(sv.value)])
 
 
+# ------------------------------------------------------------------ observation model
+class SampleMean:
+    """Query: the sample mean Ybar of the records (the released mean's exact value)."""
+
+    shape = ()
+
+    def __call__(self, records) -> np.ndarray:
+        return np.asarray(np.mean(np.asarray(records, float)))
+
+
+class SampleVariance:
+    """Query: the sample variance S^2 of the records, denominator n - 1 (the released variance's exact value)."""
+
+    shape = ()
+
+    def __call__(self, records) -> np.ndarray:
+        return np.asarray(np.var(np.asarray(records, float), ddof=1))
+
+
+@dataclass(frozen=True)
+class GaussianRecords:
+    """The latent statistic's state: n records y_i ~ N(mu, sigma^2) in the public bounds [lo, lo + width].
+
+    The engines work on the [0, 1] scale (Kazan & Reiter, Theorem 1) and report on the data scale through
+    :meth:`to_data` (a location: mu, a record) and :meth:`variance_to_data` (sigma^2)."""
+
+    n: int
+    lo: float
+    width: float
+
+    def to_data(self, u):
+        """A location on [0, 1] (mu, a record) on the data scale: a + w u."""
+        return self.lo + self.width * u
+
+    def variance_to_data(self, v):
+        """A variance on [0, 1] on the data scale: w^2 v."""
+        return self.width**2 * v
+
+    def moments(self, mu, sigma2) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of (Ybar, S^2) given (mu, sigma^2) under the unconstrained model (Ybar ~ N(mu,
+        sigma^2/n), (n-1) S^2/sigma^2 ~ chi^2_{n-1}; the two are independent): arrays (..., 2)."""
+        mu, sigma2 = np.asarray(mu, float), np.asarray(sigma2, float)
+        mean = np.stack(np.broadcast_arrays(mu, sigma2), axis=-1)
+        var = np.stack(np.broadcast_arrays(sigma2 / self.n, 2.0 * sigma2**2 / (self.n - 1)), axis=-1)
+        return mean, var
+
+    def simulate(self, mu, sigma2, rng: np.random.Generator) -> tuple[float, float]:
+        """One draw of (Ybar, S^2) given (mu, sigma^2), from their laws under the unconstrained model."""
+        ybar = rng.normal(mu, math.sqrt(sigma2 / self.n))
+        return float(ybar), float(sigma2 * rng.chisquare(self.n - 1) / (self.n - 1))
+
+    def records(self, mu, sigma2, rng: np.random.Generator) -> np.ndarray:
+        """n records given (mu, sigma^2) (the record model of ``da-mcmc``)."""
+        return rng.normal(mu, math.sqrt(sigma2), self.n)
+
+
+def observation_model(release: GaussianRelease, prior=None) -> ObservationModel:
+    """The release as two Laplace measurements (sample mean and variance) of n Gaussian records.
+
+    Variables ``mu`` and ``sigma2`` (scalars, data scale) and the predictive ``y_new`` (a new record);
+    ``prior``: a :class:`GaussianPrior` as given, or anything :func:`parse_prior` reads."""
+    prior = prior if isinstance(prior, GaussianPrior) else parse_prior(prior, release)
+    sm, sv = release.statistics.mean, release.statistics.variance
+    measurements = (Measurement("statistics.mean", np.asarray(float(sm.value)), SampleMean(),
+                                from_record(sm, sm.sensitivity)),
+                    Measurement("statistics.variance", np.asarray(float(sv.value)), SampleVariance(),
+                                from_record(sv, sv.sensitivity)))
+    lo, hi = release.bounds
+    state = GaussianRecords(release.n, lo, release.width)
+    latent = LatentStatistic(f"the {release.n} records of a Gaussian sample in [{lo:g}, {hi:g}]",
+                             frozenset({RECORDS, MOMENTS, SIMULATE}), state)
+    parameters = {"kind": prior.kind, **({k: getattr(prior, k) for k in NIG_KEYS}
+                                         if prior.kind == "normal-inverse-gamma" else {})}
+
+    def sample(rng):
+        if prior.kind == "flat":
+            raise RefusedError("prior.kind", "the flat prior is improper: it has no draws")
+        s2 = prior.nu0 * prior.sigma0_sq / 2.0 / rng.gamma(prior.nu0 / 2.0)
+        return {"mu": float(rng.normal(prior.mu0, math.sqrt(s2 / prior.kappa0))), "sigma2": float(s2)}
+
+    def log_density(values):
+        theta = [[float(values["mu"]), float(values["sigma2"])]]
+        return float(_GaussianJointPrior(prior, 0.0, 1.0).logpdf(theta)[0])
+
+    describe = "flat on (mu, sigma2)" if prior.kind == "flat" else "normal-inverse-gamma"
+    variables = (Variable("mu", (), {}, "real"), Variable("sigma2", (), {}, "positive"))
+    return ObservationModel("gaussian", variables, Prior(sample, parameters, log_density, describe), latent,
+                            measurements, release.n, {"prior": prior.kind},
+                            predictive=(Variable("y_new", (), {}, "real"),))
+
+
 FAMILY = Family(
     name="gaussian",
     release_model=GaussianRelease,
@@ -482,7 +575,8 @@ FAMILY = Family(
     mechanisms=GAUSSIAN_FAMILY_MECHANISMS,
     constrainable=True,
     simulate=simulate,
-    hooks={"da_model": da_model, "feasible_sigma2_max": feasible_sigma2_max},
+    hooks={"da_model": da_model, "feasible_sigma2_max": feasible_sigma2_max,
+           "observation_model": observation_model},
 )
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check

@@ -717,22 +717,24 @@ class GibbsOptions(MCMCOptions):
 
 def gibbs(release, prior, options) -> Posterior:
     """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
+    from ..families.gaussian import observation_model
+
+    model = observation_model(release, prior)
     joint_update = options.joint_update
     prob = problem_from_release(release, prior, options.constrained)
     seq = np.random.SeedSequence(options.seed)
     rng_chain, rng_pred = (np.random.default_rng(s) for s in seq.spawn(2))
     res = run_chains(prob, options.chains, options.draws, options.warmup, rng_chain, joint_update=joint_update)
     y_new = predictive(res["mu"], res["sigma2"], options.constrained, rng_pred)
-    lo, width = release.bounds[0], release.width
-    return Posterior(
-        family="gaussian", method="gibbs",
-        posterior={"mu": lo + width * res["mu"], "sigma2": width**2 * res["sigma2"]},
-        posterior_predictive={"y_new": lo + width * y_new},
+    scale = model.latent.state
+    return model.pack(
+        {"mu": scale.to_data(res["mu"]), "sigma2": scale.variance_to_data(res["sigma2"])}, "gibbs",
+        posterior_predictive={"y_new": scale.to_data(y_new)},
         sample_stats={"joint_move_accepted": res["accepted"]},
-        attrs={"prior": prior.kind, "joint_update": int(joint_update),
+        attrs={"joint_update": int(joint_update),
                "sigma2_conditional": "IG((n+nu0+1)/2, (nu0 s0^2 + (n-1)S^2 + n(Ybar-mu)^2 + kappa0(mu-mu0)^2)/2)"
                if prior.kind != "flat" else "IG((n-2)/2, ((n-1)S^2 + n(Ybar-mu)^2)/2)",
-               "sigma2_truncation": float(width**2 * float(np.max(prob.sigma2_max))),
+               "sigma2_truncation": float(scale.variance_to_data(float(np.max(prob.sigma2_max)))),
                "paper": "Kazan & Reiter, App. C-D"},
     )
 

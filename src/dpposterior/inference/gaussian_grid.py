@@ -218,6 +218,9 @@ class GridOptions(NaiveOptions):
 
 def grid(release, prior, options) -> Posterior:
     """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws)."""
+    from ..families.gaussian import observation_model
+
+    model = observation_model(release, prior)
     size = options.grid_size
     prob = problem_from_release(release, prior, options.constrained)
     rng_grid, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
@@ -226,11 +229,10 @@ def grid(release, prior, options) -> Posterior:
     mu = mu.reshape(options.chains, options.draws)
     s2 = s2.reshape(options.chains, options.draws)
     y_new = predictive(mu, s2, options.constrained, rng_pred)
-    lo, width = release.bounds[0], release.width
-    return Posterior(family="gaussian", method="grid", iid=True,
-                     posterior={"mu": lo + width * mu, "sigma2": width**2 * s2},
-                     posterior_predictive={"y_new": lo + width * y_new},
-                     attrs={"prior": prior.kind, "grid_size": size, "paper": "Kazan & Reiter, App. C (eq. 32)"})
+    scale = model.latent.state
+    return model.pack({"mu": scale.to_data(mu), "sigma2": scale.variance_to_data(s2)}, "grid", iid=True,
+                      posterior_predictive={"y_new": scale.to_data(y_new)},
+                      attrs={"grid_size": size, "paper": "Kazan & Reiter, App. C (eq. 32)"})
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,6 +271,9 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
 
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the posterior that ignores the privacy noise (baseline only)."""
+    from ..families.gaussian import observation_model
+
+    model = observation_model(release, prior)
     lo, width = release.bounds[0], release.width
     sp = prior.scaled(lo, width)
     ybar = (release.statistics.mean.value - lo) / width
@@ -278,7 +283,7 @@ def naive(release, prior, options) -> Posterior:
     rng_post, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
     total = options.chains * options.draws
     drawn = naive_draws(release.n, ybar, s2, sp, total, rng_post, options.constrained)
-    attrs = {"prior": prior.kind, "note": "ignores the privacy noise; for comparison only"}
+    attrs = {"note": "ignores the privacy noise; for comparison only"}
     if drawn is None:  # the noisy statistics sit outside the feasible region: show the unconstrained baseline
         attrs["constraint_dropped"] = "the naive posterior has no mass on the feasible region; shown unconstrained"
         drawn = naive_draws(release.n, ybar, s2, sp, total, rng_post, False)
@@ -288,6 +293,6 @@ def naive(release, prior, options) -> Posterior:
     y_new = predictive(mu, sigma2, options.constrained, rng_pred)
     if clipped:
         attrs["variance_clipped"] = f"released variance {release.statistics.variance.value:g} <= 0 was clipped to 1e-6 (b-a)^2"
-    return Posterior(family="gaussian", method="naive", iid=True,
-                     posterior={"mu": lo + width * mu, "sigma2": width**2 * sigma2},
-                     posterior_predictive={"y_new": lo + width * y_new}, attrs=attrs)
+    scale = model.latent.state
+    return model.pack({"mu": scale.to_data(mu), "sigma2": scale.variance_to_data(sigma2)}, "naive", iid=True,
+                      posterior_predictive={"y_new": scale.to_data(y_new)}, attrs=attrs)
