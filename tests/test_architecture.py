@@ -25,7 +25,9 @@ LAYERS = [
                     "dpposterior.combine",
                     "dpposterior.progress"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
-                                 "dpposterior.convergence", "dpposterior.units", "dpposterior.cliques", "dpposterior.geotables", "dpposterior.netcdf",
+                                 "dpposterior.convergence",
+                                 # convergence's rank normalisation compiled (numba), imported by it for large posteriors
+                                 "dpposterior.convergence_kernels", "dpposterior.units", "dpposterior.cliques", "dpposterior.geotables", "dpposterior.netcdf",
                                  # every ArviZ call (0.x and 1.x), beside the file writer; imports no package module
                                  "dpposterior.arviz_compat",
                                  "dpposterior.execution", "dpposterior.checkpoint", "dpposterior.long_lived",

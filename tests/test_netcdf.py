@@ -88,3 +88,22 @@ def test_float32_variables_are_stored_as_float32_and_sealed(tmp_path):
     assert post.posterior["u"].dtype == np.float64 and post.posterior["u"] is u
     assert group(post.to_arviz(), "posterior")["u"].dtype == np.float32
     assert Posterior("t", "m", {"a": u}).netcdf_attrs()["float32_variables"] == "none"
+
+
+def test_string_attributes_are_the_ones_h5py_writes_for_a_str(tmp_path):
+    """Strings reach h5py as 0-d arrays of its variable-length UTF-8 type (no fixed-width copy of a release's JSON):
+    the file holds the attribute h5py writes for the ``str`` itself, type and value."""
+    import h5py
+
+    from dpposterior.netcdf import _string_attrs
+
+    attrs = {"short": "abc", "unicode": "é∂ x", "empty": "", "long": "[1, 2]" * 200_000, "n": 3, "x": 0.5}
+    with h5py.File(tmp_path / "plain.h5", "w") as f:
+        f.attrs.update(attrs)
+    with h5py.File(tmp_path / "ours.h5", "w") as f:
+        f.attrs.update(_string_attrs(attrs))
+    with h5py.File(tmp_path / "plain.h5", "r") as plain, h5py.File(tmp_path / "ours.h5", "r") as ours:
+        for key, value in attrs.items():
+            a, b = plain.attrs.get_id(key), ours.attrs.get_id(key)
+            assert a.get_type().equal(b.get_type()) and a.shape == b.shape, key
+            assert ours.attrs[key] == plain.attrs[key] == value, key

@@ -44,6 +44,9 @@ TAIL_PROBS = (0.05, 0.95)
 BLOCK_VALUES = 250_000
 #: the most threads that diagnose blocks of components at once
 MAX_THREADS = 4
+#: from this many draws in all, the rank normalisation runs compiled (``convergence_kernels``; the same numbers):
+#: below it numba's import and the kernel's load would cost more than they save
+KERNEL_MIN_VALUES = 10_000_000
 
 
 def _as_chains(x) -> np.ndarray:
@@ -96,14 +99,20 @@ def _rank_keys(flat: np.ndarray, table: np.ndarray | None = None) -> np.ndarray:
     return _scatter(order, _sorted_keys(np.take_along_axis(flat, order, axis=1), table))
 
 
-def _z_and_folded_z(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _z_and_folded_z(x: np.ndarray, kernel=None) -> tuple[np.ndarray, np.ndarray]:
     """Rank-normalised values of each component of (K, chain, draw) and of its distances from its median
     (the folded values), with one full sort: in sorted order the distances fall then rise, two sorted
-    runs that a stable sort merges in linear time."""
+    runs that a stable sort merges in linear time.  ``kernel``: ``convergence_kernels.z_and_folded``, for
+    finite draws (the same numbers in one compiled pass per component)."""
     K = x.shape[0]
     n = x[0].size
     flat = x.reshape(K, n)
     table = _z_table(n)
+    if kernel is not None and np.isfinite(flat).all():
+        flat = np.ascontiguousarray(flat)
+        z, folded = np.empty_like(flat), np.empty_like(flat)
+        kernel(flat, np.argsort(flat, axis=1), table, z, folded)
+        return z.reshape(x.shape), folded.reshape(x.shape)
     order = np.argsort(flat, axis=1)
     ordered = np.take_along_axis(flat, order, axis=1)
     z = _scatter(order, _sorted_keys(ordered, table))
@@ -239,8 +248,8 @@ def _quantile7_rows(flat: np.ndarray, prob: float) -> np.ndarray:
     return (1.0 - gamma) * part[:, k - 1] + gamma * part[:, k]
 
 
-def _block_diagnostics(x: np.ndarray, which, fold_split: bool) -> dict[str, np.ndarray]:
-    """R-hat / ESS of a block of components, (K, chain, draw) float64."""
+def _block_diagnostics(x: np.ndarray, which, fold_split: bool, kernel=None) -> dict[str, np.ndarray]:
+    """R-hat / ESS of a block of components, (K, chain, draw) float64 (``kernel``: see :func:`_z_and_folded_z`)."""
     K, chains, draws = x.shape
     out: dict[str, np.ndarray] = {}
     nan_rows = np.isnan(x).any(axis=(1, 2))
@@ -248,7 +257,7 @@ def _block_diagnostics(x: np.ndarray, which, fold_split: bool) -> dict[str, np.n
     split = split_chains(x)
     z_split = z_folded = None
     if "rhat" in which and fold_split and chains >= 2 and not short:
-        z_split, z_folded = _z_and_folded_z(split)  # (one sort for both)
+        z_split, z_folded = _z_and_folded_z(split, kernel)  # (one sort for both)
     elif "rhat" in which or "ess_bulk" in which:
         z_split = _z_rows(split)
     if "ess_bulk" in which:
@@ -314,10 +323,11 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
     flat = arr.reshape(chains, draws, K)
     out = {name: np.empty(K) for name in which}
     step = max(1, BLOCK_VALUES // max(1, chains * draws))
+    kernel = _rank_kernel() if K * chains * draws >= KERNEL_MIN_VALUES and chains >= 2 else None
 
     def run(k0: int) -> None:
         block = np.ascontiguousarray(flat[:, :, k0:k0 + step].transpose(2, 0, 1), dtype=np.float64)
-        for name, values in _block_diagnostics(block, which, fold_split).items():
+        for name, values in _block_diagnostics(block, which, fold_split, kernel).items():
             out[name][k0:k0 + step] = values
 
     starts = range(0, K, step)
@@ -333,6 +343,16 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
         for k0 in starts:
             run(k0)
     return {name: values.reshape(event) for name, values in out.items()}
+
+
+def _rank_kernel():
+    """The compiled rank normalisation (``convergence_kernels.z_and_folded``), loaded -- or compiled, once per
+    installation -- here in the calling thread before any block runs."""
+    from .convergence_kernels import z_and_folded
+
+    flat = np.zeros((1, 4))  # (the types the blocks pass)
+    z_and_folded(flat, np.argsort(flat, axis=1), _z_table(4), np.empty_like(flat), np.empty_like(flat))
+    return z_and_folded
 
 
 def rhat(x, fold_split: bool = True) -> float:
