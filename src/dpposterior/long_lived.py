@@ -72,14 +72,19 @@ def freeze_long_lived(*, force: bool = False, collect: bool = True) -> bool:
 
 
 @contextmanager
-def collector_paused(*, imports_only: bool = False):
+def collector_paused(*, imports_only: bool = False, freeze: bool = True):
     """No cyclic collections inside the block; on leaving it, the objects are frozen
     (:func:`freeze_long_lived`) and the collector is restored to its previous state.
 
     ``imports_only=True``: the block only imports library modules (the forkserver's preload), so the full
     collection comes *before* it, over the few objects alive then (the caller's main module's, which a
     forkserver imports first), and none after it -- the block's own leftovers are frozen with the rest.
-    What is frozen is still never a caller's garbage."""
+    What is frozen is still never a caller's garbage.
+
+    ``freeze=False``: only the pause, nothing frozen -- for a block that builds many containers all still alive at
+    its end (parsing and validating a release, whose 10^7-cell table is a million lists: the collections the
+    interpreter would run there walk every one of them, again and again, and find no garbage; a third of parsing
+    the table's JSON)."""
     enabled = gc.isenabled()
     if imports_only:
         gc.collect()
@@ -87,23 +92,8 @@ def collector_paused(*, imports_only: bool = False):
     try:
         yield
     finally:
-        freeze_long_lived(force=True, collect=not imports_only)
-        if enabled:
-            gc.enable()
-
-
-@contextmanager
-def collections_paused():
-    """No cyclic collections inside the block (the collector's state is restored on leaving it; nothing is frozen).
-
-    For a block that builds many containers that are all still alive at its end -- parsing and validating a
-    release, whose 10^7-cell table is a million lists: the collections the interpreter would run there walk
-    every one of them, again and again, and find no garbage (a third of parsing the table's JSON)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
+        if freeze:
+            freeze_long_lived(force=True, collect=not imports_only)
         if enabled:
             gc.enable()
 

@@ -508,9 +508,9 @@ def load_release(source) -> ReleaseBase:
     """
     if isinstance(source, ReleaseBase):
         return source
-    from .long_lived import collections_paused
+    from .long_lived import collector_paused
 
-    with collections_paused():  # a large release is a million lists, all alive at the end: nothing to collect
+    with collector_paused(freeze=False):  # a large release is a million lists, all alive at the end: nothing to collect
         return _load_release(source)
 
 

@@ -365,8 +365,7 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator) -> Simulat
         raise InputError("n", "must be >= 2")
     eps = epsilon / 2.0
     mu, sigma2 = draw_theta(prior, rng, sigma2_max=(n - 1) / (2.0 * n * eps))
-    ybar = rng.normal(mu, math.sqrt(sigma2 / n))
-    s2 = sigma2 * rng.chisquare(n - 1) / (n - 1)
+    ybar, s2 = GaussianRecords(n, 0.0, 1.0).simulate(mu, sigma2, rng)
     noisy_mean = ybar + rng.laplace(0.0, 1.0 / (eps * n))
     noisy_var = s2 + rng.laplace(0.0, 1.0 / (eps * n))
     release = make_release(n, (0.0, 1.0), noisy_mean, noisy_var, eps, eps)
