@@ -354,12 +354,12 @@ def _sbc(trials, seed):
                      mechanism="discrete-gaussian", rho=0.5, scheduler="processes", return_ranks=True)
 
 
-def _sbc_verdict(res):
+def _sbc_verdict(res, methods=("da", "naive")):
     """Per method: the smallest rank KS p-value over the 12 cells, and the 90% coverage averaged over the cells
     with its Monte Carlo sd from the spread of the per-trial averages across trials (the cells of one trial are
     dependent; the trials are independent)."""
     out = {}
-    for method in ("da", "naive"):
+    for method in methods:
         coords = res["methods"][method]["by_coordinate"]
         pmin = min(c["ks_pvalue"] for c in coords.values())
         u = np.asarray(res["_ranks"][method], float)

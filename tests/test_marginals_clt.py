@@ -204,15 +204,11 @@ def test_missing_numpyro_is_one_line(monkeypatch):
 def _sbc(trials, seed):
     from dpposterior.diagnostics.calibration import calibrate
 
+    from test_marginals import _sbc_verdict
+
     res = calibrate("marginals", 2000, None, trials, ["clt", "naive"], seed=seed, draws=200,
                     mechanism="discrete-gaussian", rho=0.01, scheduler="processes", return_ranks=True)
-    out = {}
-    for method in ("clt", "naive"):
-        pmin = min(c["ks_pvalue"] for c in res["methods"][method]["by_coordinate"].values())
-        u = np.asarray(res["_ranks"][method], float)
-        per_trial = ((u >= 0.05) & (u <= 0.95)).mean(axis=1)
-        out[method] = (pmin, float(per_trial.mean()), float(per_trial.std(ddof=1) / math.sqrt(len(per_trial))))
-    return out
+    return _sbc_verdict(res, ("clt", "naive"))
 
 
 def _check_sbc(out):

@@ -85,8 +85,7 @@ class Layout:
                 "clique": tuple(c), "shape": shape, "parent": tree.parents[k], "sep": tuple(sep),
                 "n_sep": n_sep, "n_rest": n_rest, "offset": off, "size": n_sep * (n_rest - 1),
                 "grouped": tuple(shape[i] for i in order), "to_clique": tuple(int(np.argsort(order)[i])
-                                                                           for i in range(len(c))),
-                "alpha": None})
+                                                                           for i in range(len(c)))})
             off += n_sep * (n_rest - 1)
         self.dim = off
         self.measured = [tuple(m) for m in measured_cliques]
@@ -280,16 +279,14 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
     noise_var = np.concatenate([np.full(int(np.asarray(m.values).size), float(m.mechanism.noise_variance))
                                 for m in model.measurements])
     table_cells = sum(int(math.prod(tree.shape(c))) for c in tree.cliques)
-    dim = sum(int(math.prod(tree.shape(c))) - (int(math.prod(tree.shape(tree.separators[k])))
-                                               if tree.parents[k] >= 0 else 1) for k, c in enumerate(tree.cliques))
-    _memory_check(dim, len(y), options.chains, options.draws, table_cells)
-    conc = float(model.prior.parameters["concentration"])
-    alpha = np.array([conc / math.prod(tree.shape(c)) for c in tree.cliques])
+    comp = compiled(tree, measured)  # (jitted on first call, not here)
+    layout = comp.layout
+    _memory_check(layout.dim, len(y), options.chains, options.draws, table_cells)
+    # the hyper-Dirichlet's pseudo-count, uniform within each clique: one number per clique
+    alpha = np.array([float(a.flat[0]) for a in tree.prior_alpha(float(model.prior.parameters["concentration"]))])
     quiet = options.quiet
 
     with jax.enable_x64(True):
-        comp = compiled(tree, measured)
-        layout = comp.layout
 
         def data_for(theta):
             cov = clt_covariance(tree, tables_np(layout, theta), measured, n, noise_var)
@@ -349,9 +346,6 @@ def marginals_clt(release, prior, options: MarginalsCLTOptions):
 
 def tables_np(layout: Layout, theta) -> list[np.ndarray]:
     """The clique tables of one theta (numpy)."""
-    return layout.tables(np, layout.log_conditionals(np, np.asarray(theta, float), _np_log_softmax))
+    from scipy.special import log_softmax
 
-
-def _np_log_softmax(x, axis):
-    top = np.max(x, axis=axis, keepdims=True)
-    return x - top - np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
+    return layout.tables(np, layout.log_conditionals(np, np.asarray(theta, float), log_softmax))
