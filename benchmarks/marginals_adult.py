@@ -70,6 +70,7 @@ privately chosen spanning tree of pairs, those pairs; a third of rho each), timi
     python benchmarks/marginals_adult.py --repeats 1 --epsilons 1 --draws 50 --warmup 50 --chains 1 --m 3
     python benchmarks/marginals_adult.py --attributes 14 --epsilons 1
     python benchmarks/marginals_adult.py --table RESULTS.json               # the markdown table of a saved run
+    python benchmarks/marginals_adult.py --method clt --resume PART.json    # finish an interrupted run
 """
 
 from __future__ import annotations
@@ -261,6 +262,23 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
                 - delta)
 
     return sensitivity / optimize.brentq(excess, 1e-6, 100.0)
+
+
+RESUME_KEYS = ("attributes", "epsilons", "draws", "warmup", "chains", "method", "m", "levels", "seed", "peer",
+               "mbi_iters")
+
+
+def resumed_rows(args, meta: dict) -> list:
+    """The rows of ``--resume``'s file, refused unless it was run with the settings of this run."""
+    old = json.loads(args.resume.read_text())
+    differ = [k for k in RESUME_KEYS if old["meta"].get(k) != meta.get(k)]
+    if old["meta"].get("concentration", args.concentration) != args.concentration:
+        differ.append("concentration")
+    if differ:
+        sys.exit(f"marginals_adult: --resume {args.resume} was run with other settings: {', '.join(differ)}")
+    meta["resumed_from"] = {"file": str(args.resume), "started": old["meta"].get("started"),
+                            "rows": len(old["rows"])}
+    return [r for r in old["rows"] if r.get("repeat", args.repeats) < args.repeats]
 
 
 def seed_for(base: int, epsilon: float, repeat: int) -> int:
@@ -590,6 +608,9 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--resume", type=Path, default=None, help="a results file of an interrupted run with the same "
+                    "settings: keep its rows and run only the (epsilon, repeat) pairs it lacks; the seeds depend on "
+                    "the pair alone, so the result is the full run's")
     ap.add_argument("--table", type=Path, default=None, help="only print the markdown table of a results file")
     add_update_flag(ap)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -623,7 +644,7 @@ def main(argv=None) -> None:
     cores = len(os.sched_getaffinity(0))
     meta = {"attributes": args.attributes, "epsilons": args.epsilons, "repeats": args.repeats, "draws": args.draws,
             "warmup": args.warmup, "chains": args.chains, "method": args.method, "m": args.m, "levels": args.levels,
-            "seed": args.seed,
+            "seed": args.seed, "concentration": args.concentration,
             "peer": args.peer, "mbi_iters": args.mbi_iters, "data": str(args.data), "cores": cores,
             "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -660,8 +681,9 @@ def main(argv=None) -> None:
     for eps, b in zip(args.epsilons, budgets):
         meta["budgets"][str(eps)] = b
         print(f"eps {eps}, delta {b['delta']:.3g}: rho {b['rho']:.6g} (solved in {b['solve_seconds']:.0f} s)", flush=True)
-    rows = []
-    tasks = [(r, eps) for r in range(args.repeats) for eps in args.epsilons]
+    rows = resumed_rows(args, meta) if args.resume else []
+    done = {(r["repeat"], r["epsilon"]) for r in rows}
+    tasks = [(r, eps) for r in range(args.repeats) for eps in args.epsilons if (r, eps) not in done]
     child_cores = cores if args.jobs <= 1 else 1
 
     def one(task):
