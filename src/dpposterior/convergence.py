@@ -44,8 +44,9 @@ TAIL_PROBS = (0.05, 0.95)
 BLOCK_VALUES = 250_000
 #: the most threads that diagnose blocks of components at once
 MAX_THREADS = 4
-#: from this many draws in all, the rank normalisation runs compiled (``convergence_kernels``; the same numbers):
-#: below it numba's import and the kernel's load would cost more than they save
+#: from this many draws in all, the rank normalisation (the same numbers), the ESS and the R-hat (the same to
+#: rounding) run compiled (``convergence_kernels``): below it numba's import and the kernels' load would cost more
+#: than they save
 KERNEL_MIN_VALUES = 10_000_000
 
 
@@ -249,29 +250,31 @@ def _quantile7_rows(flat: np.ndarray, prob: float) -> np.ndarray:
 
 
 def _block_diagnostics(x: np.ndarray, which, fold_split: bool, kernel=None) -> dict[str, np.ndarray]:
-    """R-hat / ESS of a block of components, (K, chain, draw) float64 (``kernel``: see :func:`_z_and_folded_z`)."""
+    """R-hat / ESS of a block of components, (K, chain, draw) float64 (``kernel``: a :class:`_Compiled`, whose
+    rank normalisation gives numpy's numbers bit for bit and whose ESS and R-hat give them to rounding)."""
     K, chains, draws = x.shape
     out: dict[str, np.ndarray] = {}
     nan_rows = np.isnan(x).any(axis=(1, 2))
     short = draws < 4
     split = split_chains(x)
     z_split = z_folded = None
+    ess_of, rhat_of = (_ess_rows, _rhat_rows) if kernel is None else (kernel.ess_rows, kernel.rhat_rows)
     if "rhat" in which and fold_split and chains >= 2 and not short:
-        z_split, z_folded = _z_and_folded_z(split, kernel)  # (one sort for both)
+        z_split, z_folded = _z_and_folded_z(split, None if kernel is None else kernel.z_and_folded)  # (one sort)
     elif "rhat" in which or "ess_bulk" in which:
         z_split = _z_rows(split)
     if "ess_bulk" in which:
-        ess = _ess_rows(z_split)
+        ess = ess_of(z_split)
         ess[nan_rows | short] = np.nan
         out["ess_bulk"] = ess
     if "rhat" in which:
         if chains < 2 or short:
             out["rhat"] = np.full(K, np.nan)
         else:
-            bulk = _rhat_rows(z_split)
+            bulk = rhat_of(z_split)
             if z_folded is None:  # folded about the median of all draws (arviz.summary)
                 z_folded = _z_rows(split_chains(np.abs(x - _rows_median(x))))
-            tail = _rhat_rows(z_folded)
+            tail = rhat_of(z_folded)
             rhat = np.where(tail > bulk, tail, bulk)
             rhat[nan_rows] = np.nan
             out["rhat"] = rhat
@@ -345,14 +348,35 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
     return {name: values.reshape(event) for name, values in out.items()}
 
 
-def _rank_kernel():
-    """The compiled rank normalisation (``convergence_kernels.z_and_folded``), loaded -- or compiled, once per
-    installation -- here in the calling thread before any block runs."""
-    from .convergence_kernels import z_and_folded
+class _Compiled:
+    """The compiled twins of the rank normalisation, the ESS and the R-hat of rank-normalised rows
+    (``convergence_kernels``), with the numpy functions' signatures."""
 
-    flat = np.zeros((1, 4))  # (the types the blocks pass)
-    z_and_folded(flat, np.argsort(flat, axis=1), _z_table(4), np.empty_like(flat), np.empty_like(flat))
-    return z_and_folded
+    def __init__(self):
+        from . import convergence_kernels as kernels
+
+        self.z_and_folded = kernels.z_and_folded
+        self._ess, self._rhat = kernels.ess_rows, kernels.rhat_rows
+        flat = np.zeros((1, 4))  # (the types the blocks pass: loaded, or compiled once, before any block runs)
+        self.z_and_folded(flat, np.argsort(flat, axis=1), _z_table(4), np.empty_like(flat), np.empty_like(flat))
+        self.ess_rows(flat.reshape(1, 2, 2))
+        self.rhat_rows(flat.reshape(1, 2, 2))
+
+    def ess_rows(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(x.shape[0])
+        self._ess(np.ascontiguousarray(x, dtype=np.float64), np.finfo(float).resolution, out)
+        return out
+
+    def rhat_rows(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(x.shape[0])
+        self._rhat(np.ascontiguousarray(x, dtype=np.float64), out)
+        return out
+
+
+def _rank_kernel() -> _Compiled:
+    """The compiled kernels (``convergence_kernels``), loaded -- or compiled, once per installation -- here in
+    the calling thread before any block runs."""
+    return _Compiled()
 
 
 def rhat(x, fold_split: bool = True) -> float:

@@ -110,7 +110,7 @@ def atomic_path(path, *, field: str = "out", hint: str = "") -> Iterator[Path]:
     _fsync_folder(folder)
 
 
-def write_bytes(path, data: bytes | str, *, field: str = "out", hint: str = "") -> None:
+def write_bytes(path, data: bytes | memoryview | str, *, field: str = "out", hint: str = "") -> None:
     """Write ``data`` to ``path`` atomically (see the module docstring).
 
     When the folder's filesystem reports less free space than ``data`` needs, nothing is written
