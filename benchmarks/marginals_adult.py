@@ -657,6 +657,7 @@ def main(argv=None) -> None:
         meta["versions"] = {p: md.version(p) for p in ("numba", "numpy", "mbi", "jax", "pandas", "scipy")}
     except Exception:  # noqa: BLE001
         pass
+    rows = resumed_rows(args, meta) if args.resume else []  # (refused here, before any work, if settings differ)
     t_start = time.perf_counter()
     if args.attributes == 10:
         real = truth(args)
@@ -681,7 +682,6 @@ def main(argv=None) -> None:
     for eps, b in zip(args.epsilons, budgets):
         meta["budgets"][str(eps)] = b
         print(f"eps {eps}, delta {b['delta']:.3g}: rho {b['rho']:.6g} (solved in {b['solve_seconds']:.0f} s)", flush=True)
-    rows = resumed_rows(args, meta) if args.resume else []
     done = {(r["repeat"], r["epsilon"]) for r in rows}
     tasks = [(r, eps) for r in range(args.repeats) for eps in args.epsilons if (r, eps) not in done]
     child_cores = cores if args.jobs <= 1 else 1
