@@ -154,11 +154,13 @@ class ObservationModel:
         raise KeyError(name)
 
     def pack(self, draws: dict[str, np.ndarray], method: str, *, posterior_predictive: dict | None = None,
-             sample_stats: dict | None = None, attrs: dict | None = None, iid: bool = False, float32: bool = False):
+             sample_stats: dict | None = None, sample_stats_dims: dict | None = None, attrs: dict | None = None,
+             iid: bool = False, float32: bool = False):
         """The :class:`~dpposterior.posterior.Posterior` of an engine's draws (``name -> (chain, draw, *event)``),
         named, dimensioned and labelled from the model's variables (and ``posterior_predictive`` from its
         predictive variables); a draw of a variable the model does not have, or a missing one, or a wrong event
-        shape, is a programming error (ValueError)."""
+        shape, is a programming error (ValueError).  ``sample_stats_dims``: the event dims of sample statistics
+        that have event axes (``name -> dims``; labelled by the variables' coords of the same dims)."""
         from .posterior import Posterior
 
         names = [v.name for v in self.variables]
@@ -179,9 +181,17 @@ class ObservationModel:
                     dims[v.name] = list(v.dims)
                 for d, labels in v.coords.items():
                     coords.setdefault(d, list(labels))
+        stats = dict(sample_stats or {})
+        for stat, stat_dims in (sample_stats_dims or {}).items():
+            if stat not in stats:
+                raise ValueError(f"sample_stats_dims names {stat!r}, which is not a sample statistic")
+            if np.ndim(stats[stat]) != 2 + len(stat_dims):
+                raise ValueError(f"{stat}: the sample statistic has {np.ndim(stats[stat]) - 2} event axes, its dims "
+                                 f"{len(stat_dims)}")
+            dims[stat] = list(stat_dims)
         post = Posterior(family=self.family, method=method, posterior={k: np.asarray(draws[k]) for k in names},
                          dims=dims, coords=coords,
                          posterior_predictive={v.name: np.asarray(predictive[v.name]) for v in self.predictive},
-                         sample_stats=dict(sample_stats or {}), attrs={**self.attrs, **(attrs or {})}, iid=iid,
+                         sample_stats=stats, attrs={**self.attrs, **(attrs or {})}, iid=iid,
                          float32_variables=tuple(names) if float32 else ())
         return post

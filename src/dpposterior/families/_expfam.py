@@ -12,7 +12,9 @@ This module holds what the four family modules share:
 * conjugate priors (beta, dirichlet, gamma) parsed from the analysis ``[prior]`` table,
 * curators (CSV column -> release dict),
 * the model the engines ask for (:class:`ExpFamModel`, carried by each release class as ``expfam``: the record
-  law, the conjugate update, the statistic's range), so that no engine compares a family's name, and
+  law, the conjugate update, the statistic's range), so that no engine compares a family's name,
+* the observation model (:func:`expfam_observation_model`) that each family module registers as its
+  ``observation_model`` hook and through which the engines name their draws, and
 * ``simulate`` hooks for ``dpposterior calibrate`` (theta ~ prior, data ~ model,
   release through the Laplace mechanism, or for the count families an integer mechanism).
 """
@@ -31,6 +33,7 @@ from . import DA_MCMC, EngineSpec
 from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
 from ..mechanisms.registry import accounts_rho, get_mechanism, is_continuous_laplace, is_integer_noise, rho_mechanisms
+from ..observation import LatentStatistic, Measurement, ObservationModel, Prior, Variable
 from ..release import FORMAT, INCONSISTENCY_SCALES, ReleaseBase, StatisticRecord
 from ._curate import curator, curator_options, numeric_values, require_column
 
@@ -118,6 +121,8 @@ class BinomialRelease(_NoisyStatistic, ReleaseBase):
     statistics: BinomialStatistics
     #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
     expfam: ClassVar["ExpFamModel"]
+    #: the field of ``statistics`` that holds the noisy statistic
+    released_statistic: ClassVar[str] = "successes"
 
     @model_validator(mode="after")
     def _check(self):
@@ -155,6 +160,8 @@ class MultinomialRelease(_NoisyStatistic, ReleaseBase):
     statistics: MultinomialStatistics
     #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
     expfam: ClassVar["ExpFamModel"]
+    #: the field of ``statistics`` that holds the noisy statistic
+    released_statistic: ClassVar[str] = "counts"
 
     @model_validator(mode="after")
     def _check(self):
@@ -212,6 +219,8 @@ class _TruncatedRelease(_NoisyStatistic, ReleaseBase):
     statistics: TruncatedStatistics
     #: the model the engines ask for (:class:`ExpFamModel`, set with the models below)
     expfam: ClassVar["ExpFamModel"]
+    #: the field of ``statistics`` that holds the noisy statistic
+    released_statistic: ClassVar[str] = "truncated_sum"
 
     def _check_common(self, allowed=("laplace",)):
         lo, hi = self.bounds
@@ -532,6 +541,35 @@ class ExpFamModel:
         """Noisy statistics clipped to the range a true statistic can take."""
         raise NotImplementedError
 
+    # what the observation model (:func:`expfam_observation_model`) asks of the record law
+    #: the support of the posterior's variable (:class:`~dpposterior.observation.Variable`)
+    support: ClassVar[str] = "real"
+
+    def query(self, release):
+        """The query of the release's measurement: records -> the exact statistic that the mechanism perturbed."""
+        raise NotImplementedError
+
+    def draw_records(self, theta, n: int, rng) -> np.ndarray:
+        """``n`` records of the model at parameter ``theta``."""
+        raise NotImplementedError
+
+    def statistic_moments(self, theta, n: int, bounds=None):
+        """Mean and variance (a covariance matrix for a vector of counts) of the exact statistic of ``n`` records
+        at parameter ``theta``."""
+        raise NotImplementedError
+
+    def prior_draw(self, prior, k: int, rng):
+        """One draw of the parameter from ``prior`` (``k``: the number of released counts)."""
+        raise NotImplementedError
+
+    def prior_log_density(self, prior, theta, k: int) -> float:
+        """The prior's log density at ``theta`` (-inf outside the parameter's support)."""
+        raise NotImplementedError
+
+    def describe_statistic(self, n: int, k: int, bounds=None) -> str:
+        """One line naming the latent statistic (for messages)."""
+        raise NotImplementedError
+
 
 def _conjugate_arrays(s, n, size: tuple):
     """``s`` and ``n`` as float arrays over the T releases, and the index that adds ``size``'s axes."""
@@ -560,6 +598,33 @@ class BetaBernoulli(_BoundedCounts):
         s, n, expand = _conjugate_arrays(s, n, size)
         return rng.beta((prior.alpha + s)[expand], (prior.beta + n - s)[expand], size=(s.shape[0], *size))
 
+    support: ClassVar[str] = "unit"
+
+    def query(self, release):
+        return SuccessCount()
+
+    def draw_records(self, p, n, rng) -> np.ndarray:
+        return (rng.random(n) < p).astype(float)
+
+    def statistic_moments(self, p, n, bounds=None):
+        p = float(p)
+        return n * p, n * p * (1.0 - p)
+
+    def prior_draw(self, prior, k, rng):
+        return float(rng.beta(prior.alpha, prior.beta))
+
+    def prior_log_density(self, prior, p, k) -> float:
+        from scipy import special
+
+        p = float(p)
+        if not 0.0 <= p <= 1.0:
+            return -math.inf
+        return float(special.xlogy(prior.alpha - 1.0, p) + special.xlog1py(prior.beta - 1.0, -p)
+                     - special.betaln(prior.alpha, prior.beta))
+
+    def describe_statistic(self, n, k, bounds=None) -> str:
+        return f"the number of successes among {n} Bernoulli records"
+
 
 @dataclass(frozen=True)
 class DirichletCategorical(_BoundedCounts):
@@ -574,6 +639,35 @@ class DirichletCategorical(_BoundedCounts):
         conc = prior.vector(K)[None, :] + s  # (T, K)
         g = rng.gamma(conc[(slice(None),) + (None,) * len(size) + (slice(None),)], size=(T, *size, K))
         return g / g.sum(axis=-1, keepdims=True)
+
+    support: ClassVar[str] = "simplex"
+
+    def query(self, release):
+        return CategoryCounts(len(release.released))
+
+    def draw_records(self, p, n, rng) -> np.ndarray:
+        p = np.asarray(p, float)
+        return rng.choice(p.size, size=n, p=p)
+
+    def statistic_moments(self, p, n, bounds=None):
+        p = np.asarray(p, float)
+        return n * p, n * (np.diag(p) - np.outer(p, p))
+
+    def prior_draw(self, prior, k, rng):
+        return rng.dirichlet(prior.vector(k))
+
+    def prior_log_density(self, prior, p, k) -> float:
+        from scipy import special
+
+        p = np.asarray(p, float)
+        alpha = prior.vector(k)
+        if p.shape != (k,) or np.any(p < 0.0) or not math.isclose(float(p.sum()), 1.0, abs_tol=1e-9):
+            return -math.inf
+        return float(np.sum(special.xlogy(alpha - 1.0, p)) + special.gammaln(alpha.sum())
+                     - np.sum(special.gammaln(alpha)))
+
+    def describe_statistic(self, n, k, bounds=None) -> str:
+        return f"the counts of {n} categorical records in {k} categories"
 
 
 @dataclass(frozen=True)
@@ -607,6 +701,33 @@ class _GammaTruncated(ExpFamModel):
         them informative about theta, so simulations use the prior predictive."""
         raise NotImplementedError
 
+    support: ClassVar[str] = "positive"
+
+    def query(self, release):
+        lo, hi = release.bounds
+        return TruncatedSum(float(lo), float(hi))
+
+    def truncated_record_moments(self, rate: float, lo: float, hi: float) -> tuple[float, float]:
+        """E[c] and E[c^2] of one record's contribution c = x 1{lo <= x <= hi} to the truncated sum."""
+        raise NotImplementedError
+
+    def statistic_moments(self, rate, n, bounds=None):
+        # the n contributions are independent: the sum's mean and variance are n times one contribution's
+        m1, m2 = self.truncated_record_moments(float(rate), float(bounds[0]), float(bounds[1]))
+        return n * m1, n * (m2 - m1 * m1)
+
+    def prior_draw(self, prior, k, rng):
+        return float(rng.gamma(prior.shape, 1.0 / prior.rate))
+
+    def prior_log_density(self, prior, rate, k) -> float:
+        from scipy import special
+
+        rate = float(rate)
+        if not rate > 0.0:
+            return -math.inf
+        return float(prior.shape * math.log(prior.rate) - special.gammaln(prior.shape)
+                     + special.xlogy(prior.shape - 1.0, rate) - prior.rate * rate)
+
 
 @dataclass(frozen=True)
 class GammaExponential(_GammaTruncated):
@@ -627,6 +748,18 @@ class GammaExponential(_GammaTruncated):
             return prior.rate * ((1.0 - p) ** (-1.0 / prior.shape) - 1.0)
 
         return float(q(0.025)), float(q(0.975))
+
+    def truncated_record_moments(self, rate, lo, hi):
+        # integrals of x and x^2 times rate e^{-rate x} over [lo, hi] (antiderivatives -(x + 1/r) e^{-rx} and
+        # -(x^2 + 2x/r + 2/r^2) e^{-rx})
+        def tail(x, power):
+            e = math.exp(-rate * x)
+            return e * (x + 1.0 / rate) if power == 1 else e * (x * x + 2.0 * x / rate + 2.0 / rate**2)
+
+        return tail(lo, 1) - tail(hi, 1), tail(lo, 2) - tail(hi, 2)
+
+    def describe_statistic(self, n, k, bounds=None) -> str:
+        return f"the sum of the {n} exponential records inside [{bounds[0]:g}, {bounds[1]:g}]"
 
 
 @dataclass(frozen=True)
@@ -653,11 +786,112 @@ class GammaPoisson(_GammaTruncated):
         hi = max(hi, lo + 1.0, 1.0)
         return lo, hi
 
+    def truncated_record_moments(self, rate, lo, hi):
+        from scipy import stats
+
+        x = np.arange(max(math.ceil(lo), 0), math.floor(hi) + 1, dtype=float)
+        pmf = stats.poisson.pmf(x, rate)
+        return float(np.sum(x * pmf)), float(np.sum(x * x * pmf))
+
+    def describe_statistic(self, n, k, bounds=None) -> str:
+        return f"the sum of the {n} Poisson counts inside [{bounds[0]:g}, {bounds[1]:g}]"
+
 
 BinomialRelease.expfam = BetaBernoulli(RecordLaw.BERNOULLI, "p", "successes")
 MultinomialRelease.expfam = DirichletCategorical(RecordLaw.CATEGORICAL, "p", "counts")
 ExponentialRelease.expfam = GammaExponential(RecordLaw.EXPONENTIAL, "rate", "sum")
 PoissonRelease.expfam = GammaPoisson(RecordLaw.POISSON, "rate", "sum")
+
+
+# --------------------------------------------------------------------------- observation model
+#: the event dim of a vector of counts and of its parameter
+CATEGORY_DIM = "category"
+
+
+class SuccessCount:
+    """Query: the number of 1s among 0/1 records (the released count of successes' exact value)."""
+
+    shape = ()
+
+    def __call__(self, records) -> np.ndarray:
+        return np.asarray(np.sum(np.asarray(records, float)))
+
+
+@dataclass(frozen=True)
+class CategoryCounts:
+    """Query: the number of records in each of ``categories`` categories (records are category indices)."""
+
+    categories: int
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.categories,)
+
+    def __call__(self, records) -> np.ndarray:
+        return np.bincount(np.asarray(records, np.int64), minlength=self.categories).astype(float)
+
+
+@dataclass(frozen=True)
+class TruncatedSum:
+    """Query: the sum of the records inside the public bounds [lo, hi] (those outside contribute 0)."""
+
+    lo: float
+    hi: float
+    shape = ()
+
+    def __call__(self, records) -> np.ndarray:
+        x = np.asarray(records, float)
+        return np.asarray(np.sum(x[(x >= self.lo) & (x <= self.hi)]))
+
+
+@dataclass(frozen=True)
+class SufficientStatistic:
+    """The latent statistic's state: the exact statistic (``query`` of the records) of ``n`` records of the
+    family's model, given its parameter theta (``bounds``: the public truncation bounds of a truncated sum)."""
+
+    model: ExpFamModel
+    n: int
+    query: object
+    bounds: tuple[float, float] | None = None
+
+    def records(self, theta, rng: np.random.Generator) -> np.ndarray:
+        """n records given theta."""
+        return self.model.draw_records(theta, self.n, rng)
+
+    def simulate(self, theta, rng: np.random.Generator) -> np.ndarray:
+        """One draw of the statistic given theta (the query of n records)."""
+        return self.query(self.records(theta, rng))
+
+    def moments(self, theta):
+        """The statistic's mean and variance (covariance matrix for a vector of counts) given theta."""
+        return self.model.statistic_moments(theta, self.n, self.bounds)
+
+
+def expfam_observation_model(release, prior, capabilities) -> ObservationModel:
+    """The release as one measurement (its noisy statistic) of the exact statistic of n records of the family's
+    model, with one variable, the model's parameter (a vector over the categories of a multinomial release).
+
+    ``prior``: the family's parsed prior; ``capabilities``: what the family's engines can do with the latent
+    statistic (:data:`~dpposterior.observation.CAPABILITIES`), given by the family."""
+    model = release.expfam
+    query = model.query(release)
+    k = int(release.released.size)
+    bounds = (float(release.bounds[0]), float(release.bounds[1])) if model.truncated else None
+    measurement = Measurement(f"statistics.{release.released_statistic}", release.released.reshape(query.shape),
+                              query, release.mechanism)
+    latent = LatentStatistic(model.describe_statistic(release.n, k, bounds), frozenset(capabilities),
+                             SufficientStatistic(model, release.n, query, bounds))
+    if model.vector:
+        variable = Variable(model.variable, (CATEGORY_DIM,), {CATEGORY_DIM: release.category_labels}, model.support)
+    else:
+        variable = Variable(model.variable, (), {}, model.support)
+    parameters = model.prior_parameters(prior, k)
+    describe = f"{prior.kind}({', '.join(f'{float(v):g}' for v in parameters)})"
+    prior_of_model = Prior(sample=lambda rng: {model.variable: model.prior_draw(prior, k, rng)},
+                           parameters=prior.to_dict(),
+                           log_density=lambda values: model.prior_log_density(prior, values[model.variable], k),
+                           describe=describe)
+    return ObservationModel(release.family, (variable,), prior_of_model, latent, (measurement,), release.n)
 
 
 def _model_of(family: str) -> ExpFamModel:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Family, prior_moments
-from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial, family_methods,
-                      parse_beta_prior, simulate_binomial)
+from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, BinomialRelease, curate_binomial,
+                      expfam_observation_model, family_methods, parse_beta_prior, simulate_binomial)
+from ..observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
 
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
@@ -34,6 +35,14 @@ def da_model(release, prior):
     return model, release.released
 
 
+def observation_model(release: BinomialRelease, prior=None) -> ObservationModel:
+    """The release as one measurement, the noisy count of successes among n Bernoulli records; variable ``p``.
+
+    Its latent statistic offers records (``da-mcmc``), enumeration (``exact``), moments and simulation."""
+    return expfam_observation_model(release, parse_beta_prior(prior, release),
+                                    {RECORDS, ENUMERATE, MOMENTS, SIMULATE})
+
+
 FAMILY = Family(
     name="binomial",
     release_model=BinomialRelease,
@@ -48,7 +57,7 @@ FAMILY = Family(
     curate=curate_binomial,
     naive_method="naive",
     description="Bernoulli records, Laplace-noised count of successes (Bernstein & Sheldon 2018)",
-    hooks={"da_model": da_model},
+    hooks={"da_model": da_model, "observation_model": observation_model},
     simulate=simulate_binomial,
 )
 

@@ -11,8 +11,18 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (ExponentialRelease, curate_exponential, family_methods, parse_gamma_prior,
-                      simulate_truncated)
+from ._expfam import (ExponentialRelease, curate_exponential, expfam_observation_model, family_methods,
+                      parse_gamma_prior, simulate_truncated)
+from ..observation import MOMENTS, SIMULATE, ObservationModel
+
+
+def observation_model(release: ExponentialRelease, prior=None) -> ObservationModel:
+    """The release as one measurement, the noisy sum of the n exponential records inside the public bounds;
+    variable ``rate``.
+
+    Its latent statistic offers moments and simulation (real records: no enumeration; no record model)."""
+    return expfam_observation_model(release, parse_gamma_prior(prior, release), {MOMENTS, SIMULATE})
+
 
 FAMILY = Family(
     name="exponential",
@@ -24,6 +34,7 @@ FAMILY = Family(
     naive_method="naive",
     description="Exponential records, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "exponential"),
+    hooks={"observation_model": observation_model},
 )
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check

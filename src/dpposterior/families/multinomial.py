@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import Family, prior_moments
-from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, MultinomialRelease, curate_multinomial, family_methods,
-                      parse_dirichlet_prior, simulate_multinomial)
+from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, MultinomialRelease, curate_multinomial,
+                      expfam_observation_model, family_methods, parse_dirichlet_prior, simulate_multinomial)
+from ..observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
 
 def da_model(release, prior):
     """The record model of data-augmentation MCMC (``da-mcmc``; Ju, Awan, Gong & Rao 2022): ``(Model, observed)``."""
@@ -40,6 +41,15 @@ def da_model(release, prior):
     return model, counts
 
 
+def observation_model(release: MultinomialRelease, prior=None) -> ObservationModel:
+    """The release as one measurement, the noisy counts of n categorical records per category; variable ``p``
+    (dim ``category``, labelled by the release's categories).
+
+    Its latent statistic offers records (``da-mcmc``), enumeration (``exact``), moments and simulation."""
+    return expfam_observation_model(release, parse_dirichlet_prior(prior, release),
+                                    {RECORDS, ENUMERATE, MOMENTS, SIMULATE})
+
+
 FAMILY = Family(
     name="multinomial",
     release_model=MultinomialRelease,
@@ -54,7 +64,8 @@ FAMILY = Family(
     curate=curate_multinomial,
     naive_method="naive",
     description="categorical records, Laplace-noised counts per category (Bernstein & Sheldon 2018)",
-    hooks={"da_model": da_model, "draw_values": lambda release: int(np.size(release.statistics.counts.value))},
+    hooks={"da_model": da_model, "draw_values": lambda release: int(np.size(release.statistics.counts.value)),
+           "observation_model": observation_model},
     simulate=simulate_multinomial,
 )
 

@@ -11,8 +11,19 @@ from __future__ import annotations
 from functools import partial
 
 from . import Family, prior_moments
-from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, PoissonRelease, curate_poisson, family_methods, parse_gamma_prior,
-                      simulate_truncated)
+from ._expfam import (AUTO_ORDER, COUNT_MECHANISMS, auto_for_noise, PoissonRelease, curate_poisson,
+                      expfam_observation_model, family_methods, parse_gamma_prior, simulate_truncated)
+from ..observation import ENUMERATE, MOMENTS, SIMULATE, ObservationModel
+
+
+def observation_model(release: PoissonRelease, prior=None) -> ObservationModel:
+    """The release as one measurement, the noisy sum of the n Poisson counts inside the public bounds; variable
+    ``rate``.
+
+    Its latent statistic offers enumeration (``exact``), moments and simulation; no record model (no
+    ``da-mcmc``)."""
+    return expfam_observation_model(release, parse_gamma_prior(prior, release), {ENUMERATE, MOMENTS, SIMULATE})
+
 
 FAMILY = Family(
     name="poisson",
@@ -29,6 +40,7 @@ FAMILY = Family(
     naive_method="naive",
     description="Poisson counts, Laplace-noised sum over truncation bounds (Bernstein & Sheldon 2018)",
     simulate=partial(simulate_truncated, "poisson"),
+    hooks={"observation_model": observation_model},
 )
 
 # the prior's moments in the posterior's variables, for the prior-equals-posterior check

@@ -244,11 +244,12 @@ def _theta_shape(opts: ExactOptions) -> tuple[int, int]:
     return opts.chains, opts.draws
 
 
-def _posterior(release, theta, attrs, latent=None) -> Posterior:
-    from .gibbs_ss import make_posterior
+def _posterior(release, prior, theta, attrs, latent=None) -> Posterior:
+    """The draws (and the drawn latent statistic) named through the family's observation model."""
+    from .gibbs_ss import observation_model, pack_draws
 
     stats = {"statistic": latent} if latent is not None else None
-    return make_posterior(release, "exact", theta, attrs, sample_stats=stats, iid=True)
+    return pack_draws(observation_model(release, prior), "exact", theta, attrs, sample_stats=stats, iid=True)
 
 
 def _attrs(release, prior, opts, bound, extra=None) -> dict:
@@ -303,7 +304,7 @@ def exact_binomial(release, prior, opts: ExactOptions, rng):
     shape = _theta_shape(opts)
     s_draw = s[rng.choice(s.size, size=shape, p=p_s / p_s.sum())]
     theta = rng.beta(a + s_draw, b + n - s_draw)
-    return _posterior(release, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}), s_draw)
+    return _posterior(release, prior, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}), s_draw)
 
 
 def exact_multinomial(release, prior, opts: ExactOptions, rng):
@@ -320,7 +321,7 @@ def exact_multinomial(release, prior, opts: ExactOptions, rng):
     s = knapsack_sample(log_f, lows, msg, np.full(C * D, n, dtype=np.int64), u).astype(float)
     g = rng.gamma(alpha[None, :] + s)
     theta = (g / g.sum(axis=1, keepdims=True)).reshape(C, D, K)
-    return _posterior(release, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}),
+    return _posterior(release, prior, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}),
                       s.reshape(C, D, K))
 
 
@@ -373,7 +374,7 @@ def exact_poisson(release, prior, opts: ExactOptions, rng):
     attrs = _attrs(release, prior, opts, bound, {"grid_points": int(grid.size),
                                                  "grid_check": f"mean of log rate moves {shift:.2g} sd "
                                                                "when the grid is halved"})
-    return _posterior(release, np.exp(draws), attrs)
+    return _posterior(release, prior, np.exp(draws), attrs)
 
 
 def _grid_moments(x, dens):

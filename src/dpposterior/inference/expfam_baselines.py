@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import InputError, RefusedError
 from ..options import EngineOptions, confidential_option
 from ..families._expfam import RecordLaw, require_confidential
-from .gibbs_ss import make_posterior, release_arrays, sample_batch
+from .gibbs_ss import observation_model, pack_draws, release_arrays, sample_batch
 
 OPS_SAMPLES = 100
 OPS_A0 = 0.1
@@ -95,6 +95,7 @@ def _size(options):
 
 def naive(release, prior, options):
     """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
+    observation = observation_model(release, prior)
     model = release.expfam
     arrays = release_arrays(release)
     rng = options.rng()
@@ -112,7 +113,7 @@ def naive(release, prior, options):
         y = arrays["y"][None, ...] if model.vector else arrays["y"]
         s = model.clip_statistic(y, arrays["n"])
     theta = model.conjugate_draws(s, arrays["n"], prior, _size(options), rng)[0]
-    return make_posterior(release, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
+    return pack_draws(observation, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
 
 
 def _confidential_statistic(release, conf) -> np.ndarray:
@@ -126,10 +127,11 @@ def _confidential_statistic(release, conf) -> np.ndarray:
 def non_private(release, prior, options):
     """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
     conf = require_confidential(options, "non-private")
+    observation = observation_model(release, prior)
     s = _confidential_statistic(release, conf)
     theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options), options.rng())[0]
-    return make_posterior(release, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
-                          iid=True)
+    return pack_draws(observation, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
+                      iid=True)
 
 
 def ops(release, prior, options):
@@ -137,12 +139,13 @@ def ops(release, prior, options):
     if release.expfam.record_law is not RecordLaw.BERNOULLI:  # its utility is the Bernoulli log-likelihood
         raise RefusedError("method", "ops is implemented for Bernoulli records (the binomial family) only")
     conf = require_confidential(options, "ops")
+    observation = observation_model(release, prior)
     s = _confidential_statistic(release, conf)
     eps = release.noisy_record.epsilon
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
-    return make_posterior(release, "ops", theta[None, :],
-                          _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
-                                             f"[{OPS_A0}, {1 - OPS_A0}]"), iid=True)
+    return pack_draws(observation, "ops", theta[None, :],
+                      _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
+                                         f"[{OPS_A0}, {1 - OPS_A0}]"), iid=True)
 
 
 # --------------------------------------------------------------------------- calibration hook

@@ -55,6 +55,7 @@ from numba.extending import get_cython_function_address
 
 from ..errors import InputError
 from ..families._expfam import ExpFamModel, RecordLaw
+from ..observation import ObservationModel
 from ..options import MCMCOptions
 from ..posterior import Posterior
 
@@ -597,21 +598,23 @@ def release_arrays(release) -> dict:
     return out
 
 
-def make_posterior(release, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
-                   iid: bool = False) -> Posterior:
-    """Wrap draws of shape (chain, draw[, K]) as a Posterior with the family's variable name."""
-    model = release.expfam
-    var = model.variable
-    dims, coords = {}, {}
-    if model.vector:
-        dims = {var: ["category"]}
-        coords = {"category": release.category_labels}
-        if sample_stats:
-            for key, value in sample_stats.items():
-                if np.ndim(value) == 3:
-                    dims[key] = ["category"]
-    return Posterior(family=release.family, method=method, posterior={var: theta}, dims=dims, coords=coords,
-                     sample_stats=dict(sample_stats or {}), attrs=attrs, iid=iid)
+def observation_model(release, prior) -> ObservationModel:
+    """The release's observation model, as its family builds it (the family's ``observation_model`` hook)."""
+    from ..families import get_family
+
+    return get_family(release.family, field="release.family").hooks["observation_model"](release, prior)
+
+
+def pack_draws(observation: ObservationModel, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
+               iid: bool = False) -> Posterior:
+    """Draws of shape (chain, draw[, K]) of the family's one parameter, named through the observation model; a
+    sample statistic with the parameter's event axes (the imputed counts of a vector of counts) gets its dims."""
+    (variable,) = observation.variables
+    stats = dict(sample_stats or {})
+    stats_dims = {key: variable.dims for key, value in stats.items()
+                  if variable.dims and np.ndim(value) == 2 + len(variable.dims)}
+    return observation.pack({variable.name: theta}, method, sample_stats=stats, sample_stats_dims=stats_dims,
+                            attrs=attrs, iid=iid)
 
 
 @dataclass(frozen=True)
@@ -625,6 +628,7 @@ class GibbsSSOptions(MCMCOptions):
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
+    observation = observation_model(release, prior)
     model = release.expfam
     arrays = release_arrays(release)
     y = arrays["y"][None, ...] if model.vector else arrays["y"]
@@ -634,5 +638,4 @@ def gibbs_ss(release, prior, options) -> Posterior:
     attrs = {"algorithm": "Bernstein & Sheldon 2018, " + ("Algorithm 2 + RS-CLT (Algorithm 3)"
                                                           if model.truncated else "Algorithm 1"),
              "prior": str(prior.to_dict()), "warmup": options.warmup, "rejection_fallbacks": fallbacks}
-    return make_posterior(release, "gibbs-ss", out["theta"][0], attrs,
-                          sample_stats={"statistic": out["statistic"][0]})
+    return pack_draws(observation, "gibbs-ss", out["theta"][0], attrs, sample_stats={"statistic": out["statistic"][0]})
