@@ -600,9 +600,7 @@ def release_arrays(release) -> dict:
 
 def observation_model(release, prior) -> ObservationModel:
     """The release's observation model, as its family builds it (the family's ``observation_model`` hook)."""
-    from ..families import get_family
-
-    return get_family(release.family, field="release.family").hooks["observation_model"](release, prior)
+    return release.family_entry.hooks["observation_model"](release, prior)
 
 
 def pack_draws(observation: ObservationModel, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
