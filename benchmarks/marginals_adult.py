@@ -517,11 +517,18 @@ def summarise(rows, real, levels, m_values) -> dict:
                             if iv is not None and all(math.isfinite(x) for x in iv):
                                 cov[k, i] = iv[0] <= true[i] <= iv[1]
                                 wid[k, i] = iv[1] - iv[0]
+                    # the coefficients of one repeat share its release: the Monte Carlo error of the mean coverage
+                    # is that of the repeats' own means (between-repeat sd / sqrt(repeats)), not of 7 x R coins
+                    per_repeat = np.nanmean(cov, axis=1)
+                    per_repeat = per_repeat[np.isfinite(per_repeat)]
                     s[f"m{m}_level{level}"] = {
                         "coverage": dict(zip(COEFS, np.nanmean(cov, axis=0).tolist())),
                         "coverage_mean": float(np.nanmean(cov)),
+                        "coverage_mean_se": float(np.std(per_repeat, ddof=1) / np.sqrt(per_repeat.size))
+                        if per_repeat.size > 1 else float("nan"),
                         "width": dict(zip(COEFS, np.nanmean(wid, axis=0).tolist())),
-                        "width_mean": float(np.nanmean(wid)), "intervals_missing": int(np.isnan(cov).sum())}
+                        "width_mean": float(np.nanmean(wid)), "width_median": float(np.nanmedian(wid)),
+                        "intervals_missing": int(np.isnan(cov).sum())}
         peer = [r["mbi"] for r in rr if isinstance(r.get("mbi"), dict) and "estimate_seconds" in r["mbi"]]
         if peer:
             p = {"estimate_seconds_mean": float(np.mean([x["estimate_seconds"] for x in peer])),
@@ -554,7 +561,7 @@ def table(doc: dict) -> str:
     sep = "|---|---|---|---|---|---|"
     ms = meta["m"] if meta["attributes"] == 10 else []
     for m in ms:
-        head += f" cover {level:g} m={m} | width m={m} |"
+        head += f" cover {level:g} ± MC se, m={m} | median width m={m} |"
         sep += "---|---|"
     head += " mbi s |" + (" mbi cover, 1 set (round / sample) |" if ms else "")
     sep += "---|" + ("---|" if ms else "")
@@ -566,7 +573,8 @@ def table(doc: dict) -> str:
                f"{s['min_ess_bulk']:.0f} |")
         for m in ms:
             c = s.get(f"m{m}_level{level}", {})
-            row += f" {c.get('coverage_mean', float('nan')):.3f} | {c.get('width_mean', float('nan')):.3f} |"
+            row += (f" {c.get('coverage_mean', float('nan')):.3f} ± {c.get('coverage_mean_se', float('nan')):.3f} | "
+                    f"{c.get('width_median', float('nan')):.3f} |")
         p = s.get("mbi", {})
         pr, ps = p.get(f"round_level{level}", {}), p.get(f"sample_level{level}", {})
         row += f" {p.get('estimate_seconds_mean', float('nan')):.1f} |"
@@ -621,7 +629,11 @@ def main(argv=None) -> None:
     ap.add_argument("--worker-rho", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.table:
-        print(table(json.loads(args.table.read_text())))
+        doc = json.loads(args.table.read_text())
+        meta = doc["meta"]
+        if meta.get("truth") and doc["rows"]:  # the summary as this version computes it, from the rows
+            doc["summary"] = summarise(doc["rows"], meta["truth"], meta["levels"], meta["m"])
+        print(table(doc))
         return
     if args.fill_worker:
         fill_worker(args)
