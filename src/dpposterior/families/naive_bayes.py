@@ -35,6 +35,8 @@ from . import DA_MCMC, EngineSpec, Family, SimulatedRelease, prior_moments
 from ..errors import InputError, RefusedError, shown
 from ..mechanisms.noise import draw_noise
 from ..mechanisms.registry import get_mechanism, is_continuous_laplace, is_integer_noise
+from ..observation import (ENUMERATE, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
+                           Variable)
 from ..release import FORMAT, ReleaseBase, StatisticRecord, load_release, padded_shape, require_within_reach
 from ._curate import class_feature_tables, curator, curator_options
 
@@ -597,6 +599,88 @@ def da_model(release, prior):
                                release.coords())
 
 
+# ------------------------------------------------------------------ observation model
+@dataclass(frozen=True)
+class TwoWayTable:
+    """The query of released table k: the confidential counts n^k_ij (classes x levels[k]) of the latent
+    tables (K, I, Jmax, zero-padded), times ``unit`` (1 for counts, 1/n for proportions)."""
+
+    feature: int
+    classes: int
+    levels: int
+    unit: float = 1.0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.classes, self.levels)
+
+    def __call__(self, tables) -> np.ndarray:
+        return np.asarray(tables, float)[..., self.feature, :, :self.levels] * self.unit
+
+
+@dataclass(frozen=True)
+class NaiveBayesTables:
+    """The latent statistic: the K confidential two-way tables of n records, shape (K, I, Jmax) padded with 0."""
+
+    n: int
+    classes: int
+    levels: tuple[int, ...]
+
+    def simulate(self, class_prob, feature_prob, rng) -> np.ndarray:
+        """One draw of the tables given the parameters (class counts, then each class's feature counts)."""
+        return draw_tables(np.asarray(class_prob, float), np.asarray(feature_prob, float), self.n, rng)
+
+
+def prior_log_density(prior: DirichletPrior, class_prob, feature_prob) -> float:
+    """log Dir(class_prob | class_alpha) + sum_k,i log Dir(feature_prob[k, i, :J_k] | feature_alpha[k, i, :J_k])."""
+    from scipy import stats
+
+    total = float(stats.dirichlet.logpdf(np.asarray(class_prob, float), prior.class_alpha))
+    feature_prob = np.asarray(feature_prob, float)
+    for k in range(prior.feature_alpha.shape[0]):
+        jk = int(np.sum(np.isfinite(prior.feature_alpha[k, 0])))
+        for i in range(prior.feature_alpha.shape[1]):
+            total += float(stats.dirichlet.logpdf(feature_prob[k, i, :jk], prior.feature_alpha[k, i, :jk]))
+    return total
+
+
+def observation_model(release: NaiveBayesRelease, prior=None) -> ObservationModel:
+    """The release as K measurements, one per noisy two-way table, of the confidential tables of n records.
+
+    Variables ``class_prob`` (class) and ``feature_prob`` (feature, class, level; NaN at the levels a feature
+    lacks), labelled by :meth:`NaiveBayesRelease.coords`; ``prior``: a :class:`DirichletPrior` or anything
+    :func:`parse_prior` reads."""
+    prior = parse_prior(prior, release)
+    rec = release.statistics.tables
+    mechanism = release.mechanism
+    unit = 1.0 if release.scale == "counts" else 1.0 / release.n
+    levels = tuple(int(j) for j in release.levels)
+    measurements = tuple(
+        Measurement(f"statistics.tables.value[{k}]", np.asarray(table, float),
+                    TwoWayTable(k, release.classes, jk, unit), mechanism)
+        for k, (table, jk) in enumerate(zip(rec.value, levels)))
+    # records: da-mcmc moves one record at a time (da_model); enumerate: the exact engines enumerate the
+    # latent tables; simulate: draw_tables.  No engine uses the tables' moments.
+    latent = LatentStatistic(f"the {len(levels)} class-by-feature tables of {release.n} records",
+                             frozenset({RECORDS, ENUMERATE, SIMULATE}),
+                             NaiveBayesTables(int(release.n), int(release.classes), levels))
+    coords = release.coords()
+    # feature_prob sums to one over its last axis only (a simplex per class and feature, NaN-padded), which no
+    # support name says: "unit" is what holds for every cell
+    variables = (Variable("class_prob", ("class",), {"class": coords["class"]}, "simplex"),
+                 Variable("feature_prob", ("feature", "class", "level"), coords, "unit"))
+
+    def sample(rng):
+        class_prob, feature_prob = draw_parameters(prior, rng)
+        return {"class_prob": class_prob, "feature_prob": feature_prob}
+
+    def log_density(values):
+        return prior_log_density(prior, values["class_prob"], values["feature_prob"])
+
+    return ObservationModel("naive-bayes", variables, Prior(sample, prior.to_dict(), log_density, prior.describe()),
+                            latent, measurements, int(release.n))
+
+
 #: the module of the variational engine and its baselines
 _VB = "dpposterior.inference.naive_bayes_vb"
 
@@ -620,7 +704,7 @@ FAMILY = Family(
         "exact": EngineSpec.of("dpposterior.inference.exact_counts", "exact_naive_bayes", "ExactOptions"),
         "da-mcmc": DA_MCMC,
     },
-    hooks={"da_model": da_model, "draw_values": table_draw_values},
+    hooks={"da_model": da_model, "draw_values": table_draw_values, "observation_model": observation_model},
     auto_method="vb",
     # the variational and enumeration engines of Karwa et al. assume Laplace noise; integer noise -> exact
     auto_rule=lambda release: "vb" if is_continuous_laplace(release.statistics.tables.mechanism) else "exact",

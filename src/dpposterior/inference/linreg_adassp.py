@@ -75,7 +75,7 @@ def adassp(release, prior, options):
     rho = options.rho
     lam = adassp_lambdas(data, float(rho))
     theta = adassp_estimate(data.xtx[None], data.xty[None], lam[None])[0]
-    return make_posterior("adassp", data, {"theta": theta[None, None, :]}, options,
+    return make_posterior("adassp", release, prior, data, {"theta": theta[None, None, :]}, options,
                           attrs={"point_estimate": 1, "adassp_lambda": lam.tolist(), "adassp_rho": float(rho),
                                  "note": "adaSSP is a point estimate: one chain, one draw, no uncertainty"},
                           iid=True)

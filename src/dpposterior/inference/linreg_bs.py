@@ -405,7 +405,7 @@ def mcmc_bs(release, prior, options):
                  options.warmup, rng, theta0, s20, sig0, mu0, laplace_b=lap, constrained=options.constrained,
                  max_rejections=max_rej, keep_w=keep_w)
     extras = {"W": out["W"]} if keep_w else {}
-    return make_posterior("mcmc-bs", data, {"theta": out["theta"], "sigma2": out["sigma2"]}, options,
-                          sample_stats={"stuck": out["stuck"]}, extras=extras,
+    return make_posterior("mcmc-bs", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+                          options, sample_stats={"stuck": out["stuck"]}, extras=extras,
                           attrs={"stuck_total": int(out["stuck"].sum()),
                                  "prior_form": "theta | sigma2 ~ N(m, sigma2 C) (conjugate, App. C.1)"})

@@ -225,17 +225,22 @@ def initial_theta(data, prior_prec, prior_shift, sigma2: float) -> np.ndarray:
     return tri_solve_t(L, tri_solve(L, h))[0]
 
 
-def make_posterior(method, data, variables: dict, options, *, sample_stats=None, attrs=None, extras=None,
-                   sigma_x=None, iid: bool = False) -> Posterior:
-    dims = {"theta": ["coef"]}
-    coords = {"coef": list(data.names)}
-    post_vars = dict(variables)
+def make_posterior(method, release, prior, data, variables: dict, options, *, sample_stats=None, attrs=None,
+                   extras=None, sigma_x=None, iid: bool = False) -> Posterior:
+    """The engine's draws (``variables``: theta, and sigma2 where the engine draws it; ``sigma_x``, the features'
+    covariance, from mcmc-normalx) named through the release's observation model (``data``: its resolved
+    :class:`RegressionData`)."""
+    from dataclasses import replace
+
+    from ..families.linear_regression.observation import observation_model
+
+    draws = dict(variables)
     if sigma_x is not None:
-        post_vars["sigma_x"] = sigma_x
-        feats = list(data.features)
-        dims["sigma_x"] = ["feature", "feature_col"]
-        coords["feature"] = feats
-        coords["feature_col"] = feats
+        draws["sigma_x"] = sigma_x
+    model = observation_model(release, prior, data)
+    # an engine draws some of the model's variables (adassp and bayes-fixeds-fast: theta only; sigma_x:
+    # mcmc-normalx only): its posterior is the model's marginal on those
+    drawn = replace(model, variables=tuple(v for v in model.variables if v.name in draws))
     base_attrs = {
         "intercept": int(data.intercept),
         "parties": data.J,
@@ -247,5 +252,6 @@ def make_posterior(method, data, variables: dict, options, *, sample_stats=None,
     if hasattr(options, "warmup"):  # MCMC engines only
         base_attrs["warmup"] = options.warmup
     base_attrs.update(attrs or {})
-    return Posterior(family="linear-regression", method=method, posterior=post_vars, dims=dims, coords=coords,
-                     sample_stats=sample_stats or {}, attrs=base_attrs, extras=extras or {}, iid=iid)
+    post = drawn.pack(draws, method, sample_stats=sample_stats or {}, attrs=base_attrs, iid=iid)
+    post.extras.update(extras or {})
+    return post

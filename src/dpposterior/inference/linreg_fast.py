@@ -59,6 +59,6 @@ def bayes_fixeds_fast(release, prior, options):
     eps = rng.standard_normal((options.chains, options.draws, data.d))
     draws = mean[0] + tri_solve_t(np.broadcast_to(L[0], (options.chains, options.draws) + L.shape[1:]), eps)
     cov = tri_solve_t(L[0], tri_solve(L[0], np.eye(data.d)))
-    return make_posterior("bayes-fixeds-fast", data, {"theta": draws}, options,
+    return make_posterior("bayes-fixeds-fast", release, prior, data, {"theta": draws}, options,
                           attrs={"sigma2_fixed": s2, "exact_draws": 1},
                           extras={"mean": mean[0], "cov": 0.5 * (cov + cov.T)}, iid=True)

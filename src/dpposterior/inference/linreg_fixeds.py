@@ -213,6 +213,6 @@ def mcmc_fixeds(release, prior, options):
     theta0 = np.tile(initial_theta(data, prec, shift, s2), (options.chains, 1))
     out = run_fixeds(S, zhat, sz2, prior, options.draws, options.warmup, rng, theta0,
                      np.full(options.chains, s2))
-    return make_posterior("mcmc-fixeds", data, {"theta": out["theta"], "sigma2": out["sigma2"]}, options,
-                          sample_stats={"accept_sigma2": out["accept_sigma2"]},
+    return make_posterior("mcmc-fixeds", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+                          options, sample_stats={"accept_sigma2": out["accept_sigma2"]},
                           attrs={"sigma2_rw_step": out["sigma2_step"].tolist()})

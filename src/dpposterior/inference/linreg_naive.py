@@ -49,6 +49,6 @@ def naive(release, prior, options):
     L = chol(P)
     theta0 = np.tile(tri_solve_t(L, tri_solve(L, h))[0], (options.chains, 1))
     out = run_fixeds(S, zhat, sz2, prior, options.draws, options.warmup, rng, theta0, np.full(options.chains, s2))
-    return make_posterior("naive", data, {"theta": out["theta"], "sigma2": out["sigma2"]}, options,
-                          sample_stats={"accept_sigma2": out["accept_sigma2"]},
+    return make_posterior("naive", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+                          options, sample_stats={"accept_sigma2": out["accept_sigma2"]},
                           attrs={"note": "noise ignored: released statistics treated as exact"})

@@ -323,6 +323,6 @@ def mcmc_normalx(release, prior, options):
         stats["accept_b"] = out["accept_b"]
         attrs["b_step"] = out["b_step"].ravel().tolist()
         attrs["mu_kappa"] = float(prior.mu_kappa)
-    return make_posterior("mcmc-normalx", data, {"theta": out["theta"], "sigma2": out["sigma2"]}, options,
-                          sigma_x=out["sigma_x"],
+    return make_posterior("mcmc-normalx", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+                          options, sigma_x=out["sigma_x"],
                           sample_stats=stats, attrs=attrs)

@@ -173,7 +173,7 @@ def exact_engine(release, prior, options):
     size = options.chains * options.draws
     class_prob, feature_prob = sample_exact(ex, release.n, prior.class_alpha, prior.feature_alpha_filled(), size, rng)
     return posterior_from_draws(
-        release, "exact-enumeration", class_prob.reshape(options.chains, options.draws, 2),
+        release, prior, "exact-enumeration", class_prob.reshape(options.chains, options.draws, 2),
         feature_prob.reshape(options.chains, options.draws, 2, 2, 2),
         attrs={"log_evidence": ex.log_evidence},
         extras={"exact": ex, "class_mean": ex.class_mean, "feature_mean": ex.feature_mean})

@@ -418,27 +418,30 @@ def dirichlet_draws(a_c, a_f, mask, chains: int, draws: int, rng):
     return class_prob, feature_prob
 
 
-def make_posterior(release, method: str, a_c, a_f, mask, options, sample_stats=None, attrs=None,
+def make_posterior(release, prior, method: str, a_c, a_f, mask, options, sample_stats=None, attrs=None,
                    extras=None) -> Posterior:
     """Posterior of independent Dirichlet factors q(p) = Dir(a_c) x prod Dir(a_f[k, i])."""
     class_prob, feature_prob = dirichlet_draws(a_c, a_f, mask, options.chains, options.draws, options.rng())
-    return posterior_from_draws(release, method, class_prob, feature_prob, sample_stats, attrs, extras)
+    return posterior_from_draws(release, prior, method, class_prob, feature_prob, sample_stats, attrs, extras)
 
 
-def posterior_from_draws(release, method, class_prob, feature_prob, sample_stats=None, attrs=None,
+def posterior_from_draws(release, prior, method, class_prob, feature_prob, sample_stats=None, attrs=None,
                          extras=None) -> Posterior:
-    """``class_prob`` (chain, draw, I), ``feature_prob`` (chain, draw, K, I, Jmax) NaN-padded."""
-    dims = {"class_prob": ["class"], "feature_prob": ["feature", "class", "level"]}
-    if sample_stats:
-        dims["lower_bound"] = ["vb_iteration"]
+    """``class_prob`` (chain, draw, I), ``feature_prob`` (chain, draw, K, I, Jmax) NaN-padded, named through the
+    release's observation model."""
+    from ..families.naive_bayes import observation_model
+
     base_attrs = {"scale": release.scale, "noise_scale_counts": release.noise_scale_counts(),
                   "feature_prob_padding": "NaN at levels j >= levels[k]"}
     base_attrs.update(attrs or {})
+    model = observation_model(release, prior)
     # every caller's draws are independent: Dirichlet factors (vb, naive, non-private) or exact mixtures
-    return Posterior(family="naive-bayes", method=method, iid=True,
-                     posterior={"class_prob": class_prob, "feature_prob": feature_prob},
-                     dims=dims, coords=release.coords(), sample_stats=sample_stats or {},
-                     attrs=base_attrs, extras=extras or {})
+    post = model.pack({"class_prob": class_prob, "feature_prob": feature_prob}, method,
+                      sample_stats=sample_stats or {},
+                      sample_stats_dims={"lower_bound": ["vb_iteration"]} if sample_stats else None,
+                      attrs=base_attrs, iid=True)
+    post.extras.update(extras or {})
+    return post
 
 
 @dataclass(frozen=True)
@@ -485,7 +488,7 @@ def vb_engine(release, prior, options) -> Posterior:
 
         print(f"warning: vb did not converge in {max_iter} iterations (bound still improving by >= {tol:g})",
               file=sys.stderr)
-    return make_posterior(release, "vb", fit.a_c[0], fit.a_f[0], pb.mask, options,
+    return make_posterior(release, prior, "vb", fit.a_c[0], fit.a_f[0], pb.mask, options,
                           sample_stats={"lower_bound": trace[None, None, :]}, attrs=attrs,
                           extras={"fit": fit, "theta_c": fit.theta_c[0], "theta_f": fit.theta_f[0]})
 
@@ -497,7 +500,7 @@ def naive_engine(release, prior, options) -> Posterior:
     class_counts, feat = naive_counts(pb)
     a_c = pb.alpha_c + class_counts[0]
     a_f = np.where(pb.mask, pb.alpha_f + feat[0], 0.0)
-    return make_posterior(release, "naive", a_c, a_f, pb.mask, options)
+    return make_posterior(release, prior, "naive", a_c, a_f, pb.mask, options)
 
 
 def confidential_tables(release, confidential) -> np.ndarray:
@@ -531,4 +534,4 @@ def nonprivate_engine(release, prior, options) -> Posterior:
     _, mask = release.released_counts()
     a_c = np.asarray(prior.class_alpha, float) + tables[0].sum(axis=1)
     a_f = np.where(mask, prior.feature_alpha_filled() + tables, 0.0)
-    return make_posterior(release, "non-private", a_c, a_f, mask, options)
+    return make_posterior(release, prior, "non-private", a_c, a_f, mask, options)

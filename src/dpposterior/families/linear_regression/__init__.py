@@ -59,7 +59,8 @@ Kazan & Reiter Sec. 5 / App. I), ``adassp`` (Wang 2018, App. C.2, point estimate
 ``naive`` (treats the noisy statistics as exact).
 
 The package's table of contents: ``release`` (schema and validation), ``sensitivity``, ``prior``,
-``curate`` (the curator), ``simulate`` (simulated data and releases), ``predictive``; ``FAMILY``
+``curate`` (the curator), ``simulate`` (simulated data and releases), ``predictive``, ``observation`` (the
+observation model through which the engines name their draws); ``FAMILY``
 is defined here, and every public name is re-exported (``families.linear_regression.X``).
 """
 
@@ -75,6 +76,7 @@ from .prior import LinRegPrior, PRIOR_KEYS, default_prior, parse_prior, prior_mo
 from .curate import curate, split_plan  # noqa: F401
 from .simulate import make_release, simulate  # noqa: F401
 from .predictive import posterior_predictive
+from .observation import observation_model
 
 
 #: the batched calibration path of the four Gaussian-mechanism engines (inference/linreg_batch.py)
@@ -103,7 +105,7 @@ FAMILY = Family(
     description="Linear regression from noisy X'X, X'y (Alparslan, Yildirim & Birbil; Bernstein & Sheldon 2019)",
     simulate=simulate,
     hooks={"posterior_predictive": posterior_predictive, "make_release": make_release,
-           "prior_moments": prior_moments,
+           "prior_moments": prior_moments, "observation_model": observation_model,
            # one draw: beta and sigma2, and (mcmc-normalx) the features' mean and covariance: at most d^2 + 2d + 2
            "draw_values": lambda release: release.d ** 2 + 2 * release.d + 2},
 )
