@@ -492,3 +492,38 @@ def test_sppe_combined_loss_option_runs_and_is_validated():
     assert post.attrs["combined_loss"] == 1 and post.posterior["beta"].shape == (1, 20, 3)
     with pytest.raises(InputError, match="combined_loss"):
         infer(rel, method="sppe", simulations=40, rounds=1, combined_loss="yes", quiet=True)
+
+
+@pytest.mark.parametrize("method,options,replicates", [("sppe", {"rqmc_points": 8}, 8), ("sple", {"rqmc_points": 4}, 4),
+                                                       ("naive", {}, 1)])
+def test_round_engines_refuse_what_would_not_fit_before_simulating(method, options, replicates, monkeypatch):
+    """The filtration of every round (theta, s(x), M replicates, and their device copies) is estimated and
+    refused in one line naming --simulations before the first simulation; the estimate grows with the replicates."""
+    from dpposterior import memory
+    from dpposterior.api import infer
+    from dpposterior.errors import RefusedError
+    from dpposterior.sbi import rounds
+
+    estimates = []
+    real = memory.check_fits
+    monkeypatch.setattr(memory, "check_fits", lambda est, *a: estimates.append(est) or real(est, *a))
+    monkeypatch.setattr(memory, "available_bytes", lambda: 50e6)  # 50 MB free
+    simulated = []
+    monkeypatch.setattr(rounds, "simulate_round", lambda *a, **k: simulated.append(1) or 1 / 0)
+    with pytest.raises(RefusedError, match=rf"simulations: {method}: 10 rounds x 100,000 simulations, each with "
+                                           rf"{replicates} replicate\(s\) of 9 released values needs about .* more "
+                                           r"than the 48 MiB available; fewer --simulations"):
+        infer(EXAMPLES / "linreg-ju-eps1.json", method=method, simulations=100_000, rounds=10, seed=1, **options)
+    assert not simulated
+    assert estimates and estimates[-1] >= 100_000 * 10 * 8 * 9 * (1 + replicates)  # at least the float64 data
+
+
+def test_smc_abc_refuses_a_population_whose_batches_would_not_fit(monkeypatch):
+    from dpposterior import memory
+    from dpposterior.api import infer
+    from dpposterior.errors import RefusedError
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 50e6)
+    with pytest.raises(RefusedError, match=r"particles: smc-abc: batches of up to 2,000,000 simulations of 9 released "
+                                           r"values needs about .* more than the 48 MiB available; fewer --particles"):
+        infer(EXAMPLES / "linreg-ju-eps1.json", method="smc-abc", particles=100_000, simulations=10_000_000, seed=1)

@@ -26,7 +26,7 @@ import torch
 from ..options import option
 from .flows import FlowConfig
 from . import common
-from .rounds import SBIResult
+from .rounds import SBIResult, check_round_memory
 from .sppe import run_sppe
 
 #: options of the engine (no rqmc_points / rqmc: there is no noise to integrate)
@@ -71,6 +71,7 @@ def naive(release, prior, options):
     simulations, rounds, num_atoms = options.simulations, options.rounds, options.num_atoms
     config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains
+    check_round_memory(model, simulations, rounds, 1, "naive")
     common.announce_budget(model, "naive", simulations * rounds, quiet)
     res = run_naive_npe(model, simulations, rounds, total, options.seed, num_atoms, config, quiet)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "total_simulations": simulations * rounds,

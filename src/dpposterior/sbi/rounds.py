@@ -40,6 +40,24 @@ class SBIResult:
     importance_applied: bool = False
 
 
+def check_round_memory(model, simulations: int, rounds: int, rqmc_points: int, method: str) -> None:
+    """Refuse, before the first simulation, a run whose filtration D_R would not fit in memory.
+
+    What :class:`RoundLoop` holds at the last round, per simulation (d parameters, r released values, M
+    replicates): theta, s(x) and the M privatised replicates as float64 arrays (8 (d + r + M r) bytes), their
+    float32 device tensors (4 (d + M r)), one more of each while a round's are concatenated in, and the round's own
+    simulation arrays (the same per-simulation bytes for the N of one round).  The flow and its optimiser are
+    small beside these from about 10^5 simulations on."""
+    from ..memory import check_fits
+
+    d, r, m = int(model.dim), int(model.stat_dim), max(1, int(rqmc_points))
+    per_simulation = 8.0 * (d + r + m * r) + 2 * 4.0 * (d + m * r)
+    total = simulations * rounds
+    estimate = per_simulation * (2 * total + simulations)
+    check_fits(estimate, "simulations", f"{method}: {rounds} rounds x {simulations:,} simulations, each with "
+               f"{m} replicate(s) of {r} released values", "fewer --simulations, --rounds or --rqmc-points")
+
+
 def simulate_round(model, theta, m, rqmc, rng):
     """Confidential statistics s(x_i) and M privatised replicates per simulation: (s (N, r), sdp (N, M, r))."""
     s = model.statistics(theta, rng)

@@ -54,6 +54,10 @@ def _kernel_logpdf_matrix(new, old, chol_inv, log_norm):
     return log_norm - 0.5 * np.sum(z * z, axis=-1)
 
 
+#: the largest batch of proposals simulated at once, in populations
+BATCH_POPULATIONS = 20
+
+
 def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, tolerance: str = "adaptive",
                 quantile: float = 0.5, seed: int = 0, quiet: bool = True, max_generations: int = 1000) -> SMCABCResult:
     """Algorithm 3 with a total simulation budget ``simulations``."""
@@ -90,7 +94,7 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
         dist_acc.append(dist[ok])
         n_acc += int(ok.sum())
         rate = max(n_acc, 1) / used
-        batch = int(min(max((particles - n_acc) / rate * 1.2, 100), 20 * particles))
+        batch = int(min(max((particles - n_acc) / rate * 1.2, 100), BATCH_POPULATIONS * particles))
     theta = np.concatenate(theta_acc)[:particles]
     dists = np.concatenate(dist_acc)[:particles]
     weights = np.full(particles, 1.0 / particles)
@@ -126,7 +130,7 @@ def run_smc_abc(model, simulations: int = 50_000, particles: int = 1000, toleran
             new_dist.append(dist[ok])
             n_acc += int(ok.sum())
             rate = max(n_acc, 1) / gen_used
-            batch = int(min(max((particles - n_acc) / rate * 1.2, 100), 20 * particles))
+            batch = int(min(max((particles - n_acc) / rate * 1.2, 100), BATCH_POPULATIONS * particles))
         if done:
             break
         th_new = np.concatenate(new_theta)[:particles]
@@ -179,6 +183,13 @@ def smc_abc_on_model(name: str, model, options):
     simulations, particles, tolerance, quantile = opts.simulations, opts.particles, opts.tolerance, opts.quantile
     if simulations < particles:  # before the run is announced (run_smc_abc refuses it too)
         raise InputError("simulations", f"the budget must cover at least one population ({particles})")
+    from ..memory import check_fits
+
+    # a batch holds up to 20 populations' proposals, their statistics and distances, with numpy temporaries
+    batch = min(simulations, BATCH_POPULATIONS * particles)
+    check_fits(3 * 8.0 * batch * (model.dim + model.stat_dim + 1), "particles",
+               f"smc-abc: batches of up to {batch:,} simulations of {model.stat_dim} released values",
+               "fewer --particles (the population size)")
     common.announce_budget(model, "smc-abc", simulations, options.quiet, trains=False)
     with common.round_progress(1, "SMC-ABC", options.quiet) as advance:
         res = run_smc_abc(model, simulations, particles, tolerance, quantile, opts.seed)

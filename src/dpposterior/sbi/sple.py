@@ -20,7 +20,7 @@ from scipy import special
 from ..options import option
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import ple_loss
-from .rounds import RoundLoop, SBIResult
+from .rounds import RoundLoop, SBIResult, check_round_memory
 from .slice import slice_sample
 from . import common
 
@@ -108,6 +108,7 @@ def sple_on_model(name: str, model, options):
     config = FlowConfig(max_epochs=options.max_epochs)
     total = options.draws * options.chains
     device = options.resolved_device()
+    check_round_memory(model, simulations, rounds, m, "sple")
     common.announce_budget(model, "sple", simulations * rounds, quiet)
     res = run_sple(model, simulations, rounds, m, rqmc, total, options.seed, config, quiet, device=device)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),

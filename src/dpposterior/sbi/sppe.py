@@ -47,7 +47,7 @@ from ..options import option
 from .importance import importance_posterior
 from .flows import FlowConfig, StandardizedFlow, configure_torch, resolve_device, robust_scale
 from .losses import atom_indices, atomic_loss, npe_loss  # noqa: F401  (re-exported)
-from .rounds import RoundLoop, SBIResult  # noqa: F401  (SBIResult re-exported)
+from .rounds import RoundLoop, SBIResult, check_round_memory  # noqa: F401  (SBIResult re-exported)
 from . import common
 
 #: the ``training`` preset of the engine (``dpposterior infer --method sppe``) with its default ``correction``
@@ -310,6 +310,7 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
     device = options.resolved_device()
     config = training_config(training, max_epochs=options.max_epochs, batch_size=options.batch_size)
     total = options.draws * options.chains
+    check_round_memory(model, simulations, rounds, m, "sppe")
     common.announce_budget(model, "sppe", simulations * rounds, quiet)
     res = run_sppe(model, simulations, rounds, m, rqmc, total, options.seed, num_atoms, config, quiet,
                    combined_loss=combined, proposal=proposal, device=device, correction=correction)
