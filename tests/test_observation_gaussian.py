@@ -133,8 +133,10 @@ def test_no_gaussian_engine_builds_a_posterior_itself():
 def test_pack_checks_the_predictive_draws_against_the_model():
     model = observation_model(RELEASE, NIG)
     draws = {"mu": np.zeros((1, 3)), "sigma2": np.ones((1, 3))}
+    # predictive draws are one group: none is a posterior without a predictive group, a partial set an error
+    assert model.pack(draws, "x").posterior_predictive == {}
     with pytest.raises(ValueError, match="posterior_predictive do not match"):
-        model.pack(draws, "x")
+        model.pack(draws, "x", posterior_predictive={"z": np.zeros((1, 3))})
     with pytest.raises(ValueError, match="extra"):
         model.pack(draws, "x", posterior_predictive={"y_new": np.zeros((1, 3)), "z": np.zeros((1, 3))})
     with pytest.raises(ValueError, match="event axes"):

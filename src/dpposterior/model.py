@@ -41,7 +41,7 @@ naming it and what it returned.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -235,6 +235,9 @@ class Model:
     release_transform: int = SUMS
     #: optional: one noise scale per released coordinate, where they differ (default: the mechanism's)
     noise_scales: Any = None
+    #: the support of posterior variables that are not parameters themselves (a subclass whose
+    #: ``posterior_variables`` maps the parameters to other variables), for :meth:`observation_model`
+    derived_support: ClassVar[dict] = {}
 
     def __post_init__(self):
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
@@ -519,6 +522,48 @@ class Model:
                     coords[d] = list(self.coords.get(d, range(p.shape[k])))
         return {p.name: np.asarray(values[p.name]) for p in self._params}, dims, coords
 
+    def observation_model(self, observed, family: str | None = None):
+        """The model as an :class:`~dpposterior.observation.ObservationModel`: the variables of its posterior
+        (names, dims, coords and support, as :meth:`posterior_variables` names them), its prior, the latent
+        statistic s = sum_i t(x_i) and one measurement, the ``observed`` release of s through the mechanism.
+
+        Engines name their draws through its :meth:`~dpposterior.observation.ObservationModel.pack`.  It adds
+        no attrs of its own: what a posterior records is the engine's to write.  ``family``: the name the
+        posterior carries (default the model's name)."""
+        from .observation import RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
+
+        obs = np.atleast_1d(np.asarray(observed, float)).ravel()
+        # the variables as posterior_variables names them, read off one (chain, draw) of zeros: a subclass
+        # that maps the parameters to other variables (a joint prior split into its parts) is followed exactly
+        zeros = {p.name: np.zeros((1, 1, *p.shape)) for p in self._params}
+        arrays, dims, coords = self.posterior_variables(zeros)
+        kinds = {p.name: p for p in self._params}
+        variables = []
+        for name, arr in arrays.items():
+            event = np.ndim(arr) - 2
+            names = tuple(dims.get(name, [f"{name}_dim_{k}" for k in range(event)]))
+            support = self.derived_support.get(name, "real")
+            if name in kinds:
+                support = _param_support(kinds[name])
+            variables.append(Variable(name, names, {d: list(coords[d]) for d in names if d in coords}, support))
+        reparametrised = type(self).posterior_variables is not Model.posterior_variables
+
+        def sample(rng) -> dict:
+            drawn, _, _ = self.posterior_variables(self.sample_prior(1, rng))
+            return {k: np.asarray(v)[0] for k, v in drawn.items()}
+
+        def log_density(values) -> float:
+            return float(self.log_prior({p.name: np.asarray(values[p.name], float)[None] for p in self._params})[0])
+
+        parameters = {p.name: _prior_text(p.dist) for p in self._params}
+        prior = Prior(sample, parameters, None if reparametrised else log_density,
+                      "; ".join(f"{k} ~ {v}" for k, v in parameters.items()))
+        capabilities = {SIMULATE} | ({RECORDS} if self.has_likelihood else set())
+        latent = LatentStatistic(f"the statistic summed over the n = {self.n} records of model {self.name!r}",
+                                 frozenset(capabilities), self)
+        measurement = Measurement("observed", obs, SummedStatistic(self, obs.size), self.mechanism)
+        return ObservationModel(family or self.name, tuple(variables), prior, latent, (measurement,), self.n)
+
     def simulator_model(self, observed, name: str | None = None):
         """The internal SBI view (:class:`~dpposterior.sbi.SimulatorModel`) on unconstrained theta."""
         from .sbi.model import SimulatorModel
@@ -538,6 +583,42 @@ class Model:
         return SimulatorModel(prior=_UnconstrainedPrior(self), mechanism=self.mechanism, observed=obs,
                               simulate=simulate, parameter_names=[f"z_{i}" for i in range(self.udim)],
                               outputs=outputs, name=name or self.name)
+
+
+def _param_support(param: _Param) -> str:
+    """A parameter's support in the observation model's words (``real`` where its bounds are other than
+    (0, inf), [0, 1] or a simplex)."""
+    if param.kind == "simplex":
+        return "simplex"
+    if param.kind == "positive" and param.lower == 0.0:
+        return "positive"
+    if param.kind == "interval" and (param.lower, param.upper) == (0.0, 1.0):
+        return "unit"
+    return "real"
+
+
+def _prior_text(dist) -> str:
+    """A prior in one phrase: a scipy frozen distribution's name and arguments, else its type (scipy's
+    multivariate frozen distributions keep no arguments list: their type's name, e.g. ``dirichlet``)."""
+    inner = getattr(dist, "dist", None)
+    name = getattr(inner, "name", None) or type(dist).__name__.removesuffix("_frozen")
+    args = [f"{a:g}" if isinstance(a, (int, float)) else np.array2string(np.asarray(a), separator=", ")
+            for a in getattr(dist, "args", ())]
+    args += [f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v!r}"
+             for k, v in getattr(dist, "kwds", {}).items()]
+    return f"{name}({', '.join(args)})"
+
+
+class SummedStatistic:
+    """Query of a :class:`Model`'s measurement: records -> s = sum_i t(x_i), the ``r`` numbers the mechanism
+    perturbed (before the model's ``release_transform``, e.g. sums released as a mean and variance)."""
+
+    def __init__(self, model: Model, r: int):
+        self.model = model
+        self.shape = (int(r),)
+
+    def __call__(self, records) -> np.ndarray:
+        return self.model.contributions(records, self.shape[0]).sum(axis=0)
 
 
 class _UnconstrainedPrior:

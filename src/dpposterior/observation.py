@@ -155,19 +155,24 @@ class ObservationModel:
 
     def pack(self, draws: dict[str, np.ndarray], method: str, *, posterior_predictive: dict | None = None,
              sample_stats: dict | None = None, sample_stats_dims: dict | None = None, attrs: dict | None = None,
-             iid: bool = False, float32: bool = False):
+             iid: bool = False, float32: bool = False, extras: dict | None = None):
         """The :class:`~dpposterior.posterior.Posterior` of an engine's draws (``name -> (chain, draw, *event)``),
         named, dimensioned and labelled from the model's variables (and ``posterior_predictive`` from its
         predictive variables); a draw of a variable the model does not have, or a missing one, or a wrong event
-        shape, is a programming error (ValueError).  ``sample_stats_dims``: the event dims of sample statistics
-        that have event axes (``name -> dims``; labelled by the variables' coords of the same dims)."""
+        shape, is a programming error (ValueError).  Predictive draws are one group: an engine that draws none
+        of them (e.g. ``da-mcmc``, which moves parameters and records only) gives none, and the posterior has
+        no predictive group; a partial set is an error.  ``sample_stats_dims``: the event dims of sample statistics
+        that have event axes (``name -> dims``; labelled by the variables' coords of the same dims); ``extras``:
+        what the engine keeps in Python only (e.g. a trained flow)."""
         from .posterior import Posterior
 
         names = [v.name for v in self.variables]
         predictive = dict(posterior_predictive or {})
+        # the predictive variables as a group: all drawn, or none (not every engine draws new data)
+        predictive_variables = self.predictive if predictive else ()
         dims, coords = {}, {}
         for group, variables, given in (("draws", self.variables, draws),
-                                        ("posterior_predictive", self.predictive, predictive)):
+                                        ("posterior_predictive", predictive_variables, predictive)):
             extra = set(given) - {v.name for v in variables}
             missing = {v.name for v in variables} - set(given)
             if extra or missing:
@@ -191,7 +196,7 @@ class ObservationModel:
             dims[stat] = list(stat_dims)
         post = Posterior(family=self.family, method=method, posterior={k: np.asarray(draws[k]) for k in names},
                          dims=dims, coords=coords,
-                         posterior_predictive={v.name: np.asarray(predictive[v.name]) for v in self.predictive},
+                         posterior_predictive={v.name: np.asarray(predictive[v.name]) for v in predictive_variables},
                          sample_stats=stats, attrs={**self.attrs, **(attrs or {})}, iid=iid,
-                         float32_variables=tuple(names) if float32 else ())
+                         float32_variables=tuple(names) if float32 else (), extras=dict(extras or {}))
         return post

@@ -454,6 +454,8 @@ def da_model(release, prior):
         return mu2 + np.sqrt(s22 / s2) * (y - mu)
 
     class _GaussianModel(Model):
+        derived_support = {"sigma2": "positive"}
+
         def posterior_variables(self, values):
             v = np.asarray(values["theta"])
             return {"mu": v[..., 0], "sigma2": v[..., 1]}, {}, {}

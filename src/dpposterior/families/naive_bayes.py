@@ -556,6 +556,9 @@ def tables_record_model(name, n, classes, levels, alpha_class, alpha_feat, mecha
         return draw
 
     class _TablesModel(Model):
+        # each feature's levels sum to one per class (NaN beyond its own levels): "unit", as the family's model says
+        derived_support = {feat_var: "unit"}
+
         def posterior_variables(self, values):
             first = values["class_prob"]
             lead = first.shape[:-1]

@@ -372,16 +372,19 @@ class DaMcmcOptions(MCMCOptions):
                 "record_sweeps": self.record_sweeps, "theta_steps": self.theta_steps, "thin": self.thin}
 
 
-def to_posterior(family_name: str, model, res: DAResult, attrs: dict | None = None) -> Posterior:
-    variables, dims, coords = model.posterior_variables(res.values)
-    return Posterior(family=family_name, method="da-mcmc", posterior=variables, dims=dims, coords=coords,
-                     sample_stats=res.sample_stats, attrs={**res.attrs, **(attrs or {})})
+def to_posterior(family_name: str, model, observed, res: DAResult, attrs: dict | None = None) -> Posterior:
+    """The posterior of a run, its draws named by the model's observation model (:meth:`Model.observation_model
+    <dpposterior.model.Model.observation_model>`): the parameters mapped to the posterior's variables by
+    ``posterior_variables``, then dimensioned and labelled by the view's :meth:`~ObservationModel.pack`."""
+    variables, _, _ = model.posterior_variables(res.values)
+    view = model.observation_model(observed, family=family_name)
+    return view.pack(variables, "da-mcmc", sample_stats=res.sample_stats, attrs={**res.attrs, **(attrs or {})})
 
 
 def on_model(model, observed, options) -> Posterior:
     """Engine ``da-mcmc`` of a user :class:`~dpposterior.Model` (``Model.methods``), on its checked release."""
     opts = options
-    return to_posterior(model.name, model, run_da_mcmc(model, observed, **opts.run_kwargs()))
+    return to_posterior(model.name, model, observed, run_da_mcmc(model, observed, **opts.run_kwargs()))
 
 
 def da_mcmc(release, prior, options) -> Posterior:
@@ -394,4 +397,4 @@ def da_mcmc(release, prior, options) -> Posterior:
         raise InputError("method", f"family {release.family!r} has no record model for da-mcmc")
     model, observed = hook(release, prior)
     res = run_da_mcmc(model, observed, **opts.run_kwargs())
-    return to_posterior(release.family, model, res)
+    return to_posterior(release.family, model, observed, res)

@@ -104,18 +104,20 @@ def round_progress(total: int, description: str, quiet: bool):
 
 def to_posterior(family_name: str, method: str, model, theta: np.ndarray, chains: int, attrs: dict,
                  extras: dict, sample_stats: dict | None = None) -> Posterior:
-    """Pack (chains*draws, d) unconstrained draws into named variables of shape (chain, draw, ...)."""
+    """Pack (chains*draws, d) unconstrained draws into named variables of shape (chain, draw, ...): mapped by the
+    model's ``posterior_variables``, then dimensioned and labelled by its observation model's ``pack``
+    (:meth:`SimulatorModel.observation_model <dpposterior.sbi.model.SimulatorModel.observation_model>`)."""
     theta = np.asarray(theta, float)
     n = (len(theta) // chains) * chains
     theta = theta[:n]
-    variables, dims, coords = model.posterior_variables(theta)
+    variables, _, _ = model.posterior_variables(theta)
     posterior = {k: np.asarray(v).reshape(chains, n // chains, *np.asarray(v).shape[1:]) for k, v in variables.items()}
     extras = dict(extras)
     extras.setdefault("theta", theta)
     extras.setdefault("model", model)
-    return Posterior(family=family_name, method=method, posterior=posterior, dims=dims, coords=coords,
-                     attrs=attrs, extras=extras, sample_stats=sample_stats or {},
-                     iid=True)  # draws of a trained flow or of weighted ABC particles, not a Markov chain
+    # draws of a trained flow or of weighted ABC particles, not a Markov chain
+    return model.observation_model(family_name).pack(posterior, method, sample_stats=sample_stats or {}, attrs=attrs,
+                                                     iid=True, extras=extras)
 
 
 class Stopwatch:

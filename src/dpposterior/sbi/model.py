@@ -256,3 +256,39 @@ class SimulatorModel:
             return self.outputs(theta)
         post = {name: theta[:, i] for i, name in enumerate(self.parameter_names)}
         return post, {}, {}
+
+    def observation_model(self, family: str | None = None):
+        """The model as an :class:`~dpposterior.observation.ObservationModel`: the variables of its posterior
+        (as :meth:`posterior_variables` names them; support ``real``, the map from the unconstrained theta being
+        the model's own), its prior (draws in those variables; its log density is on theta, not on them), a
+        latent statistic that offers simulation only and one measurement, the observed release of the simulated
+        statistic through the mechanism.  The SBI engines name their draws through its ``pack``; it adds no
+        attrs.  ``family``: the name the posterior carries (default the model's name)."""
+        from ..observation import SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
+
+        # the variables read off one unconstrained theta of zeros: posterior_variables is the one map
+        arrays, dims, coords = self.posterior_variables(np.zeros((1, self.dim)))
+        variables = []
+        for name, arr in arrays.items():
+            names = tuple(dims.get(name, [f"{name}_dim_{k}" for k in range(np.ndim(arr) - 1)]))
+            variables.append(Variable(name, names, {d: list(coords[d]) for d in names if d in coords}))
+
+        def sample(rng) -> dict:
+            drawn, _, _ = self.posterior_variables(self.prior.sample(1, rng))
+            return {k: np.asarray(v)[0] for k, v in drawn.items()}
+
+        prior = Prior(sample, {"prior": repr(self.prior)}, None, repr(self.prior))
+        latent = LatentStatistic(f"the simulated statistic of model {self.name!r}", frozenset({SIMULATE}), self)
+        measurement = Measurement("observed", self.observed, SimulatedStatistic(self.stat_dim), self.mechanism)
+        return ObservationModel(family or self.name, tuple(variables), prior, latent, (measurement,))
+
+
+class SimulatedStatistic:
+    """Query of a :class:`SimulatorModel`'s measurement: the simulated statistic s itself (the ``r`` numbers the
+    mechanism perturbed; the simulator gives s, not records)."""
+
+    def __init__(self, r: int):
+        self.shape = (int(r),)
+
+    def __call__(self, statistic) -> np.ndarray:
+        return np.asarray(statistic, float).reshape(self.shape)
