@@ -205,3 +205,51 @@ def test_gaussian_da_mcmc_matches_grid_oracle():
     mcse_med = float(az.mcse(idata, var_names=["sigma2"], method="median")["sigma2"])
     assert abs(da.draws("mu").mean() - grid.draws("mu").mean()) < 4 * mcse_mu + 0.1
     assert abs(np.median(da.draws("sigma2")) - np.median(grid.draws("sigma2"))) < 4 * mcse_med + 1.0
+
+
+def test_records_that_would_not_fit_are_refused_before_any_is_drawn(monkeypatch):
+    """A binomial release of n = 2e9 records: each chain would hold them (16 GB each); a pilot of 64 records
+    measures a record's bytes and the run is refused in one line before the n records are drawn."""
+    from dpposterior import memory
+    from dpposterior.api import infer
+    from dpposterior.errors import RefusedError
+    from dpposterior.families import get_family
+
+    release = {"format": "dpposterior-release/1", "family": "binomial", "n": 2_000_000_000,
+               "statistics": {"successes": {"value": 1e9, "mechanism": "laplace", "epsilon": 1.0, "sensitivity": 1}}}
+    sizes = []
+    real_hook = get_family("binomial").hooks["da_model"]
+
+    def spying_hook(rel, prior):
+        model, observed = real_hook(rel, prior)
+        draw = model.draw_records
+
+        def pilot_only(th, n, rng):  # the n records themselves would take 16 GB a chain: fail instead
+            sizes.append(n)
+            assert n <= 64, f"{n:,} records drawn before the refusal"
+            return draw(th, n, rng)
+
+        monkeypatch.setattr(model, "draw_records", pilot_only, raising=False)
+        return model, observed
+
+    monkeypatch.setitem(get_family("binomial").hooks, "da_model", spying_hook)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 8e9)
+    with pytest.raises(RefusedError, match=r"method: da-mcmc: 4 chains x 2,000,000,000 records of about \d+ bytes "
+                                           r"needs about .* more than the 7.5 GiB available; fewer --chains, or an "
+                                           r"engine that does not hold the records"):
+        infer(release, method="da-mcmc", draws=10, warmup=10, seed=1)
+    assert sizes and max(sizes) <= 64
+
+
+def test_a_user_models_check_refuses_records_that_would_not_fit(monkeypatch):
+    """Model.check draws the n records once to validate the callables: refused before that, too."""
+    from dpposterior import memory
+    from dpposterior.errors import RefusedError
+
+    model = dpposterior.Model(params={"p": st.beta(1, 1)}, n=3_000_000_000,
+                              records=lambda th, n, rng: rng.random(min(n, 64)) < th["p"],  # (pilot only)
+                              statistic=lambda x: x.astype(float), mechanism=Laplace(epsilon=1.0, sensitivity=1.0))
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1e9)
+    with pytest.raises(RefusedError, match=r"model.n: checking the model: 3,000,000,000 records of about 1 bytes "
+                                           r"needs about"):
+        model.check([1.5e9])

@@ -138,8 +138,9 @@ def test_theta_is_a_dict_of_floats_and_vectors():
 
 # --------------------------------------------------------------------------- one-line errors
 @pytest.mark.parametrize("kwargs, observed, field, text", [
+    # found by the memory check's pilot of 64 records, before the model's n = 200 are drawn
     (dict(records=lambda th, size, rng: rng.poisson(th["lam"], size=size + 1)), [1.0], "model.records",
-     "returned an array of shape (201,)"),
+     "records(theta, size=64, rng) returned an array of shape (65,)"),
     (dict(statistic=lambda rec: np.full(len(rec), np.nan)), [1.0], "model.statistic", "non-finite"),
     (dict(statistic=lambda rec: np.stack([rec, rec], axis=1)), [1.0], "model.statistic",
      "gives 2 number(s) per record; the observed release has 1"),

@@ -201,6 +201,23 @@ class _Param:
 
 
 # --------------------------------------------------------------------------- the model
+#: records drawn to measure a record's bytes before the n of a model are (``Model.check_records_fit``)
+PILOT_RECORDS = 64
+#: their random stream, apart from every run's
+PILOT_SEED = 20240531
+
+
+def _nbytes(obj) -> int:
+    """Bytes of the arrays in a record draw (an array, or tuples, lists and dicts of them)."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return int(np.asarray(obj).nbytes)
+
+
 @dataclass(eq=False)
 class Model:
     """A user model of n confidential records released through a DP mechanism (see module doc)."""
@@ -399,6 +416,26 @@ class Model:
         return self.contributions(self.draw_records(theta, self.n, rng), r).sum(axis=0)
 
     # ----------------------------------------------------------------- checks
+    def check_records_fit(self, r: int, copies: int, what: str) -> None:
+        """Refuse, before n records are drawn, ``copies`` sets of them (da-mcmc: one per chain) that would not fit
+        in memory: a pilot of :data:`PILOT_RECORDS` records, drawn from a prior draw with their own random
+        stream (no draw of a run changes), gives a record's bytes; each set is held about three times over (the
+        records, a proposal's, the sweep's temporaries), with its r contributions and the sweep's state."""
+        if self.records is None or self.statistic is None:
+            return
+        from .memory import check_fits
+
+        rng = np.random.default_rng(PILOT_SEED)
+        theta = self.theta_dict(self.sample_prior(1, rng), 0)
+        pilot = max(1, min(int(self.n), PILOT_RECORDS))
+        per_record = _nbytes(self.draw_records(theta, pilot, rng)) / pilot
+        estimate = copies * float(self.n) * (3.0 * per_record + 8.0 * max(1, int(r)) + 16.0)
+        check_fits(estimate, "method" if copies > 1 else "model.n",
+                   f"{what}: " + (f"{copies} chains x " if copies > 1 else "") +
+                   f"{int(self.n):,} records of about {per_record:.0f} bytes",
+                   ("fewer --chains, or " if copies > 1 else "") +
+                   "an engine that does not hold the records (exact, gibbs-ss, smc-abc)")
+
     def check(self, observed, likelihood: bool = False) -> np.ndarray:
         """Validate the callables on a prior draw; returns the observed release as (r,) floats."""
         try:
@@ -407,6 +444,7 @@ class Model:
             raise InputError("observed", f"must be a list of numbers (got {_describe(observed)})") from None
         if obs.size == 0 or not np.all(np.isfinite(obs)):
             raise InputError("observed", "must be a non-empty list of finite numbers")
+        self.check_records_fit(obs.size, 1, "checking the model")
         rng = np.random.default_rng(12345)
         theta = self.theta_dict(self.sample_prior(1, rng), 0)
         if self.records is not None and self.statistic is not None:

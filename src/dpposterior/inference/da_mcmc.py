@@ -214,6 +214,8 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     if not model.has_likelihood:
         raise InputError("method", "da-mcmc needs records, statistic and record_logpdf or complete_posterior "
                          "(use smc-abc, sppe or sple for a simulator-only model)")
+    # before the model's own check draws its n records: every chain's records must fit
+    model.check_records_fit(np.size(observed), chains, "da-mcmc")
     obs = model.check(observed, likelihood=True)
     r, n = obs.size, model.n
     kind, inv_scale, table = mechanism_kernel(model.mechanism, r)
