@@ -7,6 +7,7 @@ import inspect
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 from scipy import stats
 
 from dpposterior import infer
@@ -14,7 +15,7 @@ from dpposterior.errors import InputError
 from dpposterior.families import get_family
 from dpposterior.families._expfam import CategoryCounts, SufficientStatistic, SuccessCount, TruncatedSum
 from dpposterior.inference import exact_counts, expfam_baselines, gibbs_ss
-from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE
 from dpposterior.release import FORMAT, load_release
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.errors.PosteriorWarning")
@@ -210,16 +211,9 @@ def test_the_engines_output_is_the_models_variables(release, method, options):
 
 @pytest.mark.parametrize("release, method, options", ENGINES, ids=IDS)
 def test_the_engines_pack_through_the_model(release, method, options, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, sorted(draws)))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch)
     run(release, method, options, seed=4)
-    assert calls == [(release.family, method, [release.expfam.variable])]
+    assert calls == [(release.family, method, [release.expfam.variable], [])]
 
 
 def test_no_count_family_engine_builds_a_posterior_itself():

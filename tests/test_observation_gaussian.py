@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 from scipy import stats
 
 from dpposterior import infer
@@ -15,7 +16,7 @@ from dpposterior.families import get_family
 from dpposterior.families.gaussian import GaussianRecords, make_release, observation_model, parse_prior
 from dpposterior.inference import gaussian_gibbs as gg
 from dpposterior.inference import gaussian_grid as gr
-from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE
 from dpposterior.posterior import Posterior
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.errors.PosteriorWarning")
@@ -113,14 +114,7 @@ def test_the_engines_output_is_the_models_variables(method, prior):
 
 @pytest.mark.parametrize("method", sorted(ENGINES))
 def test_the_engines_pack_through_the_model(method, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, sorted(draws), sorted(kwargs.get("posterior_predictive") or {})))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch)
     infer(RELEASE, NIG, method, seed=4, **ENGINES[method])
     assert calls == [("gaussian", method, ["mu", "sigma2"], ["y_new"])]
 

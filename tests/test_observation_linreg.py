@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 from scipy import stats
 
 from dpposterior import infer
@@ -19,7 +20,7 @@ from dpposterior.families.linear_regression.observation import (CrossProduct, Gr
                                                                  observation_model)
 from dpposterior.inference import (linreg_adassp, linreg_bs, linreg_common, linreg_fast, linreg_fixeds, linreg_naive,
                                    linreg_normalx)
-from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE
 from dpposterior.release import load_release
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.errors.PosteriorWarning")
@@ -160,16 +161,9 @@ def test_the_engines_output_is_the_models_variables(release, method, options, dr
 
 @pytest.mark.parametrize("release, method, options, drawn", ENGINES, ids=IDS)
 def test_the_engines_pack_through_the_model(release, method, options, drawn, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, sorted(draws)))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch)
     infer(release, method=method, seed=4, **options)
-    assert calls == [("linear-regression", method, drawn)]
+    assert calls == [("linear-regression", method, drawn, [])]
 
 
 def test_no_linear_regression_engine_builds_a_posterior_itself():

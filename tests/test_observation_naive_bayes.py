@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 from scipy import stats
 
 from dpposterior import infer
@@ -15,7 +16,7 @@ from dpposterior.errors import InputError
 from dpposterior.families import get_family
 from dpposterior.families.naive_bayes import NaiveBayesTables, TwoWayTable, observation_model
 from dpposterior.inference import naive_bayes_exact, naive_bayes_vb
-from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, MOMENTS, RECORDS, SIMULATE
 from dpposterior.release import FORMAT, load_release
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.errors.PosteriorWarning")
@@ -163,16 +164,9 @@ def test_the_engines_output_is_the_models_variables(release, method):
 
 @pytest.mark.parametrize("release, method", ENGINES, ids=IDS)
 def test_the_engines_pack_through_the_model(release, method, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, sorted(draws)))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch)
     run(release, method, seed=4)
-    assert calls == [("naive-bayes", method, ["class_prob", "feature_prob"])]
+    assert calls == [("naive-bayes", method, ["class_prob", "feature_prob"], [])]
 
 
 def test_no_naive_bayes_engine_builds_a_posterior_itself():
