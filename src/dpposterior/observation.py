@@ -73,7 +73,7 @@ class Measurement:
 @dataclass(frozen=True)
 class Variable:
     """A posterior variable: its name, the names of its event dims, their labels, and its support
-    (``"simplex"`` over all its event axes, ``"real"``, ``"positive"``, ``"unit"``)."""
+    (``"simplex"`` over all its event axes, ``"real"``, ``"positive"``, ``"unit"``, ``"count"``: whole numbers >= 0)."""
 
     name: str
     dims: tuple[str, ...] = ()
