@@ -67,8 +67,9 @@ def test_the_latent_statistic_and_the_prior():
     rel = load_release(WITH_PARENTS)
     model = observation_model(rel, PRIOR, "binomial")
     assert model.latent.capabilities == frozenset({ENUMERATE, SIMULATE})
-    assert model.latent.state["likelihood"] == "binomial"
-    np.testing.assert_array_equal(model.latent.state["parent_index"], PARENTS)
+    assert model.latent.state.likelihood == "binomial"
+    np.testing.assert_array_equal(model.latent.state.parent_index, PARENTS)
+    np.testing.assert_array_equal(model.latent.state.exposures(), rel.exposures())
     draw = model.prior.sample(np.random.default_rng(0))
     assert draw["alpha"].shape == (3,) and draw["u"].shape == (8,) and draw["v"].shape == (3,)
     assert np.all((draw["rate"] > 0) & (draw["rate"] < 1))

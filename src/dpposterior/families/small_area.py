@@ -21,6 +21,7 @@ published exactly (as the Census's are); the privacy statement covers the noisy 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -781,6 +782,23 @@ class CellMechanisms:
         return mechs[0].logpmf(k)
 
 
+@dataclass(frozen=True)
+class TrueCounts:
+    """The latent G x C table's law beyond the parameters: the likelihood and each area's parent; its exposures
+    and area totals are read from the release when asked (a 10^6-area release's lists are converted only if an
+    engine uses them)."""
+
+    release: SmallAreaRelease
+    likelihood: str
+    parent_index: np.ndarray
+
+    def exposures(self) -> np.ndarray:
+        return self.release.exposures()
+
+    def area_totals(self) -> np.ndarray | None:
+        return self.release.area_totals()
+
+
 def observation_model(release: SmallAreaRelease, prior=None, likelihood: str = "poisson") -> ObservationModel:
     """The noisy G x C table as one measurement of the true counts, under the hierarchical model
     log (or logit, ``likelihood="binomial"``) rate[area, cell] = alpha[cell] + u[area] (+ v[parent]).
@@ -795,12 +813,8 @@ def observation_model(release: SmallAreaRelease, prior=None, likelihood: str = "
     values = table_array(release.statistics.counts.value)
     measurement = Measurement("statistics.counts", values, CountsQuery((G, C)), CellMechanisms(release))
     pidx, parent_ids = release.parent_index()
-    exposure = None if release.exposure is None else np.asarray(release.exposure, float)
-    totals = release.area_totals()
     latent = LatentStatistic(f"the true {G} x {C} table of {likelihood} counts",
-                             frozenset({ENUMERATE, SIMULATE}),
-                             {"likelihood": likelihood, "exposure": exposure, "area_totals": totals,
-                              "parent_index": pidx})
+                             frozenset({ENUMERATE, SIMULATE}), TrueCounts(release, likelihood, pidx))
     variables = [Variable("alpha", ("cell",), {"cell": release.cells}, "real"),
                  Variable("tau", (), {}, "positive"),
                  Variable("u", ("area",), {"area": release.areas}, "real")]
