@@ -73,7 +73,7 @@ class Measurement:
 @dataclass(frozen=True)
 class Variable:
     """A posterior variable: its name, the names of its event dims, their labels, and its support
-    (``"simplex"`` over all its event axes, ``"real"``, ``"positive"``, ``"unit"``)."""
+    (``"simplex"`` over all its event axes, ``"real"``, ``"positive"``, ``"unit"``, ``"count"``: whole numbers >= 0)."""
 
     name: str
     dims: tuple[str, ...] = ()
@@ -155,7 +155,7 @@ class ObservationModel:
 
     def pack(self, draws: dict[str, np.ndarray], method: str, *, posterior_predictive: dict | None = None,
              sample_stats: dict | None = None, sample_stats_dims: dict | None = None, attrs: dict | None = None,
-             iid: bool = False, float32: bool = False, extras: dict | None = None):
+             iid: bool = False, float32: bool | tuple = False, extras: dict | None = None):
         """The :class:`~dpposterior.posterior.Posterior` of an engine's draws (``name -> (chain, draw, *event)``),
         named, dimensioned and labelled from the model's variables (and ``posterior_predictive`` from its
         predictive variables); a draw of a variable the model does not have, or a missing one, or a wrong event
@@ -163,7 +163,8 @@ class ObservationModel:
         of them (e.g. ``da-mcmc``, which moves parameters and records only) gives none, and the posterior has
         no predictive group; a partial set is an error.  ``sample_stats_dims``: the event dims of sample statistics
         that have event axes (``name -> dims``; labelled by the variables' coords of the same dims); ``extras``:
-        what the engine keeps in Python only (e.g. a trained flow)."""
+        what the engine keeps in Python only (e.g. a trained flow); ``float32``: store every variable as float32
+        (True), or those named (a tuple)."""
         from .posterior import Posterior
 
         names = [v.name for v in self.variables]
@@ -198,5 +199,6 @@ class ObservationModel:
                          dims=dims, coords=coords,
                          posterior_predictive={v.name: np.asarray(predictive[v.name]) for v in predictive_variables},
                          sample_stats=stats, attrs={**self.attrs, **(attrs or {})}, iid=iid,
-                         float32_variables=tuple(names) if float32 else (), extras=dict(extras or {}))
+                         float32_variables=(tuple(float32) if isinstance(float32, tuple)
+                                            else tuple(names) if float32 else ()), extras=dict(extras or {}))
         return post

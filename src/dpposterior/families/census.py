@@ -40,6 +40,8 @@ from pydantic import PrivateAttr
 
 from . import EngineSpec, Family
 from ..errors import InputError, shown
+from ..observation import (ENUMERATE, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
+                           Variable)
 from ..release import ReleaseBase
 from .census_table import CensusStructure, build_structure
 
@@ -441,6 +443,90 @@ def prior_moments(prior, release=None) -> dict:
             "tau": (prior.tau_scale * math.sqrt(2.0 / math.pi), prior.tau_scale * math.sqrt(1.0 - 2.0 / math.pi))}
 
 
+
+# --------------------------------------------------------------------------- observation model
+class MeasuredRows:
+    """The M measured cells of the latent block histogram x (B x C): each row's geounit total of its query cell's
+    histogram cells (:meth:`CensusStructure.aggregate`, one pass per level and query)."""
+
+    def __init__(self, structure: CensusStructure):
+        self.structure = structure
+        self.shape = (structure.M,)
+
+    def __call__(self, latent) -> np.ndarray:
+        s = self.structure
+        out = np.empty(s.M)
+        for li in range(s.L):
+            for qi in range(s.Q):
+                rows = np.flatnonzero((s.level == li) & (s.query == qi))
+                if rows.size:
+                    out[rows] = s.aggregate(np.asarray(latent), li, qi)[s.unit[rows], s.cell[rows]]
+        return out
+
+
+class RowMechanisms:
+    """The discrete Gaussian of every measured row at its own published sigma, as one mechanism description: the
+    distinct sigmas and each row's index into them (a handful of mechanism objects whatever the number of rows)."""
+
+    name = "discrete-gaussian"
+    integer_valued = True
+
+    def __init__(self, structure: CensusStructure):
+        self.structure = structure
+
+    def _laws(self):
+        from ..mechanisms.discrete_gaussian import DiscreteGaussian
+
+        distinct, index = np.unique(self.structure.sigma, return_inverse=True)
+        return [DiscreteGaussian(float(sd)) for sd in distinct], index.reshape(-1)
+
+    def logpdf(self, y, s) -> np.ndarray:
+        """log eta(y | s) per row, each row under its own sigma."""
+        laws, index = self._laws()
+        y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
+        out = np.empty(y.shape)
+        for k, law in enumerate(laws):
+            at = index == k
+            out[at] = law.logpdf(y[at], s[at])
+        return out
+
+    def logpmf(self, k) -> np.ndarray:
+        """log eta(y - s = k), where one sigma covers every row."""
+        laws, _ = self._laws()
+        if len(laws) != 1:
+            raise InputError("measurements", "the rows have different sigmas: no single residual table")
+        return laws[0].logpmf(k)
+
+
+def observation_model(release: CensusRelease, prior=None) -> ObservationModel:
+    """The noisy measurement rows as one measurement of the latent block histogram, under the model of the module
+    docstring.  Variables as ``da`` stores them: ``alpha``, ``beta``, ``tau``, ``block_group_mean`` (block_group),
+    ``tract_mix`` (tract, cell; each tract's row sums to 1) and ``counts`` (block, cell); ``naive`` packs on the
+    model's marginal of ``counts``."""
+    prior = prior if isinstance(prior, CensusPrior) else parse_prior(prior, release)
+    s = release.structure
+    gi, ti = pooling_levels(s)
+    cells = s.cell_labels()
+    measurement = Measurement("measurements", s.noisy, MeasuredRows(s), RowMechanisms(s))
+    latent = LatentStatistic(f"the {s.B} x {s.C} block histogram", frozenset({RECORDS, ENUMERATE, SIMULATE}), s)
+    variables = (Variable("alpha", (), {}, "positive"), Variable("beta", (), {}, "positive"),
+                 Variable("tau", (), {}, "positive"),
+                 Variable("block_group_mean", ("block_group",), {"block_group": s.units[gi]}, "positive"),
+                 Variable("tract_mix", ("tract", "cell"), {"tract": s.units[ti], "cell": cells}, "unit"),
+                 Variable("counts", ("block", "cell"), {"block": s.blocks, "cell": cells}, "count"))
+
+    def sample(rng):
+        theta = draw_prior(prior, s, rng)
+        draw = {k: theta[k] for k in ("alpha", "beta", "tau", "block_group_mean", "tract_mix")}
+        draw["counts"] = draw_histograms(theta, s, rng)
+        return draw
+
+    return ObservationModel("census", variables,
+                            Prior(sample, prior.as_dict(), None,
+                                  "negative-binomial block totals, Dirichlet-multinomial mixes, log-normal pooling"),
+                            latent, (measurement,))
+
+
 FAMILY = Family(
     name="census",
     release_model=CensusRelease,
@@ -455,7 +541,8 @@ FAMILY = Family(
     mechanisms=("discrete-gaussian",),
     simulate=simulate,
     simulate_mechanisms=("discrete-gaussian",),
-    hooks={"prior_moments": prior_moments, "simulated_mechanism": simulated_mechanism},
+    hooks={"prior_moments": prior_moments, "simulated_mechanism": simulated_mechanism,
+           "observation_model": observation_model},
 )
 
 

@@ -21,6 +21,7 @@ published exactly (as the Census's are); the privacy statement covers the noisy 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WrapValidator, f
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
+from ..observation import ENUMERATE, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
 from ..mechanisms.base import NoiseShape
 from ..mechanisms.registry import get_mechanism, is_integer_noise
 from ..release import (FORMAT, INCONSISTENCY_SCALES, NumberTable, ReleaseBase, check_epsilon_range, plain_number_rows,
@@ -124,6 +126,7 @@ class SmallAreaRelease(ReleaseBase):
     postprocessing: str = "none"
     #: :meth:`cell_mechanisms`, computed once (np.unique over G x C: 1.2 s at 10^7 cells)
     _cell_mechanisms: Any = PrivateAttr(default=None)
+    _parent_index: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self):
@@ -306,8 +309,12 @@ class SmallAreaRelease(ReleaseBase):
         """(index of each area's parent, the parent ids in first-seen order); empty without parents."""
         if self.parents is None:
             return np.zeros(0, dtype=np.int64), []
-        ids: dict[str, int] = {}
-        idx = np.array([ids.setdefault(p, len(ids)) for p in self.parents], dtype=np.int64)
+        # computed once per release: a Python pass over the areas, asked by the engine and its observation model
+        if self._parent_index is None:
+            ids: dict[str, int] = {}
+            idx = np.array([ids.setdefault(p, len(ids)) for p in self.parents], dtype=np.int64)
+            self._parent_index = (idx, list(ids))
+        idx, ids = self._parent_index
         return idx, list(ids)
 
     def worst_pair_sigmas(self) -> tuple[float, float]:
@@ -732,6 +739,128 @@ def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float | None, rng, 
     return SimulatedRelease(theta=theta, release=load_release(release), confidential={"counts": truth["counts"]})
 
 
+
+# --------------------------------------------------------------------------- observation model
+class CountsQuery:
+    """The G x C table of true counts itself: the released table is the counts plus each cell's noise."""
+
+    def __init__(self, shape: tuple[int, int]):
+        self.shape = tuple(shape)
+
+    def __call__(self, latent) -> np.ndarray:
+        return np.asarray(latent)
+
+
+class CellMechanisms:
+    """The noise law of every cell of the table, as the release describes it: the distinct laws and each cell's
+    index into them (:meth:`SmallAreaRelease.cell_mechanisms`, computed on first use and cached by the release) --
+    a handful of mechanism objects and one index array whatever the number of cells."""
+
+    def __init__(self, release: SmallAreaRelease):
+        self.release = release
+        self.name = release.statistics.counts.mechanism
+
+    @property
+    def integer_valued(self) -> bool:
+        return all(m.integer_valued for m in self.release.cell_mechanisms()[2])
+
+    def logpdf(self, y, s) -> np.ndarray:
+        """log eta(y | s) per cell, each cell under its own law."""
+        _, index, mechs = self.release.cell_mechanisms()
+        y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
+        out = np.empty(y.shape)
+        for k, mech in enumerate(mechs):
+            at = index == k
+            out[at] = mech.logpdf(y[at], s[at])
+        return out
+
+    def logpmf(self, k) -> np.ndarray:
+        """log eta(y - s = k), where one law covers every cell (the residual table of a compiled sweep)."""
+        mechs = self.release.cell_mechanisms()[2]
+        if len(mechs) != 1:
+            raise InputError("statistics.counts", "the cells have different noise laws: no single residual table")
+        return mechs[0].logpmf(k)
+
+
+@dataclass(frozen=True)
+class TrueCounts:
+    """The latent G x C table's law beyond the parameters: the likelihood and each area's parent; its exposures
+    and area totals are read from the release when asked (a 10^6-area release's lists are converted only if an
+    engine uses them)."""
+
+    release: SmallAreaRelease
+    likelihood: str
+    parent_index: np.ndarray
+
+    def exposures(self) -> np.ndarray:
+        return self.release.exposures()
+
+    def area_totals(self) -> np.ndarray | None:
+        return self.release.area_totals()
+
+
+def observation_model(release: SmallAreaRelease, prior=None, likelihood: str = "poisson") -> ObservationModel:
+    """The noisy G x C table as one measurement of the true counts, under the hierarchical model
+    log (or logit, ``likelihood="binomial"``) rate[area, cell] = alpha[cell] + u[area] (+ v[parent]).
+
+    Variables as the engines store them: ``alpha[cell]``, ``tau``, ``u[area]``, with parents ``tau_parent`` and
+    ``v[parent]``, and ``rate[area, cell]`` (an engine whose rate table is too large to keep packs on the model
+    without it).  Built from references to the release's arrays and labels: no per-cell Python objects."""
+    prior = prior if isinstance(prior, SmallAreaPrior) else parse_prior(prior, release)
+    if likelihood not in ("poisson", "binomial"):
+        raise InputError("likelihood", f"must be poisson or binomial (got {shown(likelihood)})")
+    G, C = release.G, release.C
+    values = table_array(release.statistics.counts.value)
+    measurement = Measurement("statistics.counts", values, CountsQuery((G, C)), CellMechanisms(release))
+    pidx, parent_ids = release.parent_index()
+    latent = LatentStatistic(f"the true {G} x {C} table of {likelihood} counts",
+                             frozenset({ENUMERATE, SIMULATE}), TrueCounts(release, likelihood, pidx))
+    variables = [Variable("alpha", ("cell",), {"cell": release.cells}, "real"),
+                 Variable("tau", (), {}, "positive"),
+                 Variable("u", ("area",), {"area": release.areas}, "real")]
+    if parent_ids:
+        variables += [Variable("tau_parent", (), {}, "positive"),
+                      Variable("v", ("parent",), {"parent": parent_ids}, "real")]
+    variables.append(Variable("rate", ("area", "cell"), {}, "unit" if likelihood == "binomial" else "positive"))
+    P = len(parent_ids)
+
+    def sample(rng):
+        draw = {"alpha": rng.normal(prior.alpha_mean, prior.alpha_sd, size=C),
+                "tau": float(abs(rng.normal(0.0, prior.tau_scale)))}
+        draw["u"] = rng.normal(0.0, draw["tau"], size=G)
+        log_rate = draw["alpha"][None, :] + draw["u"][:, None]
+        if P:
+            draw["tau_parent"] = float(abs(rng.normal(0.0, prior.tau_parent_scale)))
+            draw["v"] = rng.normal(0.0, draw["tau_parent"], size=P)
+            log_rate = log_rate + draw["v"][pidx][:, None]
+        draw["rate"] = 1.0 / (1.0 + np.exp(-log_rate)) if likelihood == "binomial" else np.exp(log_rate)
+        return draw
+
+    def log_normal(x, sd):
+        x = np.asarray(x, float)
+        return float(np.sum(-0.5 * (x / sd) ** 2 - math.log(sd) - 0.5 * math.log(2 * math.pi)))
+
+    def log_density(values):
+        """log p(alpha, tau, u (, tau_parent, v)): normal alpha, half-normal scales, normal effects given them
+        (rate is a function of these, not a free variable)."""
+        tau = float(values["tau"])
+        if tau <= 0:
+            return -math.inf
+        lp = log_normal(np.asarray(values["alpha"], float) - prior.alpha_mean, prior.alpha_sd)
+        lp += log_normal(tau, prior.tau_scale) + math.log(2.0) + log_normal(values["u"], tau)
+        if P:
+            taup = float(values["tau_parent"])
+            if taup <= 0:
+                return -math.inf
+            lp += log_normal(taup, prior.tau_parent_scale) + math.log(2.0) + log_normal(values["v"], taup)
+        return lp
+
+    parameters = prior.to_dict()
+    return ObservationModel("small-area", tuple(variables),
+                            Prior(sample, parameters, log_density, "normal alpha, half-normal tau (and tau_parent)"),
+                            latent, (measurement,))
+
+
 FAMILY = Family(
     name="small-area",
     release_model=SmallAreaRelease,
@@ -744,7 +873,8 @@ FAMILY = Family(
     simulate=simulate_release,
     simulate_mechanisms=("discrete-gaussian", "discrete-laplace"),
     simulates_integer_noise=True,
-    hooks={"prior_moments": prior_moments.small_area, "simulated_mechanism": simulated_mechanism},
+    hooks={"prior_moments": prior_moments.small_area, "simulated_mechanism": simulated_mechanism,
+           "observation_model": observation_model},
     description="area x cell count tables with (discrete) noise: hierarchical Poisson model",
     mechanisms=SMALL_AREA_MECHANISMS,
 )

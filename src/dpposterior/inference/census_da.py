@@ -41,6 +41,7 @@ sweep's, with the same target).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -1076,8 +1077,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
 
 def census_da(release, prior, options: CensusDAOptions):
     from ..execution import spawn_seeds
-    from ..families.census import parse_prior, pooling_levels
-    from ..posterior import Posterior
+    from ..families.census import observation_model, parse_prior
     from .mcmc_common import chain_workers, map_chains
 
     s = release.structure
@@ -1110,26 +1110,22 @@ def census_da(release, prior, options: CensusDAOptions):
     if options.checkpoint is not None:  # the run finished: its states are not needed again
         for c in range(options.chains):
             ChainCheckpoint(Path(options.checkpoint), c, fingerprint).remove()
-    gi, ti = pooling_levels(s)
-    post = Posterior(
-        family="census", method="da",
+    model = observation_model(release, prior)
+    return model.pack(
         # the hyperparameters first: what the printed summary and the report's table show
-        posterior={"alpha": np.stack([r[1][:, 0] for r in results]),
-                   "beta": np.stack([r[1][:, 1] for r in results]),
-                   "tau": np.stack([r[1][:, 2] for r in results]),
-                   "block_group_mean": np.stack([r[2] for r in results]),
-                   "tract_mix": np.stack([r[3] for r in results]),
-                   "counts": np.stack([r[0] for r in results])},
-        dims={"counts": ["block", "cell"], "block_group_mean": ["block_group"], "tract_mix": ["tract", "cell"]},
-        coords={"block": list(s.blocks), "cell": s.cell_labels(), "block_group": list(s.units[gi]),
-                "tract": list(s.units[ti])},
+        {"alpha": np.stack([r[1][:, 0] for r in results]),
+         "beta": np.stack([r[1][:, 1] for r in results]),
+         "tau": np.stack([r[1][:, 2] for r in results]),
+         "block_group_mean": np.stack([r[2] for r in results]),
+         "tract_mix": np.stack([r[3] for r in results]),
+         "counts": np.stack([r[0] for r in results])},
+        "da",
         attrs=census_attrs(s) | {"algorithm": "data augmentation over the block histograms (exact discrete-Gaussian "
                                               "likelihood; cell, cell-pair and block-pair moves; collapsed "
                                               "negative-binomial / Dirichlet-multinomial prior)",
                                  "options_warmup": options.warmup, "options_thin": options.thin} | part_attrs
               | ({"partitions_rebuilt": runner.rebuilt} if runner is not None and runner.client is not None else {}),
-        float32_variables=("tract_mix", "block_group_mean"))
-    return post
+        float32=("tract_mix", "block_group_mean"))
 
 
 def _partitions(prob: Problem, options: CensusDAOptions):
@@ -1177,7 +1173,7 @@ def census_naive(release, prior, options: CensusNaiveOptions):
     package's posterior); structural zeros are 0.  A block cell without a block-level detailed measurement is
     refused."""
     from ..execution import spawn_seeds
-    from ..posterior import Posterior
+    from ..families.census import observation_model
 
     s = release.structure
     Lb = s.L - 1
@@ -1213,7 +1209,10 @@ def census_naive(release, prior, options: CensusNaiveOptions):
         # a structural zero is known to be 0, whatever its noisy cell reads (the draws above leave the others as
         # they would be without it)
         out[..., s.structural_zero] = 0
-    return Posterior(family="census", method="naive", posterior={"counts": out}, dims={"counts": ["block", "cell"]},
-                     coords={"block": list(s.blocks), "cell": s.cell_labels()}, iid=True,
-                     attrs=census_attrs(s) | {"algorithm": "each block cell alone: flat prior on k >= 0, exact "
-                                                           "discrete-Gaussian likelihood of its own measurement"})
+    model = observation_model(release, prior)
+    # the model's marginal of the counts: naive draws no hyperparameters
+    counts_model = dataclasses.replace(model, variables=(model.variable("counts"),))
+    return counts_model.pack({"counts": out}, "naive", iid=True,
+                             attrs=census_attrs(s) | {"algorithm": "each block cell alone: flat prior on k >= 0, "
+                                                                   "exact discrete-Gaussian likelihood of its own "
+                                                                   "measurement"})

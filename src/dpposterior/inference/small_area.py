@@ -30,6 +30,7 @@ Kernels are numba (``cache=True``); chains run in parallel (``prange``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -320,25 +321,27 @@ def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, 
 
         out = run_dask(plan, opts.partitions)
         attrs = {**attrs, "partitions": out.pop("partitions"), "partitions_rebuilt": out.pop("partitions_rebuilt")}
+    from ..families.small_area import observation_model
+
     pidx, parent_ids = release.parent_index()
     attrs = {**attrs, "likelihood": opts.likelihood}
-    return _posterior(release, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], parent_ids,
-                      pidx, attrs, binom=plan.binom)
+    model = observation_model(release, prior, opts.likelihood)
+    return _posterior(model, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], pidx, attrs,
+                      binom=plan.binom)
 
 
-def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs, iid=False, binom=False) -> Posterior:
+def _posterior(model, method, alpha, u, v, tau, taup, pidx, attrs, iid=False, binom=False) -> Posterior:
+    """The draws named through the observation model's pack (on its marginal without ``rate`` where the rate
+    table is too large to keep)."""
     post = {"alpha": alpha, "tau": tau, "u": u}
-    dims = {"alpha": ["cell"], "u": ["area"], "rate": ["area", "cell"]}
-    coords = {"cell": list(release.cells), "area": list(release.areas)}
-    if parent_ids:
+    parents = any(variable.name == "v" for variable in model.variables)
+    if parents:
         post["tau_parent"] = taup
         post["v"] = v
-        dims["v"] = ["parent"]
-        coords["parent"] = parent_ids
     n_rate = alpha.shape[0] * alpha.shape[1] * u.shape[2] * alpha.shape[2]
     if n_rate <= MAX_RATE_VALUES:  # (sized first: at 10^6 cells the array alone would be 16 GB)
         log_rate = alpha[:, :, None, :] + u[:, :, :, None]
-        if parent_ids:
+        if parents:
             log_rate = log_rate + v[:, :, pidx][:, :, :, None]
         # the rate per unit of exposure; binomial: the probability, logistic of the log odds
         post["rate"] = 1.0 / (1.0 + np.exp(-log_rate)) if binom else np.exp(log_rate)
@@ -346,7 +349,7 @@ def _posterior(release, method, alpha, u, v, tau, taup, parent_ids, pidx, attrs,
         link = "logistic" if binom else "exp"
         attrs = {**attrs, "rate_omitted": f"rate = {link}(alpha[cell] + u[area] (+ v[parent])), not stored: "
                                           f"{n_rate} values exceed {MAX_RATE_VALUES}"}
+        model = dataclasses.replace(model, variables=tuple(v for v in model.variables if v.name != "rate"))
     # per-area variables (G x draws values, 1.6 GB at 50,000 areas x 4,000 draws) are stored as float32: their
     # posterior sd and Monte Carlo error are orders above float32's relative rounding 6e-8
-    return Posterior(family="small-area", method=method, posterior=post, dims=dims, coords=coords, attrs=attrs,
-                     iid=iid, float32_variables=FLOAT32_VARIABLES)
+    return model.pack(post, method, attrs=attrs, iid=iid, float32=FLOAT32_VARIABLES)

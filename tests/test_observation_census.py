@@ -1,0 +1,77 @@
+"""The census family's observation model: its variables are what ``da`` stores (and ``naive``'s ``counts``), its
+one measurement is the release's noisy rows under each row's discrete Gaussian, its prior draws what the model
+says, and both engines name their draws through its ``pack``, once."""
+
+import numpy as np
+import pytest
+
+from dpposterior.families import get_family
+from dpposterior.families.census import CensusPrior, observation_model
+from dpposterior.inference import census_da as cd
+from dpposterior.mechanisms.discrete_gaussian import DiscreteGaussian
+from dpposterior.observation import ENUMERATE, RECORDS, SIMULATE, ObservationModel
+
+from test_census import _small_release
+
+RELEASE, TRUTH = _small_release()
+
+
+def test_the_family_registers_its_observation_model():
+    assert get_family("census").hooks["observation_model"] is observation_model
+
+
+def test_the_variables_are_the_engines_outputs():
+    model = observation_model(RELEASE, None)
+    s = RELEASE.structure
+    assert [v.name for v in model.variables] == ["alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts"]
+    assert model.variable("counts").coords == {"block": s.blocks, "cell": s.cell_labels()}
+    post = cd.census_da(RELEASE, None, cd.CensusDAOptions(draws=4, warmup=2, chains=1, seed=1, quiet=True))
+    assert list(post.posterior) == [v.name for v in model.variables]
+    assert post.dims == {v.name: list(v.dims) for v in model.variables if v.dims}
+    assert post.coords["block"] == list(s.blocks) and post.coords["cell"] == s.cell_labels()
+    assert post.float32_variables == ("tract_mix", "block_group_mean")
+    naive = cd.census_naive(RELEASE, None, cd.CensusNaiveOptions(draws=4, chains=1, seed=1))
+    assert list(naive.posterior) == ["counts"] and naive.dims == {"counts": ["block", "cell"]} and naive.iid
+
+
+def test_the_measurement_is_the_noisy_rows_of_the_true_histogram():
+    s = RELEASE.structure
+    (m,) = observation_model(RELEASE, None).measurements
+    np.testing.assert_array_equal(m.values, s.noisy)
+    assert m.query.shape == (s.M,) and m.integer_noise
+    # the query aggregates the histogram to every measured row: the noise is what is left
+    exact = m.query(TRUTH)
+    for r in range(0, s.M, 7):
+        assert exact[r] == s.aggregate(TRUTH, int(s.level[r]), int(s.query[r]))[s.unit[r], s.cell[r]]
+    expect = sum(float(DiscreteGaussian(float(s.sigma[r])).logpdf(s.noisy[r], exact[r])) for r in range(s.M))
+    assert m.log_likelihood(exact) == pytest.approx(expect, rel=1e-10)
+
+
+def test_the_latent_statistic_and_the_prior():
+    model = observation_model(RELEASE, {"size_mean": 10.0})
+    s = RELEASE.structure
+    assert model.latent.capabilities == frozenset({RECORDS, ENUMERATE, SIMULATE})
+    assert model.prior.parameters == CensusPrior(size_mean=10.0).as_dict()
+    draw = model.prior.sample(np.random.default_rng(0))
+    assert set(draw) == {v.name for v in model.variables}
+    assert draw["counts"].shape == (s.B, s.C) and np.all(draw["counts"] >= 0)
+    np.testing.assert_allclose(draw["tract_mix"].sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("method", ["da", "naive"])
+def test_the_engines_pack_through_the_model_once(method, monkeypatch):
+    calls = []
+    pack = ObservationModel.pack
+
+    def spy(self, draws, method_name, **kwargs):
+        calls.append((self.family, method_name, tuple(v.name for v in self.variables)))
+        return pack(self, draws, method_name, **kwargs)
+
+    monkeypatch.setattr(ObservationModel, "pack", spy)
+    if method == "da":
+        cd.census_da(RELEASE, None, cd.CensusDAOptions(draws=3, warmup=2, chains=1, seed=1, quiet=True))
+        names = ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts")
+    else:
+        cd.census_naive(RELEASE, None, cd.CensusNaiveOptions(draws=3, chains=1, seed=1))
+        names = ("counts",)
+    assert calls == [("census", method, names)]
