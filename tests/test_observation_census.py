@@ -4,12 +4,13 @@ says, and both engines name their draws through its ``pack``, once."""
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 
 from dpposterior.families import get_family
 from dpposterior.families.census import CensusPrior, observation_model
 from dpposterior.inference import census_da as cd
 from dpposterior.mechanisms.discrete_gaussian import DiscreteGaussian
-from dpposterior.observation import ENUMERATE, RECORDS, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, RECORDS, SIMULATE
 
 from test_census import _small_release
 
@@ -60,14 +61,7 @@ def test_the_latent_statistic_and_the_prior():
 
 @pytest.mark.parametrize("method", ["da", "naive"])
 def test_the_engines_pack_through_the_model_once(method, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, tuple(v.name for v in self.variables)))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch, variables=True)
     if method == "da":
         cd.census_da(RELEASE, None, cd.CensusDAOptions(draws=3, warmup=2, chains=1, seed=1, quiet=True))
         names = ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts")

@@ -6,13 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from _observation import spy_on_pack
 from scipy import stats
 
 import dpposterior as dp
 from dpposterior.families import get_family
 from dpposterior.families.small_area import SmallAreaPrior, observation_model, simulate
 from dpposterior.inference import small_area as engine
-from dpposterior.observation import ENUMERATE, SIMULATE, ObservationModel
+from dpposterior.observation import ENUMERATE, SIMULATE
 from dpposterior.release import load_release
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpposterior.errors.PosteriorWarning")
@@ -85,14 +86,7 @@ def test_the_latent_statistic_and_the_prior():
 @pytest.mark.parametrize("method", ["exact-da", "naive"])
 @pytest.mark.parametrize("omit_rate", [False, True])
 def test_the_engines_pack_through_the_model_once(method, omit_rate, monkeypatch):
-    calls = []
-    pack = ObservationModel.pack
-
-    def spy(self, draws, method_name, **kwargs):
-        calls.append((self.family, method_name, tuple(v.name for v in self.variables)))
-        return pack(self, draws, method_name, **kwargs)
-
-    monkeypatch.setattr(ObservationModel, "pack", spy)
+    calls = spy_on_pack(monkeypatch, variables=True)
     if omit_rate:
         monkeypatch.setattr(engine, "MAX_RATE_VALUES", 1)
     post = dp.infer(PLAIN, method=method, **FAST)

@@ -202,3 +202,14 @@ class ObservationModel:
                          float32_variables=(tuple(float32) if isinstance(float32, tuple)
                                             else tuple(names) if float32 else ()), extras=dict(extras or {}))
         return post
+
+
+def logpdf_by_law(laws, index: np.ndarray, y, s) -> np.ndarray:
+    """log eta(y | s) per cell of a table whose cell i is released under ``laws[index[i]]`` (a few distinct noise
+    laws over many cells: one vectorised call per law, not one object per cell)."""
+    y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
+    out = np.empty(y.shape)
+    for k, law in enumerate(laws):
+        at = index == k
+        out[at] = law.logpdf(y[at], s[at])
+    return out

@@ -41,7 +41,7 @@ from pydantic import PrivateAttr
 from . import EngineSpec, Family
 from ..errors import InputError, shown
 from ..observation import (ENUMERATE, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
-                           Variable)
+                           Variable, logpdf_by_law)
 from ..release import ReleaseBase
 from .census_table import CensusStructure, build_structure
 
@@ -482,13 +482,7 @@ class RowMechanisms:
 
     def logpdf(self, y, s) -> np.ndarray:
         """log eta(y | s) per row, each row under its own sigma."""
-        laws, index = self._laws()
-        y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
-        out = np.empty(y.shape)
-        for k, law in enumerate(laws):
-            at = index == k
-            out[at] = law.logpdf(y[at], s[at])
-        return out
+        return logpdf_by_law(*self._laws(), y, s)
 
     def logpmf(self, k) -> np.ndarray:
         """log eta(y - s = k), where one sigma covers every row."""

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WrapValidator, f
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
-from ..observation import ENUMERATE, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable
+from ..observation import (ENUMERATE, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable,
+                           logpdf_by_law)
 from ..mechanisms.base import NoiseShape
 from ..mechanisms.registry import get_mechanism, is_integer_noise
 from ..release import (FORMAT, INCONSISTENCY_SCALES, NumberTable, ReleaseBase, check_epsilon_range, plain_number_rows,
@@ -767,12 +768,7 @@ class CellMechanisms:
     def logpdf(self, y, s) -> np.ndarray:
         """log eta(y | s) per cell, each cell under its own law."""
         _, index, mechs = self.release.cell_mechanisms()
-        y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
-        out = np.empty(y.shape)
-        for k, mech in enumerate(mechs):
-            at = index == k
-            out[at] = mech.logpdf(y[at], s[at])
-        return out
+        return logpdf_by_law(mechs, index, y, s)
 
     def logpmf(self, k) -> np.ndarray:
         """log eta(y - s = k), where one law covers every cell (the residual table of a compiled sweep)."""
