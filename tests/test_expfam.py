@@ -206,3 +206,12 @@ def test_simulate_hooks_give_valid_releases():
         assert sim.release.family == family and sim.release.n == 50
         assert set(sim.theta) == {"rate" if family in ("exponential", "poisson") else "p"}
         assert sim.confidential
+
+
+def test_ops_refuses_a_release_that_states_no_epsilon():
+    """OPS spends the release's epsilon; a discrete-Gaussian (rho-zCDP) release states none: one line, not NaN draws."""
+    zcdp = {"format": "dpposterior-release/1", "family": "binomial", "n": 50,
+            "statistics": {"successes": {"value": 17, "mechanism": "discrete-gaussian", "sigma": 3.0}}}
+    with pytest.raises(RefusedError, match=r"method: ops spends the release's epsilon .* states none \(mechanism "
+                                           r"'discrete-gaussian'\)"):
+        dp.infer(zcdp, method="ops", seed=0, confidential={"successes": 17})

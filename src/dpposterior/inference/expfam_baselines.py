@@ -138,10 +138,13 @@ def ops(release, prior, options):
     """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
     if release.expfam.record_law is not RecordLaw.BERNOULLI:  # its utility is the Bernoulli log-likelihood
         raise RefusedError("method", "ops is implemented for Bernoulli records (the binomial family) only")
+    eps = release.noisy_record.epsilon
+    if eps is None:  # (a zCDP release states rho, not epsilon: OPS would draw at epsilon NaN)
+        raise RefusedError("method", "ops spends the release's epsilon on its own samples, and this release states "
+                           f"none (mechanism {release.noisy_record.mechanism!r}); give ops an epsilon-DP release")
     conf = require_confidential(options, "ops")
     observation = observation_model(release, prior)
     s = _confidential_statistic(release, conf)
-    eps = release.noisy_record.epsilon
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
     return pack_draws(observation, "ops", theta[None, :],
                       _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
