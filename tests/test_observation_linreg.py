@@ -169,3 +169,17 @@ def test_the_engines_pack_through_the_model(release, method, options, drawn, mon
 def test_no_linear_regression_engine_builds_a_posterior_itself():
     for module in (linreg_common, linreg_normalx, linreg_fixeds, linreg_fast, linreg_bs, linreg_naive, linreg_adassp):
         assert not re.search(r"\bPosterior\(", inspect.getsource(module)), module.__name__
+
+
+def test_each_block_is_measured_with_its_own_noise_scale():
+    """Blocks of one party released at different sigma (here 1x, 2x and 3x the calibrated one, each still at least
+    as private as stated): each measurement carries its own block's sigma, so a swap of two blocks' scales fails."""
+    release = lr.make_release([X[:60], X[60:]], [Y[:60], Y[60:]], features=["a", "b"], epsilon=2.0, delta=1e-5,
+                              x_norm=1.5, y_abs=1.0, intercept=True, mechanism="gaussian", split="xtx,xty,yty",
+                              rng=8)
+    blocks = release["parties"][0]["statistics"]
+    base = blocks["xtx"]["sigma"]
+    for factor, block in ((2.0, "xty"), (3.0, "yty")):
+        blocks[block]["sigma"] = factor * base
+    model = observation_model(load_release(release))
+    assert [m.mechanism.sigma for m in model.measurements[:3]] == pytest.approx([base, 2 * base, 3 * base])
