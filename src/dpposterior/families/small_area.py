@@ -651,6 +651,25 @@ def sigma_of_variance(var: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- simulation
+def draw_parameters(prior: SmallAreaPrior, G: int, C: int, parent_index, rng, likelihood: str = "poisson",
+                    tau: float | None = None) -> dict:
+    """alpha[cell], tau, u[area] -- and, given each area's ``parent_index``, tau_parent and v[parent] -- from the
+    prior, drawn from ``rng`` in that order, and the rate[area, cell] they give (the probability under
+    ``likelihood="binomial"``); ``tau`` fixes the area-effect sd instead of drawing it."""
+    alpha = rng.normal(prior.alpha_mean, prior.alpha_sd, size=C)
+    tau = abs(rng.normal(0.0, prior.tau_scale)) if tau is None else float(tau)
+    u = rng.normal(0.0, tau, size=G)
+    draw = {"alpha": alpha, "tau": tau, "u": u}
+    log_rate = alpha[None, :] + u[:, None]
+    if parent_index is not None and len(parent_index):
+        tau_p = abs(rng.normal(0.0, prior.tau_parent_scale))
+        v = rng.normal(0.0, tau_p, size=int(np.max(parent_index)) + 1)
+        log_rate = log_rate + v[parent_index][:, None]
+        draw.update(tau_parent=tau_p, v=v)
+    draw["rate"] = 1.0 / (1.0 + np.exp(-log_rate)) if likelihood == "binomial" else np.exp(log_rate)
+    return draw
+
+
 def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=None, postprocessing="none",
              parents=None, tau: float | None = None, likelihood: str = "poisson", noise=None):
     """theta ~ prior, counts ~ model, release through the discrete Gaussian (sigma per cell), or through
@@ -666,23 +685,11 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
     if likelihood == "binomial" and (exposure is None or np.any(np.asarray(exposure) % 1 != 0)):
         raise InputError("exposure", "binomial counts need whole numbers at risk per area")
     E = np.ones(G) if exposure is None else np.asarray(exposure, float)
-    alpha = rng.normal(prior.alpha_mean, prior.alpha_sd, size=C)
-    tau = abs(rng.normal(0.0, prior.tau_scale)) if tau is None else float(tau)
-    u = rng.normal(0.0, tau, size=G)
-    log_rate = alpha[None, :] + u[:, None]
-    truth = {"alpha": alpha, "tau": tau, "u": u}
-    if parents is not None:
-        pidx = np.asarray(parents)
-        P = int(pidx.max()) + 1
-        tau_p = abs(rng.normal(0.0, prior.tau_parent_scale))
-        v = rng.normal(0.0, tau_p, size=P)
-        log_rate = log_rate + v[pidx][:, None]
-        truth.update(tau_parent=tau_p, v=v)
+    truth = draw_parameters(prior, G, C, None if parents is None else np.asarray(parents), rng, likelihood, tau)
+    rate = truth["rate"]
     if likelihood == "binomial":
-        rate = 1.0 / (1.0 + np.exp(-log_rate))
         y = rng.binomial(E.astype(np.int64)[:, None], rate)
     else:
-        rate = np.exp(log_rate)
         y = rng.poisson(E[:, None] * rate)
     if noise is None:
         record = {"mechanism": "discrete-gaussian", "sigma": float(sigma)}
@@ -692,7 +699,7 @@ def simulate(prior: SmallAreaPrior, G: int, C: int, sigma: float, rng, exposure=
         noisy = y + np.asarray(noise_draw(y.shape, rng)).astype(np.int64)
     if postprocessing == "nonnegative":
         noisy = np.maximum(noisy, 0)
-    truth.update(rate=rate, counts=y)
+    truth["counts"] = y
     release = _release_dict([f"a{g}" for g in range(G)], [f"c{c}" for c in range(C)],
                             noisy.astype(int).tolist(), dict(record),
                             exposure=None if exposure is None else E,
@@ -738,7 +745,6 @@ def simulate_release(prior: SmallAreaPrior, n: int, epsilon: float | None, rng, 
                               noise=noise)
     theta = {"alpha": truth["alpha"], "tau": truth["tau"], "u": truth["u"]}
     return SimulatedRelease(theta=theta, release=load_release(release), confidential={"counts": truth["counts"]})
-
 
 
 # --------------------------------------------------------------------------- observation model
@@ -821,16 +827,7 @@ def observation_model(release: SmallAreaRelease, prior=None, likelihood: str = "
     P = len(parent_ids)
 
     def sample(rng):
-        draw = {"alpha": rng.normal(prior.alpha_mean, prior.alpha_sd, size=C),
-                "tau": float(abs(rng.normal(0.0, prior.tau_scale)))}
-        draw["u"] = rng.normal(0.0, draw["tau"], size=G)
-        log_rate = draw["alpha"][None, :] + draw["u"][:, None]
-        if P:
-            draw["tau_parent"] = float(abs(rng.normal(0.0, prior.tau_parent_scale)))
-            draw["v"] = rng.normal(0.0, draw["tau_parent"], size=P)
-            log_rate = log_rate + draw["v"][pidx][:, None]
-        draw["rate"] = 1.0 / (1.0 + np.exp(-log_rate)) if likelihood == "binomial" else np.exp(log_rate)
-        return draw
+        return draw_parameters(prior, G, C, pidx, rng, likelihood)
 
     def log_normal(x, sd):
         x = np.asarray(x, float)
