@@ -109,3 +109,21 @@ def test_gaussian_bounds_too_narrow_for_their_square_are_refused_in_one_line():
         load_release(rel)
     rel["bounds"] = [0.0, 1e-150]
     assert load_release(rel).width == 1e-150
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-32"])
+def test_a_release_in_any_json_encoding_loads_and_keeps_its_text_where_utf8(encoding, tmp_path):
+    """The file is decoded once for the parser and the stored source: UTF-8 text (a byte-order mark included) is
+    kept as read; UTF-16/32, which the parser reads from the bytes, is stored as the canonical dump."""
+    release = {"format": "dpposterior-release/1", "family": "binomial", "n": 100,
+               "statistics": {"successes": {"value": 31.7, "mechanism": "laplace", "epsilon": 0.5,
+                                            "sensitivity": 1.0}}}
+    text = json.dumps(release, indent=1)
+    path = tmp_path / "release.json"
+    path.write_bytes(text.encode(encoding))
+    loaded = load_release(path)
+    assert loaded.n == 100 and loaded.statistics.successes.value == 31.7
+    if encoding.startswith("utf-8"):
+        assert loaded.source_json() == path.read_bytes().decode("utf-8")
+    else:
+        assert loaded.source_json() == json.dumps(loaded.to_dict(), sort_keys=True)

@@ -14,7 +14,6 @@ The format of every family is documented in ``docs/release-format.md``.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import itertools
 import json
@@ -515,35 +514,29 @@ def load_release(source) -> ReleaseBase:
         return _load_release(source)
 
 
-def _utf8_text(raw: bytes, bom: bool = False) -> str | None:
-    """``raw`` decoded as UTF-8 once (the parser and the stored source share it: 78 MB at 10^7 cells), or None
-    for other encodings -- and, unless ``bom``, for a UTF-8 byte-order mark, which the parser reads from bytes."""
-    if raw.startswith(codecs.BOM_UTF8) and not bom:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 def _load_release(source) -> ReleaseBase:
     raw_bytes: bytes
-    text: str | None = None
     if isinstance(source, dict):
         data = source
         json_depth_at_most(data, MAX_JSON_DEPTH, "release")
         try:
-            raw_bytes = json.dumps(source, sort_keys=True).encode()
+            text = json.dumps(source, sort_keys=True)
         except (TypeError, ValueError) as exc:
             raise InputError("release", f"is not plain JSON data ({exc})") from None
+        raw_bytes = text.encode()
     elif isinstance(source, (str, os.PathLike)):
         from .errors import check_input_file
 
         path = Path(source)
         check_input_file(path, "release")
         raw_bytes = path.read_bytes()
-        text = _utf8_text(raw_bytes)
-        data = parse_json(raw_bytes if text is None else text, "release")
+        # decoded once, for the parser and the stored source (78 MB at 10^7 cells); the parser reads UTF-16/32 and
+        # a UTF-8 byte-order mark from the bytes themselves
+        try:
+            text = raw_bytes.decode("utf-8")
+        except UnicodeDecodeError:  # UTF-16/32 JSON: the posterior stores the canonical dump instead
+            text = None
+        data = parse_json(raw_bytes if text is None or text.startswith("\ufeff") else text, "release")
     else:
         raise InputError("release", "must be a path to a release file, a dict or a loaded release "
                          f"(got {type(source).__name__})")
@@ -563,8 +556,7 @@ def _load_release(source) -> ReleaseBase:
     except ValidationError as exc:
         raise from_pydantic(exc, "release") from None
     release._sha256 = hashlib.sha256(raw_bytes).hexdigest()
-    # UTF-16/32 JSON: the posterior stores the canonical dump instead
-    release._source_text = text if text is not None else _utf8_text(raw_bytes, bom=True)
+    release._source_text = text
     release._family_entry = family
     # a release whose tables live beside it (the census family's measurements file) reads them now
     release.after_load(Path(source).parent if isinstance(source, (str, os.PathLike)) else None)
