@@ -436,15 +436,18 @@ class Model:
                    ("fewer --chains, or " if copies > 1 else "") +
                    "an engine that does not hold the records (exact, gibbs-ss, smc-abc)")
 
-    def check(self, observed, likelihood: bool = False) -> np.ndarray:
-        """Validate the callables on a prior draw; returns the observed release as (r,) floats."""
+    def check(self, observed, likelihood: bool = False, holding: tuple[int, str] = (1, "checking the model")
+              ) -> np.ndarray:
+        """Validate the callables on a prior draw; returns the observed release as (r,) floats.  The n records it
+        draws are first checked to fit (:meth:`check_records_fit`) as ``holding`` = (sets of n records the caller
+        will hold, its name): da-mcmc holds one set per chain."""
         try:
             obs = np.atleast_1d(np.asarray(observed, float)).ravel()
         except (TypeError, ValueError):
             raise InputError("observed", f"must be a list of numbers (got {_describe(observed)})") from None
         if obs.size == 0 or not np.all(np.isfinite(obs)):
             raise InputError("observed", "must be a non-empty list of finite numbers")
-        self.check_records_fit(obs.size, 1, "checking the model")
+        self.check_records_fit(obs.size, *holding)
         rng = np.random.default_rng(12345)
         theta = self.theta_dict(self.sample_prior(1, rng), 0)
         if self.records is not None and self.statistic is not None:

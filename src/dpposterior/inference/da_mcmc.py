@@ -214,9 +214,7 @@ def run_da_mcmc(model, observed, draws: int = 1000, warmup: int = 1000, chains: 
     if not model.has_likelihood:
         raise InputError("method", "da-mcmc needs records, statistic and record_logpdf or complete_posterior "
                          "(use smc-abc, sppe or sple for a simulator-only model)")
-    # before the model's own check draws its n records: every chain's records must fit
-    model.check_records_fit(np.size(observed), chains, "da-mcmc")
-    obs = model.check(observed, likelihood=True)
+    obs = model.check(observed, likelihood=True, holding=(chains, "da-mcmc"))  # every chain's records must fit
     r, n = obs.size, model.n
     kind, inv_scale, table = mechanism_kernel(model.mechanism, r)
     # a family may release a non-linear function of the sums with per-coordinate noise scales
