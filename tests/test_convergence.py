@@ -322,8 +322,8 @@ def test_compiled_diagnostics_give_numpys_numbers(chains, draws, monkeypatch):
     plain = convergence.diagnose(arr)
     monkeypatch.setattr(convergence, "KERNEL_MIN_VALUES", 1)
     calls = []
-    real = convergence._rank_kernel
-    monkeypatch.setattr(convergence, "_rank_kernel", lambda: calls.append(1) or real())
+    real = convergence._Compiled
+    monkeypatch.setattr(convergence, "_Compiled", lambda: calls.append(1) or real())
     compiled = convergence.diagnose(arr)
     assert calls, "the compiled path was not taken"
     for name in plain:

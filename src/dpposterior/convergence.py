@@ -326,7 +326,7 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
     flat = arr.reshape(chains, draws, K)
     out = {name: np.empty(K) for name in which}
     step = max(1, BLOCK_VALUES // max(1, chains * draws))
-    kernel = _rank_kernel() if K * chains * draws >= KERNEL_MIN_VALUES and chains >= 2 else None
+    kernel = _Compiled() if K * chains * draws >= KERNEL_MIN_VALUES and chains >= 2 else None
 
     def run(k0: int) -> None:
         block = np.ascontiguousarray(flat[:, :, k0:k0 + step].transpose(2, 0, 1), dtype=np.float64)
@@ -350,7 +350,8 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
 
 class _Compiled:
     """The compiled twins of the rank normalisation, the ESS and the R-hat of rank-normalised rows
-    (``convergence_kernels``), with the numpy functions' signatures."""
+    (``convergence_kernels``), with the numpy functions' signatures; built in the calling thread, which loads the
+    kernels (or compiles them, once per installation) before any block runs."""
 
     def __init__(self):
         from . import convergence_kernels as kernels
@@ -371,12 +372,6 @@ class _Compiled:
         out = np.empty(x.shape[0])
         self._rhat(np.ascontiguousarray(x, dtype=np.float64), out)
         return out
-
-
-def _rank_kernel() -> _Compiled:
-    """The compiled kernels (``convergence_kernels``), loaded -- or compiled, once per installation -- here in
-    the calling thread before any block runs."""
-    return _Compiled()
 
 
 def rhat(x, fold_split: bool = True) -> float:

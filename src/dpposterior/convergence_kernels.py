@@ -1,4 +1,4 @@
-"""The rank normalisation of :mod:`dpposterior.convergence` as one compiled pass per component (numba).
+"""The rank normalisation, the bulk ESS and the split R-hat of :mod:`dpposterior.convergence`, compiled (numba).
 
 :func:`dpposterior.convergence.diagnose` rank-normalises every component twice -- its values and their distances
 from its median (the folded values) -- with about a dozen numpy passes over all the draws (a sort, gathers,
@@ -9,9 +9,15 @@ sorted values, fall and then rise, two sorted runs that a merge puts in order.
 The normal scores are looked up in the same table by the same integer (twice the average rank, minus 2), so
 they are numpy's bit for bit: a rank is an integer whatever the sort, and ties share their average rank
 whatever order they come in (``tests/test_convergence.py`` compares the two on ties, odd and even sizes).
-Only finite draws come here (a non-finite block takes the numpy path).  Imported only by
-:func:`dpposterior.convergence.diagnose` for large posteriors (numba's import and the cached kernel's load cost
-less than they save from about 10^7 draws on), so ``import dpposterior`` stays light.
+Only finite draws come here (a non-finite block takes the numpy path).
+
+:func:`ess_rows` and :func:`rhat_rows` are ``convergence._ess_rows`` and ``_rhat_rows`` (Vehtari et al. 2021,
+eqs. 10-13 with Geyer's initial positive and monotone sequences; BDA3 eq. 11.4) on the rank-normalised rows: the
+autocovariances are summed directly, lag by lag, and only as far as Geyer's sequence reads them -- a few lags for
+a chain that mixes, where an FFT computes every lag -- so they equal numpy's to rounding, not bit for bit.
+
+Imported only by :func:`dpposterior.convergence.diagnose` for large posteriors (numba's import and the cached
+kernels' load cost less than they save from about 10^7 draws on), so ``import dpposterior`` stays light.
 """
 
 from __future__ import annotations
