@@ -77,7 +77,12 @@ def _check_mechanism(record: StatisticRecord, name: str, derived: dict | float,
 
 
 class _NoisyStatistic:
-    """What a count release says about its one noisy statistic (``noisy_record``): the mechanism and its scale."""
+    """What a count release says about its one noisy statistic (``noisy_record``, the field of ``statistics`` that
+    the release class names as ``released_statistic``): the mechanism and its scale."""
+
+    @property
+    def noisy_record(self) -> StatisticRecord:
+        return getattr(self.statistics, self.released_statistic)
 
     @property
     def mechanism(self):
@@ -136,10 +141,6 @@ class BinomialRelease(_NoisyStatistic, ReleaseBase):
         return self
 
     @property
-    def noisy_record(self) -> StatisticRecord:
-        return self.statistics.successes
-
-    @property
     def released(self) -> np.ndarray:
         return np.array([_scalar(self.statistics.successes, "successes")])
 
@@ -190,10 +191,6 @@ class MultinomialRelease(_NoisyStatistic, ReleaseBase):
         return self
 
     @property
-    def noisy_record(self) -> StatisticRecord:
-        return self.statistics.counts
-
-    @property
     def released(self) -> np.ndarray:
         return np.asarray(self.statistics.counts.value, float)
 
@@ -236,10 +233,6 @@ class _TruncatedRelease(_NoisyStatistic, ReleaseBase):
             raise ValueError(f"statistics.truncated_sum.value: {y:g} is impossible for n = {self.n}, bounds "
                              f"[{lo:g}, {hi:g}] with noise scale {b:g}")
         return self
-
-    @property
-    def noisy_record(self) -> StatisticRecord:
-        return self.statistics.truncated_sum
 
     @property
     def released(self) -> np.ndarray:
