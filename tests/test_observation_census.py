@@ -69,3 +69,22 @@ def test_the_engines_pack_through_the_model_once(method, monkeypatch):
         cd.census_naive(RELEASE, None, cd.CensusNaiveOptions(draws=3, chains=1, seed=1))
         names = ("counts",)
     assert calls == [("census", method, names)]
+
+
+def test_the_rows_laws_are_found_once_and_a_table_of_several_has_no_single_residual_table():
+    """The measurement's mechanism: one discrete Gaussian per distinct published sigma, kept after first use; its
+    log density is each row's own law's; a single residual table exists only where one sigma covers every row
+    (the one-law case: tests/test_observation_small_area.py)."""
+    from dpposterior.errors import InputError
+
+    (m,) = observation_model(RELEASE).measurements
+    laws, index = m.mechanism.laws()
+    assert m.mechanism.laws()[0] is laws and m.integer_noise
+    sigma = RELEASE.structure.sigma
+    assert [law.sigma for law in laws] == sorted(set(sigma.tolist()))
+    s = np.maximum(m.values, 0)
+    expect = sum(float(DiscreteGaussian(float(sd)).logpdf(y, x)) for y, x, sd in zip(m.values, s, sigma))
+    assert float(np.sum(m.mechanism.logpdf(m.values, s))) == pytest.approx(expect)
+    assert len(laws) == 5  # the small release's five sigmas: no one residual table
+    with pytest.raises(InputError, match="measurements: the rows have different noise laws"):
+        m.mechanism.logpmf(np.arange(-2, 3))

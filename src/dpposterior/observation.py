@@ -204,12 +204,42 @@ class ObservationModel:
         return post
 
 
-def logpdf_by_law(laws, index: np.ndarray, y, s) -> np.ndarray:
-    """log eta(y | s) per cell of a table whose cell i is released under ``laws[index[i]]`` (a few distinct noise
-    laws over many cells: one vectorised call per law, not one object per cell)."""
-    y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
-    out = np.empty(y.shape)
-    for k, law in enumerate(laws):
-        at = index == k
-        out[at] = law.logpdf(y[at], s[at])
-    return out
+
+class TableLaws:
+    """The noise of a released table whose many cells share a few laws: the distinct mechanisms and each cell's
+    index into them, found on first use by ``laws()`` -> (mechanisms, index) and kept -- a handful of mechanism
+    objects and one index array whatever the number of cells (a measurement's ``mechanism``).  ``field`` and
+    ``cells`` name the table and its cells in a refusal."""
+
+    def __init__(self, name: str, laws: Callable[[], tuple], field: str, cells: str = "cells"):
+        self.name = name
+        self._find = laws
+        self._laws = None
+        self.field = field
+        self.cells = cells
+
+    def laws(self) -> tuple[list, np.ndarray]:
+        if self._laws is None:
+            self._laws = self._find()
+        return self._laws
+
+    @property
+    def integer_valued(self) -> bool:
+        return all(m.integer_valued for m in self.laws()[0])
+
+    def logpdf(self, y, s) -> np.ndarray:
+        """log eta(y | s) per cell, each cell under its own law (one vectorised call per law)."""
+        laws, index = self.laws()
+        y, s = np.broadcast_arrays(np.asarray(y, float), np.asarray(s, float))
+        out = np.empty(y.shape)
+        for k, law in enumerate(laws):
+            at = index == k
+            out[at] = law.logpdf(y[at], s[at])
+        return out
+
+    def logpmf(self, k) -> np.ndarray:
+        """log eta(y - s = k), where one law covers every cell (the residual table of a compiled sweep)."""
+        laws, _ = self.laws()
+        if len(laws) != 1:
+            raise InputError(self.field, f"the {self.cells} have different noise laws: no single residual table")
+        return laws[0].logpmf(k)

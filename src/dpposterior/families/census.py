@@ -41,7 +41,7 @@ from pydantic import PrivateAttr
 from . import EngineSpec, Family
 from ..errors import InputError, shown
 from ..observation import (ENUMERATE, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
-                           Variable, logpdf_by_law)
+                           TableLaws, Variable)
 from ..release import ReleaseBase
 from .census_table import CensusStructure, build_structure
 
@@ -443,7 +443,6 @@ def prior_moments(prior, release=None) -> dict:
             "tau": (prior.tau_scale * math.sqrt(2.0 / math.pi), prior.tau_scale * math.sqrt(1.0 - 2.0 / math.pi))}
 
 
-
 # --------------------------------------------------------------------------- observation model
 class MeasuredRows:
     """The M measured cells of the latent block histogram x (B x C): each row's geounit total of its query cell's
@@ -464,32 +463,12 @@ class MeasuredRows:
         return out
 
 
-class RowMechanisms:
-    """The discrete Gaussian of every measured row at its own published sigma, as one mechanism description: the
-    distinct sigmas and each row's index into them (a handful of mechanism objects whatever the number of rows)."""
+def _row_laws(structure: CensusStructure) -> tuple[list, np.ndarray]:
+    """The discrete Gaussians of the measured rows, one per distinct published sigma, and each row's index."""
+    from ..mechanisms.discrete_gaussian import DiscreteGaussian
 
-    name = "discrete-gaussian"
-    integer_valued = True
-
-    def __init__(self, structure: CensusStructure):
-        self.structure = structure
-
-    def _laws(self):
-        from ..mechanisms.discrete_gaussian import DiscreteGaussian
-
-        distinct, index = np.unique(self.structure.sigma, return_inverse=True)
-        return [DiscreteGaussian(float(sd)) for sd in distinct], index.reshape(-1)
-
-    def logpdf(self, y, s) -> np.ndarray:
-        """log eta(y | s) per row, each row under its own sigma."""
-        return logpdf_by_law(*self._laws(), y, s)
-
-    def logpmf(self, k) -> np.ndarray:
-        """log eta(y - s = k), where one sigma covers every row."""
-        laws, _ = self._laws()
-        if len(laws) != 1:
-            raise InputError("measurements", "the rows have different sigmas: no single residual table")
-        return laws[0].logpmf(k)
+    distinct, index = np.unique(structure.sigma, return_inverse=True)
+    return [DiscreteGaussian(float(sd)) for sd in distinct], index.reshape(-1)
 
 
 def observation_model(release: CensusRelease, prior=None) -> ObservationModel:
@@ -501,7 +480,9 @@ def observation_model(release: CensusRelease, prior=None) -> ObservationModel:
     s = release.structure
     gi, ti = pooling_levels(s)
     cells = s.cell_labels()
-    measurement = Measurement("measurements", s.noisy, MeasuredRows(s), RowMechanisms(s))
+    # each row's discrete Gaussian at its own published sigma
+    laws = TableLaws("discrete-gaussian", lambda: _row_laws(s), "measurements", "rows")
+    measurement = Measurement("measurements", s.noisy, MeasuredRows(s), laws)
     latent = LatentStatistic(f"the {s.B} x {s.C} block histogram", frozenset({RECORDS, ENUMERATE, SIMULATE}), s)
     variables = (Variable("alpha", (), {}, "positive"), Variable("beta", (), {}, "positive"),
                  Variable("tau", (), {}, "positive"),

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WrapValidator, f
 
 from . import EngineSpec, Family, prior_moments
 from ..errors import InputError, shown
-from ..observation import (ENUMERATE, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, Variable,
-                           logpdf_by_law)
+from ..observation import (ENUMERATE, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior, TableLaws,
+                           Variable)
 from ..mechanisms.base import NoiseShape
 from ..mechanisms.registry import get_mechanism, is_integer_noise
 from ..release import (FORMAT, INCONSISTENCY_SCALES, NumberTable, ReleaseBase, check_epsilon_range, plain_number_rows,
@@ -758,32 +758,6 @@ class CountsQuery:
         return np.asarray(latent)
 
 
-class CellMechanisms:
-    """The noise law of every cell of the table, as the release describes it: the distinct laws and each cell's
-    index into them (:meth:`SmallAreaRelease.cell_mechanisms`, computed on first use and cached by the release) --
-    a handful of mechanism objects and one index array whatever the number of cells."""
-
-    def __init__(self, release: SmallAreaRelease):
-        self.release = release
-        self.name = release.statistics.counts.mechanism
-
-    @property
-    def integer_valued(self) -> bool:
-        return all(m.integer_valued for m in self.release.cell_mechanisms()[2])
-
-    def logpdf(self, y, s) -> np.ndarray:
-        """log eta(y | s) per cell, each cell under its own law."""
-        _, index, mechs = self.release.cell_mechanisms()
-        return logpdf_by_law(mechs, index, y, s)
-
-    def logpmf(self, k) -> np.ndarray:
-        """log eta(y - s = k), where one law covers every cell (the residual table of a compiled sweep)."""
-        mechs = self.release.cell_mechanisms()[2]
-        if len(mechs) != 1:
-            raise InputError("statistics.counts", "the cells have different noise laws: no single residual table")
-        return mechs[0].logpmf(k)
-
-
 @dataclass(frozen=True)
 class TrueCounts:
     """The latent G x C table's law beyond the parameters: the likelihood and each area's parent; its exposures
@@ -813,7 +787,12 @@ def observation_model(release: SmallAreaRelease, prior=None, likelihood: str = "
         raise InputError("likelihood", f"must be poisson or binomial (got {shown(likelihood)})")
     G, C = release.G, release.C
     values = table_array(release.statistics.counts.value)
-    measurement = Measurement("statistics.counts", values, CountsQuery((G, C)), CellMechanisms(release))
+    def cell_laws():  # each cell's law as the release describes it (cell_mechanisms, cached by the release)
+        _, index, mechanisms = release.cell_mechanisms()
+        return mechanisms, index
+
+    laws = TableLaws(release.statistics.counts.mechanism, cell_laws, "statistics.counts")
+    measurement = Measurement("statistics.counts", values, CountsQuery((G, C)), laws)
     pidx, parent_ids = release.parent_index()
     latent = LatentStatistic(f"the true {G} x {C} table of {likelihood} counts",
                              frozenset({ENUMERATE, SIMULATE}), TrueCounts(release, likelihood, pidx))
