@@ -155,15 +155,11 @@ def observation_model(release: LinearRegressionRelease, prior=None, data: Regres
                  Variable("sigma_x", ("feature", "feature_col"), {"feature": features, "feature_col": features},
                           "real"))
     dx = len(features)
-    iw_scale = prior.iw_scale if prior.iw_scale is not None else np.eye(dx)
-    iw_df = prior.iw_df if prior.iw_df is not None else dx + 1.0
+    iw_scale, iw_df = prior.wishart(dx)
 
     def sample(rng):
-        from scipy import stats
-
-        return {"theta": rng.multivariate_normal(prior.theta_mean, prior.theta_cov),
-                "sigma2": float(prior.b / rng.gamma(prior.a)),
-                "sigma_x": np.atleast_2d(stats.invwishart.rvs(df=iw_df, scale=iw_scale, random_state=rng))}
+        theta, sigma2, sigma_x = prior.draw(rng, dx)
+        return {"theta": theta, "sigma2": float(sigma2), "sigma_x": sigma_x}
 
     def log_density(values):
         """theta ~ N(m, C), sigma2 ~ IG(a, b), Sigma_x ~ IW(Lambda, kappa), independent (eq. 4); a value

@@ -37,6 +37,21 @@ class LinRegPrior:
     def d(self) -> int:
         return self.theta_mean.shape[0]
 
+    def wishart(self, features: int) -> tuple[np.ndarray, float]:
+        """The inverse-Wishart's scale and degrees of freedom over ``features`` features (default I and
+        features + 1)."""
+        return (self.iw_scale if self.iw_scale is not None else np.eye(features),
+                self.iw_df if self.iw_df is not None else features + 1.0)
+
+    def draw(self, rng, features: int) -> tuple[np.ndarray, float, np.ndarray]:
+        """(theta, sigma2, Sigma_x) from the prior, drawn from ``rng`` in that order (eq. 4: independent)."""
+        from scipy import stats
+
+        scale, df = self.wishart(features)
+        theta = rng.multivariate_normal(self.theta_mean, self.theta_cov)
+        sigma2 = self.b / rng.gamma(self.a)
+        return theta, sigma2, np.atleast_2d(stats.invwishart.rvs(df=df, scale=scale, random_state=rng))
+
     def to_dict(self) -> dict:
         return {"theta_mean": self.theta_mean.tolist(), "theta_cov": self.theta_cov.tolist(), "a": self.a,
                 "b": self.b, "iw_scale": None if self.iw_scale is None else self.iw_scale.tolist(),

@@ -57,13 +57,7 @@ def simulate(prior, n: int, epsilon: float, rng: np.random.Generator, parties: i
     prior = prior if isinstance(prior, LinRegPrior) else parse_prior(prior)
     d = prior.d
     rng = np.random.default_rng(rng)
-    theta = rng.multivariate_normal(prior.theta_mean, prior.theta_cov)
-    sigma2 = prior.b / rng.gamma(prior.a)
-    Lam = prior.iw_scale if prior.iw_scale is not None else np.eye(d)
-    kappa = prior.iw_df if prior.iw_df is not None else d + 1
-    from scipy import stats as sps
-
-    sigma_x = np.atleast_2d(sps.invwishart.rvs(df=kappa, scale=Lam, random_state=rng))
+    theta, sigma2, sigma_x = prior.draw(rng, d)
     X = rng.multivariate_normal(np.zeros(d), sigma_x, size=n)
     y = X @ theta + rng.normal(0.0, math.sqrt(sigma2), size=n)
     x_norm = float(np.max(np.linalg.norm(X, axis=1)))
