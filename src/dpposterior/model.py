@@ -581,12 +581,8 @@ class Model:
         kinds = {p.name: p for p in self._params}
         variables = []
         for name, arr in arrays.items():
-            event = np.ndim(arr) - 2
-            names = tuple(dims.get(name, [f"{name}_dim_{k}" for k in range(event)]))
-            support = self.derived_support.get(name, "real")
-            if name in kinds:
-                support = _param_support(kinds[name])
-            variables.append(Variable(name, names, {d: list(coords[d]) for d in names if d in coords}, support))
+            support = _param_support(kinds[name]) if name in kinds else self.derived_support.get(name, "real")
+            variables.append(Variable.from_draw(name, arr, 2, dims, coords, support))
         reparametrised = type(self).posterior_variables is not Model.posterior_variables
 
         def sample(rng) -> dict:

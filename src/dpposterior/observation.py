@@ -80,6 +80,14 @@ class Variable:
     coords: dict = field(default_factory=dict)
     support: str = "real"
 
+    @classmethod
+    def from_draw(cls, name: str, values, lead: int, dims: dict, coords: dict, support: str = "real") -> "Variable":
+        """The variable of ``values``, one draw as a model's ``posterior_variables`` gives it (``lead`` leading
+        axes before its event axes), dimensioned by ``dims`` (else ArviZ's ``{name}_dim_{k}``) and labelled by
+        ``coords`` where they name its dims."""
+        names = tuple(dims.get(name, [f"{name}_dim_{k}" for k in range(np.ndim(values) - lead)]))
+        return cls(name, names, {d: list(coords[d]) for d in names if d in coords}, support)
+
 
 @dataclass(frozen=True)
 class LatentStatistic:

@@ -268,10 +268,7 @@ class SimulatorModel:
 
         # the variables read off one unconstrained theta of zeros: posterior_variables is the one map
         arrays, dims, coords = self.posterior_variables(np.zeros((1, self.dim)))
-        variables = []
-        for name, arr in arrays.items():
-            names = tuple(dims.get(name, [f"{name}_dim_{k}" for k in range(np.ndim(arr) - 1)]))
-            variables.append(Variable(name, names, {d: list(coords[d]) for d in names if d in coords}))
+        variables = [Variable.from_draw(name, arr, 1, dims, coords) for name, arr in arrays.items()]
 
         def sample(rng) -> dict:
             drawn, _, _ = self.posterior_variables(self.prior.sample(1, rng))
