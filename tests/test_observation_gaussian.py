@@ -137,3 +137,12 @@ def test_pack_checks_the_predictive_draws_against_the_model():
         model.pack(draws, "x", posterior_predictive={"y_new": np.zeros((1, 3, 2))})
     post = model.pack(draws, "x", posterior_predictive={"y_new": np.zeros((1, 3))}, attrs={"a": 1}, iid=True)
     assert isinstance(post, Posterior) and post.attrs == {"prior": "normal-inverse-gamma", "a": 1} and post.iid
+
+
+def test_a_models_marginal_keeps_the_named_variables_in_its_order_and_refuses_others():
+    model = observation_model(RELEASE, NIG)
+    assert [v.name for v in model.marginal(["sigma2", "mu"]).variables] == ["mu", "sigma2"]
+    assert [v.name for v in model.marginal({"sigma2"}).variables] == ["sigma2"]
+    assert model.marginal(["mu"]).predictive == model.predictive
+    with pytest.raises(KeyError, match="not variables of the model: \\['tau'\\]"):
+        model.marginal(["mu", "tau"])

@@ -16,6 +16,7 @@ Imports: numpy and the mechanisms only (the schema layer, beside ``release`` and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -160,6 +161,15 @@ class ObservationModel:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    def marginal(self, names) -> "ObservationModel":
+        """The model with only the variables ``names`` (in the model's order): what an engine that draws some of
+        them packs on (a point estimate's coefficients alone, a rate table too large to keep left out)."""
+        keep = set(names)
+        unknown = keep - {v.name for v in self.variables}
+        if unknown:
+            raise KeyError(f"not variables of the model: {sorted(unknown)}")
+        return dataclasses.replace(self, variables=tuple(v for v in self.variables if v.name in keep))
 
     def pack(self, draws: dict[str, np.ndarray], method: str, *, posterior_predictive: dict | None = None,
              sample_stats: dict | None = None, sample_stats_dims: dict | None = None, attrs: dict | None = None,

@@ -41,7 +41,6 @@ sweep's, with the same target).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -1211,7 +1210,7 @@ def census_naive(release, prior, options: CensusNaiveOptions):
         out[..., s.structural_zero] = 0
     model = observation_model(release, prior)
     # the model's marginal of the counts: naive draws no hyperparameters
-    counts_model = dataclasses.replace(model, variables=(model.variable("counts"),))
+    counts_model = model.marginal(["counts"])
     return counts_model.pack({"counts": out}, "naive", iid=True,
                              attrs=census_attrs(s) | {"algorithm": "each block cell alone: flat prior on k >= 0, "
                                                                    "exact discrete-Gaussian likelihood of its own "

@@ -230,8 +230,6 @@ def make_posterior(method, release, prior, data, variables: dict, options, *, sa
     """The engine's draws (``variables``: theta, and sigma2 where the engine draws it; ``sigma_x``, the features'
     covariance, from mcmc-normalx) named through the release's observation model (``data``: its resolved
     :class:`RegressionData`)."""
-    from dataclasses import replace
-
     from ..families.linear_regression.observation import observation_model
 
     draws = dict(variables)
@@ -240,7 +238,7 @@ def make_posterior(method, release, prior, data, variables: dict, options, *, sa
     model = observation_model(release, prior, data)
     # an engine draws some of the model's variables (adassp and bayes-fixeds-fast: theta only; sigma_x:
     # mcmc-normalx only): its posterior is the model's marginal on those
-    drawn = replace(model, variables=tuple(v for v in model.variables if v.name in draws))
+    drawn = model.marginal(draws)
     base_attrs = {
         "intercept": int(data.intercept),
         "parties": data.J,

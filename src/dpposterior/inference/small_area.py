@@ -30,7 +30,6 @@ Kernels are numba (``cache=True``); chains run in parallel (``prange``).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -349,7 +348,7 @@ def _posterior(model, method, alpha, u, v, tau, taup, pidx, attrs, iid=False, bi
         link = "logistic" if binom else "exp"
         attrs = {**attrs, "rate_omitted": f"rate = {link}(alpha[cell] + u[area] (+ v[parent])), not stored: "
                                           f"{n_rate} values exceed {MAX_RATE_VALUES}"}
-        model = dataclasses.replace(model, variables=tuple(v for v in model.variables if v.name != "rate"))
+        model = model.marginal(post)
     # per-area variables (G x draws values, 1.6 GB at 50,000 areas x 4,000 draws) are stored as float32: their
     # posterior sd and Monte Carlo error are orders above float32's relative rounding 6e-8
     return model.pack(post, method, attrs=attrs, iid=iid, float32=FLOAT32_VARIABLES)
