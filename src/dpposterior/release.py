@@ -300,6 +300,11 @@ class ReleaseBase(BaseModel):
             self._family_entry = get_family(self.family, field="release.family")
         return self._family_entry
 
+    def observation_model(self, prior=None):
+        """The release's :class:`~dpposterior.observation.ObservationModel`, as its family builds it (the family's
+        ``observation_model`` hook): what an engine shared by several families names its draws through."""
+        return self.family_entry.hooks["observation_model"](self, prior)
+
     @property
     def sha256(self) -> str:
         """sha256 of the file's bytes (or of the canonical JSON for in-memory releases)."""

@@ -246,10 +246,10 @@ def _theta_shape(opts: ExactOptions) -> tuple[int, int]:
 
 def _posterior(release, prior, theta, attrs, latent=None) -> Posterior:
     """The draws (and the drawn latent statistic) named through the family's observation model."""
-    from .gibbs_ss import observation_model, pack_draws
+    from .gibbs_ss import pack_draws
 
     stats = {"statistic": latent} if latent is not None else None
-    return pack_draws(observation_model(release, prior), "exact", theta, attrs, sample_stats=stats, iid=True)
+    return pack_draws(release.observation_model(prior), "exact", theta, attrs, sample_stats=stats, iid=True)
 
 
 def _attrs(release, prior, opts, bound, extra=None) -> dict:

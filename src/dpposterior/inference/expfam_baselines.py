@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import InputError, RefusedError
 from ..options import EngineOptions, confidential_option
 from ..families._expfam import RecordLaw, require_confidential
-from .gibbs_ss import observation_model, pack_draws, release_arrays, sample_batch
+from .gibbs_ss import pack_draws, release_arrays, sample_batch
 
 OPS_SAMPLES = 100
 OPS_A0 = 0.1
@@ -95,7 +95,7 @@ def _size(options):
 
 def naive(release, prior, options):
     """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
-    observation = observation_model(release, prior)
+    observation = release.observation_model(prior)
     model = release.expfam
     arrays = release_arrays(release)
     rng = options.rng()
@@ -127,7 +127,7 @@ def _confidential_statistic(release, conf) -> np.ndarray:
 def non_private(release, prior, options):
     """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
     conf = require_confidential(options, "non-private")
-    observation = observation_model(release, prior)
+    observation = release.observation_model(prior)
     s = _confidential_statistic(release, conf)
     theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options), options.rng())[0]
     return pack_draws(observation, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
@@ -143,7 +143,7 @@ def ops(release, prior, options):
         raise RefusedError("method", "ops spends the release's epsilon on its own samples, and this release states "
                            f"none (mechanism {release.noisy_record.mechanism!r}); give ops an epsilon-DP release")
     conf = require_confidential(options, "ops")
-    observation = observation_model(release, prior)
+    observation = release.observation_model(prior)
     s = _confidential_statistic(release, conf)
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
     return pack_draws(observation, "ops", theta[None, :],

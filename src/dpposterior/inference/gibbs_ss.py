@@ -598,11 +598,6 @@ def release_arrays(release) -> dict:
     return out
 
 
-def observation_model(release, prior) -> ObservationModel:
-    """The release's observation model, as its family builds it (the family's ``observation_model`` hook)."""
-    return release.family_entry.hooks["observation_model"](release, prior)
-
-
 def pack_draws(observation: ObservationModel, method: str, theta: np.ndarray, attrs: dict, sample_stats=None,
                iid: bool = False) -> Posterior:
     """Draws of shape (chain, draw[, K]) of the family's one parameter, named through the observation model; a
@@ -626,7 +621,7 @@ class GibbsSSOptions(MCMCOptions):
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
-    observation = observation_model(release, prior)
+    observation = release.observation_model(prior)
     model = release.expfam
     arrays = release_arrays(release)
     y = arrays["y"][None, ...] if model.vector else arrays["y"]
