@@ -121,8 +121,10 @@ class Posterior:
             order = [k for k in data if k in ds.data_vars]
             if order != list(ds.data_vars):
                 setattr(idata, group, ds[order + [k for k in ds.data_vars if k not in order]])
+        from .netcdf import group_attrs
+
         for group in idata.groups():
-            getattr(idata, group).attrs.update(attrs)
+            getattr(idata, group).attrs.update(group_attrs(attrs))
         return idata
 
     def _groups(self, stored: dict) -> dict:
@@ -137,15 +139,16 @@ class Posterior:
         """The posterior as an ``xarray.DataTree`` (ArviZ 1's container), on any ArviZ: child nodes
         ``posterior`` (and ``posterior_predictive``, ``sample_stats`` where the engine made them) with dims
         (chain, draw, *event), the coords of :attr:`coords` (else 0..n-1, event dims unnamed in :attr:`dims`
-        called ``{name}_dim_{i}``), and :meth:`netcdf_attrs` on the root and on every group, each group also
-        with ``created_at`` and ``arviz_version`` -- what :meth:`to_arviz` holds on ArviZ 0.x and what a file of
+        called ``{name}_dim_{i}``), and :meth:`netcdf_attrs` on the root and on every group (less the release's
+        text, ``release_json``, on the root only: ``netcdf.FILE_ONLY_ATTRS``), each group also with ``created_at``
+        and ``arviz_version`` -- what :meth:`to_arviz` holds on ArviZ 0.x and what a file of
         :meth:`to_netcdf` reads back as.  ``to_datatree().to_netcdf(path, engine="h5netcdf")`` writes a file
         that :meth:`read` and both ArviZ versions read.  Needs only xarray (>= 2024.10)."""
         import datetime
 
         import xarray as xr
 
-        from .netcdf import _arviz_version, _event_dims
+        from .netcdf import _arviz_version, _event_dims, group_attrs
 
         if not hasattr(xr, "DataTree"):  # (pyproject allows older xarray, which ArviZ 0.23 accepts)
             raise RuntimeError(f"to_datatree() needs xarray >= 2024.10 (xarray.DataTree); this is {xr.__version__}")
@@ -164,7 +167,8 @@ class Posterior:
                     coords.setdefault(dim, values)
                 data_vars[var] = (("chain", "draw", *(dim for dim, _ in event)), arr)
             nodes[name] = xr.Dataset(data_vars, coords=coords,
-                                     attrs={"created_at": created, "arviz_version": _arviz_version(), **attrs})
+                                     attrs={"created_at": created, "arviz_version": _arviz_version(),
+                                            **group_attrs(attrs)})
         return xr.DataTree.from_dict(nodes)
 
     def to_netcdf(self, path, field: str = "out") -> None:
