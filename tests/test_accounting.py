@@ -376,3 +376,53 @@ def test_audit_catches_an_optimistic_accounting(monkeypatch):
     caught = privacy.audit("small-area", draws=60, samplers=(), restarts=0, steps=5, seed=1,
                            variants=["small-area"])[0]
     assert caught.claimed_epsilon < caught.pld_epsilon and not caught.ok
+
+
+# --------------------------------------------------------------------------- exact profile of a worst pair
+def _brute_delta(sigma, shifts, epsilon):
+    """delta(epsilon) of the product of discrete Gaussians shifted by ``shifts``, summed over the whole grid of
+    coordinates (no convolution): max(0, P(k) - e^eps Q(k)) with P = prod N_Z(0, sigma^2), Q shifted."""
+    w = int(math.ceil(12 * sigma)) + 4 + max(shifts)
+    k = np.arange(-w, w + 1, dtype=float)
+    log_z = math.log(np.exp(-np.arange(-10 * w, 10 * w + 1) ** 2 / (2 * sigma ** 2)).sum())
+    grids = np.meshgrid(*([k] * len(shifts)), indexing="ij")
+    log_p = sum(-g ** 2 / (2 * sigma ** 2) - log_z for g in grids)
+    log_q = sum(-(g - mu) ** 2 / (2 * sigma ** 2) - log_z for g, mu in zip(grids, shifts))
+    diff = np.exp(log_p) - np.exp(epsilon + log_q)
+    return float(diff[diff > 0].sum())
+
+
+@pytest.mark.parametrize("sigma, shifts, delta", [(0.8, (1, 1), 1e-6), (2.0, (1, 1), 1e-6), (2.0, (2, 1), 1e-9),
+                                                  (1.3, (1, 1, 1), 1e-5), (6.0, (1, 1), 1e-3)])
+def test_exact_pair_profile_is_the_brute_force_one(sigma, shifts, delta):
+    """The worst pair's exact epsilon meets delta on the whole grid of coordinates and is tight there (1e-9 less
+    does not), and lies within dp-accounting's optimistic and pessimistic values."""
+    from dpposterior.mechanisms.discrete_gaussian import exact_pair_epsilon
+
+    eps = exact_pair_epsilon(sigma, shifts, delta)
+    assert _brute_delta(sigma, shifts, eps) <= delta * (1 + 1e-9)
+    assert _brute_delta(sigma, shifts, eps - 1e-9 * max(1.0, eps)) > delta
+    # dp-accounting's optimistic value is a lower bound up to its own floating-point error, which reaches 2.5e-9
+    # relative at delta = 1e-9 (its delta sums lose ~1e-7 of their value): the brute force above is the strict check
+    lo, hi = ref_epsilon([("dg", sigma, mu) for mu in shifts], delta)
+    assert lo * (1 - 1e-8) <= eps <= hi * (1 + 1e-9)
+
+
+def test_small_area_pair_is_accounted_exactly_without_dp_accounting():
+    """A one-sigma discrete-Gaussian table's worst pair (two cells shifted by one) is its exact profile, computed
+    without importing dp-accounting (whose import is most of a large release's accounting time); two sigmas go to
+    dp-accounting's composed loss distributions."""
+    import subprocess
+    import sys
+
+    code = ("import sys, dpposterior as dp; r = dp.load_release(" + repr({**small_area(2.0, 4), "report_delta": 1e-6})
+            + "); c = r.privacy(); print(c.epsilon); print('dp_accounting' in sys.modules); print(c.note)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert float(out[0]) == pytest.approx(3.2921403708, abs=1e-9) and out[1] == "False"
+    assert "exact privacy profile of the worst pair" in out[2]
+    assert_tight(float(out[0]), [("dg", 2.0, 1), ("dg", 2.0, 1)], 1e-6)
+    table = [[3.0, 2.0, 9.0] for _ in range(4)]
+    table[-1][2] = 1.2  # the worst pair: this cell (1.2) and a cell of 2.0
+    mixed = dp.load_release({**small_area(table, 4, C=3), "report_delta": 1e-6}).privacy()
+    assert "dp-accounting" in mixed.note
+    assert_tight(mixed.epsilon, [("dg", 1.2, 1), ("dg", 2.0, 1)], 1e-6)

@@ -11,7 +11,9 @@ all its statistics, beside the pure-epsilon and rho-zCDP bounds where they hold.
   (``dp_accounting.pld``: discrete Gaussian, discrete Laplace, Laplace, Gaussian, and the worst-case
   distribution of an (epsilon, delta)-DP statistic) with ``pessimistic_estimate=True``, so the reported
   epsilon is an upper bound on the tight one (never optimistic); its discretisation is chosen so that it
-  is within 1% of it.  One discrete-Gaussian count is reported from its exact profile (CKS Thm 7) instead.
+  is within 1% of it.  One discrete-Gaussian count is reported from its exact profile (CKS Thm 7) instead, and
+  so is a worst pair of discrete-Gaussian coordinates of one sigma alone (``discrete_gaussian.exact_pair_epsilon``:
+  the privacy loss of the product law depends on sum_i mu_i k_i only, whose law is a convolution).
 * **pure epsilon-DP**: a release whose statistics are all pure composes by addition (Dwork & Roth 2014,
   Thm 3.16); at delta = 0 that is the tight value.
 * **zCDP** (Bun & Steinke, TCC 2016): rho adds (Lemma 2.3); pure epsilon is epsilon^2/2-zCDP (Prop. 1.4).
@@ -269,9 +271,36 @@ def _pld_usable(losses) -> bool:
         loss.kind != "discrete-gaussian" or loss.scale <= PLD_MAX_SIGMA for loss in losses)
 
 
+#: how an exactly computed worst pair of discrete-Gaussian coordinates is reported
+EXACT_PAIR_NOTE = ("exact privacy profile of the worst pair: its discrete-Gaussian coordinates composed exactly "
+                   "(the hockey-stick divergence of their product laws; Canonne, Kamath & Steinke 2020, Thm 7)")
+
+
+def _exact_pair(losses):
+    """(sigma, integer shifts) when every component is a discrete Gaussian of one sigma with an integer shift and
+    the exact profile is affordable (``discrete_gaussian.EXACT_PAIR_MAX_WORK``), else None."""
+    if not losses or any(loss.kind != "discrete-gaussian" for loss in losses):
+        return None
+    sigma = losses[0].scale
+    shifts = [loss.shift for loss in losses]
+    if any(loss.scale != sigma for loss in losses) or any(s != int(s) or s < 1 for s in shifts):
+        return None
+    from .discrete_gaussian import EXACT_PAIR_MAX_WORK, pair_exact_work
+
+    if pair_exact_work(sigma, [int(s) for s in shifts]) > EXACT_PAIR_MAX_WORK:
+        return None
+    return sigma, [int(s) for s in shifts]
+
+
 def zcdp_pair_epsilon(losses, delta: float) -> tuple[float, str]:
-    """(epsilon at ``delta``, how) of zCDP loss components: their composed privacy loss distributions, or the
-    CKS Cor. 13 conversion of their rho where a discrete Gaussian is too wide for a loss table."""
+    """(epsilon at ``delta``, how) of zCDP loss components: discrete-Gaussian coordinates of one sigma by their
+    exact profile where it is affordable, else their composed privacy loss distributions, or the CKS Cor. 13
+    conversion of their rho where a discrete Gaussian is too wide for a loss table."""
+    exact = _exact_pair(losses)
+    if exact is not None:
+        from .discrete_gaussian import exact_pair_epsilon
+
+        return exact_pair_epsilon(exact[0], exact[1], delta), EXACT_PAIR_NOTE
     if _pld_usable(losses):
         return pld_epsilon(losses, delta), ("privacy loss distribution of the worst pair, composed by Google's "
                                             "dp-accounting (pessimistic estimate: an upper bound on the tight value)")
