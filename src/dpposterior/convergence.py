@@ -42,6 +42,8 @@ TAIL_PROBS = (0.05, 0.95)
 #: the diagnostics are computed on blocks of components of about this many draws (bounded memory, about
 #: 40 bytes of temporaries per value; blocks that stay in cache were 10-20% faster than 2,000,000)
 BLOCK_VALUES = 250_000
+#: the diagnostics read from the split chains alone (with an even number of draws they hold every draw)
+SPLIT_ONLY = frozenset({"rhat", "ess_bulk"})
 #: the most threads that diagnose blocks of components at once
 MAX_THREADS = 4
 #: from this many draws in all, the rank normalisation (the same numbers), the ESS and the R-hat (the same to
@@ -249,14 +251,21 @@ def _quantile7_rows(flat: np.ndarray, prob: float) -> np.ndarray:
     return (1.0 - gamma) * part[:, k - 1] + gamma * part[:, k]
 
 
-def _block_diagnostics(x: np.ndarray, which, fold_split: bool, kernel=None) -> dict[str, np.ndarray]:
+def _block_diagnostics(x: np.ndarray, which, fold_split: bool, kernel=None,
+                       split: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """R-hat / ESS of a block of components, (K, chain, draw) float64 (``kernel``: a :class:`_Compiled`, whose
-    rank normalisation gives numpy's numbers bit for bit and whose ESS and R-hat give them to rounding)."""
-    K, chains, draws = x.shape
+    rank normalisation gives numpy's numbers bit for bit and whose ESS and R-hat give them to rounding).
+    ``split``: instead of ``x``, its split chains (:func:`split_chains`) of an even number of draws, which hold
+    every draw -- enough for R-hat and the bulk ESS (:data:`SPLIT_ONLY`)."""
+    if split is not None:
+        K, chains, draws = split.shape[0], split.shape[1] // 2, 2 * split.shape[2]
+        x = split
+    else:
+        K, chains, draws = x.shape
+        split = split_chains(x)
     out: dict[str, np.ndarray] = {}
     nan_rows = np.isnan(x).any(axis=(1, 2))
     short = draws < 4
-    split = split_chains(x)
     z_split = z_folded = None
     ess_of, rhat_of = (_ess_rows, _rhat_rows) if kernel is None else (kernel.ess_rows, kernel.rhat_rows)
     if "rhat" in which and fold_split and chains >= 2 and not short:
@@ -328,10 +337,21 @@ def diagnose(arr, which=("rhat", "ess_bulk", "ess_tail"), fold_split: bool = Tru
     step = max(1, BLOCK_VALUES // max(1, chains * draws))
     kernel = _Compiled() if K * chains * draws >= KERNEL_MIN_VALUES and chains >= 2 else None
 
+    presplit = kernel is not None and fold_split and draws % 2 == 0 and set(which) <= SPLIT_ONLY
+
     def run(k0: int) -> None:
-        block = np.ascontiguousarray(flat[:, :, k0:k0 + step].transpose(2, 0, 1), dtype=np.float64)
-        for name, values in _block_diagnostics(block, which, fold_split, kernel).items():
-            out[name][k0:k0 + step] = values
+        if presplit:  # the block's split chains gathered straight from the draws: one copy, not two
+            half = draws // 2
+            part = flat[:, :, k0:k0 + step]
+            block = np.empty((part.shape[2], 2 * chains, half))
+            block[:, :chains] = part[:, :half].transpose(2, 0, 1)
+            block[:, chains:] = part[:, half:].transpose(2, 0, 1)
+            values = _block_diagnostics(None, which, fold_split, kernel, split=block)
+        else:
+            block = np.ascontiguousarray(flat[:, :, k0:k0 + step].transpose(2, 0, 1), dtype=np.float64)
+            values = _block_diagnostics(block, which, fold_split, kernel)
+        for name, v in values.items():
+            out[name][k0:k0 + step] = v
 
     starts = range(0, K, step)
     workers = min(len(starts), os.cpu_count() or 1, MAX_THREADS)
