@@ -397,7 +397,7 @@ def _brute_delta(sigma, shifts, epsilon):
 def test_exact_pair_profile_is_the_brute_force_one(sigma, shifts, delta):
     """The worst pair's exact epsilon meets delta on the whole grid of coordinates and is tight there (1e-9 less
     does not), and lies within dp-accounting's optimistic and pessimistic values."""
-    from dpposterior.mechanisms.discrete_gaussian import exact_pair_epsilon
+    from dpposterior.mechanisms.accounting import exact_pair_epsilon
 
     eps = exact_pair_epsilon(sigma, shifts, delta)
     assert _brute_delta(sigma, shifts, eps) <= delta * (1 + 1e-9)

@@ -12,7 +12,7 @@ all its statistics, beside the pure-epsilon and rho-zCDP bounds where they hold.
   distribution of an (epsilon, delta)-DP statistic) with ``pessimistic_estimate=True``, so the reported
   epsilon is an upper bound on the tight one (never optimistic); its discretisation is chosen so that it
   is within 1% of it.  One discrete-Gaussian count is reported from its exact profile (CKS Thm 7) instead, and
-  so is a worst pair of discrete-Gaussian coordinates of one sigma alone (``discrete_gaussian.exact_pair_epsilon``:
+  so is a worst pair of discrete-Gaussian coordinates of one sigma alone (:func:`exact_pair_epsilon`:
   the privacy loss of the product law depends on sum_i mu_i k_i only, whose law is a convolution).
 * **pure epsilon-DP**: a release whose statistics are all pure composes by addition (Dwork & Roth 2014,
   Thm 3.16); at delta = 0 that is the tight value.
@@ -271,6 +271,85 @@ def _pld_usable(losses) -> bool:
         loss.kind != "discrete-gaussian" or loss.scale <= PLD_MAX_SIGMA for loss in losses)
 
 
+# --------------------------------------------------------------------------- exact profile of a worst pair
+#: the most multiply-adds the exact profile of a vector's worst pair may take (its convolutions); beyond it the
+#: pair's privacy loss distributions are composed by dp-accounting
+EXACT_PAIR_MAX_WORK = 5e7
+
+
+def _pair_window(sigma: float) -> int:
+    """Half-width of N_Z(0, sigma^2) beyond which each tail holds below 1e-18 (``DiscreteGaussian.tail_window``)."""
+    return int(math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 / 1e-18)))) + 1
+
+
+def _pair_sum_pmf(sigma: float, shifts) -> tuple[np.ndarray, int]:
+    """(pmf, lo): the law of T = sum_i mu_i k_i on lo, lo + 1, ..., with, k_i iid N_Z(0, sigma^2) truncated where each tail holds
+    below 1e-18, mu_i the integer ``shifts``: the coordinates' laws placed on the lattices mu_i Z and convolved."""
+    import numpy as np
+
+    w = _pair_window(sigma)
+    k = np.arange(-w, w + 1, dtype=float)
+    base = np.exp(-k * k / (2.0 * sigma * sigma))
+    base /= base.sum()  # (the window holds all but 2e-18 of the mass)
+    pmf = np.ones(1)
+    lo = 0
+    for mu in shifts:
+        spread = np.zeros(2 * w * mu + 1)
+        spread[::mu] = base
+        pmf = np.convolve(pmf, spread)
+        lo -= w * mu
+    return pmf, lo
+
+
+def pair_exact_work(sigma: float, shifts) -> float:
+    """Multiply-adds :func:`exact_pair_epsilon` takes for a worst pair with these integer ``shifts``."""
+    w = _pair_window(sigma)
+    width, work = 1.0, 0.0
+    for mu in shifts:
+        work += width * (2.0 * w * mu + 1.0)
+        width += 2.0 * w * mu
+    return work
+
+
+def exact_pair_delta(pmf: np.ndarray, lo: int, sigma: float, shifts, epsilon: float) -> float:
+    """delta(epsilon) of independent N_Z(0, sigma^2) noise on coordinates a neighbour moves by the integers
+    ``shifts`` (CKS Thm 7 for a vector): the hockey-stick divergence of the product laws P (y = k) and Q (y = k + mu).
+    Their privacy loss at y is (M - 2 T) / (2 sigma^2) with T = sum_i mu_i k_i and M = sum_i mu_i^2, so
+    delta(epsilon) = sum_t max(0, P_T(t) - e^epsilon Q_T(t)), where Q_T(t) = P_T(t - M) (``pmf``, ``lo``: the law
+    P_T of :func:`_pair_sum_pmf`).  The noise is symmetric, so the reverse pair has the same profile."""
+    import numpy as np
+
+    M = int(sum(mu * mu for mu in shifts))
+    q = np.zeros_like(pmf)
+    q[M:] = pmf[:pmf.size - M] if M else pmf
+    with np.errstate(divide="ignore", invalid="ignore"):  # (in logs: e^epsilon overflows where sigma is small)
+        log_p, log_q = np.log(pmf), np.log(q)
+        above = log_p - log_q > epsilon  # the terms where P_T > e^epsilon Q_T (Q_T = 0 included; both 0: not)
+    return float((pmf[above] - np.exp(epsilon + log_q[above])).sum())
+
+
+def exact_pair_epsilon(sigma: float, shifts, delta: float) -> float:
+    """The smallest epsilon whose :func:`exact_pair_delta` is at most ``delta``, rounded up past the root finder's
+    tolerance so that it is never below the tight value."""
+    from scipy.optimize import brentq
+
+    shifts = [int(mu) for mu in shifts]
+    pmf, lo = _pair_sum_pmf(sigma, shifts)
+    profile = lambda e: exact_pair_delta(pmf, lo, sigma, shifts, e)  # noqa: E731
+    if profile(0.0) <= delta:
+        return 0.0
+    rho = sum(mu * mu for mu in shifts) / (2.0 * sigma ** 2)
+    hi = max(1.0, zcdp_epsilon(rho, delta) * 1.5 + 1.0)
+    while profile(hi) > delta:
+        hi *= 2.0
+    eps = float(brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-12))
+    step = 1e-13 + 1e-12 * eps
+    eps += step
+    while profile(eps) > delta:  # (the profile decreases in epsilon: past the root, delta is met)
+        eps += step
+    return eps
+
+
 #: how an exactly computed worst pair of discrete-Gaussian coordinates is reported
 EXACT_PAIR_NOTE = ("exact privacy profile of the worst pair: its discrete-Gaussian coordinates composed exactly "
                    "(the hockey-stick divergence of their product laws; Canonne, Kamath & Steinke 2020, Thm 7)")
@@ -278,15 +357,13 @@ EXACT_PAIR_NOTE = ("exact privacy profile of the worst pair: its discrete-Gaussi
 
 def _exact_pair(losses):
     """(sigma, integer shifts) when every component is a discrete Gaussian of one sigma with an integer shift and
-    the exact profile is affordable (``discrete_gaussian.EXACT_PAIR_MAX_WORK``), else None."""
+    the exact profile is affordable (:data:`EXACT_PAIR_MAX_WORK`), else None."""
     if not losses or any(loss.kind != "discrete-gaussian" for loss in losses):
         return None
     sigma = losses[0].scale
     shifts = [loss.shift for loss in losses]
     if any(loss.scale != sigma for loss in losses) or any(s != int(s) or s < 1 for s in shifts):
         return None
-    from .discrete_gaussian import EXACT_PAIR_MAX_WORK, pair_exact_work
-
     if pair_exact_work(sigma, [int(s) for s in shifts]) > EXACT_PAIR_MAX_WORK:
         return None
     return sigma, [int(s) for s in shifts]
@@ -298,8 +375,6 @@ def zcdp_pair_epsilon(losses, delta: float) -> tuple[float, str]:
     conversion of their rho where a discrete Gaussian is too wide for a loss table."""
     exact = _exact_pair(losses)
     if exact is not None:
-        from .discrete_gaussian import exact_pair_epsilon
-
         return exact_pair_epsilon(exact[0], exact[1], delta), EXACT_PAIR_NOTE
     if _pld_usable(losses):
         return pld_epsilon(losses, delta), ("privacy loss distribution of the worst pair, composed by Google's "

@@ -14,7 +14,7 @@ Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy" (Neu
   over the integer shifts mu <= Delta.  A vector's worst pair (coordinates of one sigma moved by the integers
   mu_i) has privacy loss (sum mu_i^2 - 2 sum mu_i k_i) / (2 sigma^2), a function of T = sum mu_i k_i alone, so
   its exact profile is the same hockey-stick divergence over the law of T, the coordinates' laws convolved
-  (:func:`exact_pair_epsilon`); wider pairs go to ``accounting`` (dp-accounting's loss distributions, or the
+  (``accounting.exact_pair_epsilon``); wider pairs go to ``accounting`` (dp-accounting's loss distributions, or the
   zCDP conversion of CKS Corollary 13).
 * Normaliser: direct summation for sigma < 1; for sigma >= 1 the Poisson summation formula
   Z = sqrt(2 pi) sigma (1 + 2 sum_m exp(-2 pi^2 sigma^2 m^2)), whose correction is below 3e-9 and
@@ -81,74 +81,6 @@ def exact_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     while exact_delta(sigma, sensitivity, hi) > delta:
         hi *= 2.0
     return float(brentq(lambda e: exact_delta(sigma, sensitivity, e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-12))
-
-
-#: the most multiply-adds the exact profile of a vector's worst pair may take (its convolutions); beyond it the
-#: pair's privacy loss distributions are composed by dp-accounting
-EXACT_PAIR_MAX_WORK = 5e7
-
-
-def _pair_sum_pmf(sigma: float, shifts) -> tuple[np.ndarray, int]:
-    """(pmf on lo, lo + 1, ..., lo) of T = sum_i mu_i k_i, k_i iid N_Z(0, sigma^2) truncated where each tail holds
-    below 1e-18, mu_i the integer ``shifts``: the coordinates' laws placed on the lattices mu_i Z and convolved."""
-    dg = DiscreteGaussian(sigma, 1.0)
-    w = dg.tail_window(1e-18)
-    base = np.exp(dg.logpmf(np.arange(-w, w + 1, dtype=float)))
-    pmf = np.ones(1)
-    lo = 0
-    for mu in shifts:
-        spread = np.zeros(2 * w * mu + 1)
-        spread[::mu] = base
-        pmf = np.convolve(pmf, spread)
-        lo -= w * mu
-    return pmf, lo
-
-
-def pair_exact_work(sigma: float, shifts) -> float:
-    """Multiply-adds :func:`exact_pair_epsilon` takes for a worst pair with these integer ``shifts``."""
-    w = DiscreteGaussian(sigma, 1.0).tail_window(1e-18)
-    width, work = 1.0, 0.0
-    for mu in shifts:
-        work += width * (2.0 * w * mu + 1.0)
-        width += 2.0 * w * mu
-    return work
-
-
-def exact_pair_delta(pmf: np.ndarray, lo: int, sigma: float, shifts, epsilon: float) -> float:
-    """delta(epsilon) of independent N_Z(0, sigma^2) noise on coordinates a neighbour moves by the integers
-    ``shifts`` (CKS Thm 7 for a vector): the hockey-stick divergence of the product laws P (y = k) and Q (y = k + mu).
-    Their privacy loss at y is (M - 2 T) / (2 sigma^2) with T = sum_i mu_i k_i and M = sum_i mu_i^2, so
-    delta(epsilon) = sum_t max(0, P_T(t) - e^epsilon Q_T(t)), where Q_T(t) = P_T(t - M) (``pmf``, ``lo``: the law
-    P_T of :func:`_pair_sum_pmf`).  The noise is symmetric, so the reverse pair has the same profile."""
-    M = int(sum(mu * mu for mu in shifts))
-    q = np.zeros_like(pmf)
-    q[M:] = pmf[:pmf.size - M] if M else pmf
-    with np.errstate(divide="ignore", invalid="ignore"):  # (in logs: e^epsilon overflows where sigma is small)
-        log_p, log_q = np.log(pmf), np.log(q)
-        above = log_p - log_q > epsilon  # the terms where P_T > e^epsilon Q_T (Q_T = 0 included; both 0: not)
-    return float((pmf[above] - np.exp(epsilon + log_q[above])).sum())
-
-
-def exact_pair_epsilon(sigma: float, shifts, delta: float) -> float:
-    """The smallest epsilon whose :func:`exact_pair_delta` is at most ``delta``, rounded up past the root finder's
-    tolerance so that it is never below the tight value."""
-    from scipy.optimize import brentq
-
-    shifts = [int(mu) for mu in shifts]
-    pmf, lo = _pair_sum_pmf(sigma, shifts)
-    profile = lambda e: exact_pair_delta(pmf, lo, sigma, shifts, e)  # noqa: E731
-    if profile(0.0) <= delta:
-        return 0.0
-    rho = sum(mu * mu for mu in shifts) / (2.0 * sigma ** 2)
-    hi = max(1.0, zcdp_epsilon(rho, delta) * 1.5 + 1.0)
-    while profile(hi) > delta:
-        hi *= 2.0
-    eps = float(brentq(lambda e: profile(e) - delta, 0.0, hi, xtol=1e-13, rtol=1e-12))
-    step = 1e-13 + 1e-12 * eps
-    eps += step
-    while profile(eps) > delta:  # (the profile decreases in epsilon: past the root, delta is met)
-        eps += step
-    return eps
 
 
 class DiscreteGaussian(IntegerNoise):
@@ -228,7 +160,7 @@ class DiscreteGaussian(IntegerNoise):
 
     def epsilon_at(self, delta: float, dim: int = 1, shifts=None) -> float:
         """epsilon at ``delta``: the exact profile (CKS Thm 7) of one count, and of a vector's worst pair where
-        affordable (:func:`exact_pair_epsilon`); else the composed privacy loss distributions of the worst pair
+        affordable (``accounting.exact_pair_epsilon``); else the composed privacy loss distributions of the worst pair
         (dp-accounting, pessimistic); the zCDP conversion (CKS Cor. 13) beyond PLD_MAX_SIGMA."""
         return self._epsilon(check_delta(delta, "delta"), self.worst_shifts(dim, shifts))[0]
 
