@@ -283,8 +283,9 @@ def _pair_window(sigma: float) -> int:
 
 
 def _pair_sum_pmf(sigma: float, shifts) -> tuple[np.ndarray, int]:
-    """(pmf, lo): the law of T = sum_i mu_i k_i on lo, lo + 1, ..., with, k_i iid N_Z(0, sigma^2) truncated where each tail holds
-    below 1e-18, mu_i the integer ``shifts``: the coordinates' laws placed on the lattices mu_i Z and convolved."""
+    """(pmf, lo): the law of T = sum_i mu_i k_i on lo, lo + 1, ..., with k_i iid N_Z(0, sigma^2) truncated where
+    each tail holds below 1e-18 and mu_i the integer ``shifts``: the coordinates' laws placed on the lattices mu_i Z
+    and convolved."""
     import numpy as np
 
     w = _pair_window(sigma)
