@@ -5,7 +5,10 @@ holds what runs in the hot loop -- the exact draws of the latent counts (enumera
 the slice and Metropolis updates of the effects -- split into phases that run in one compiled loop
 (:func:`run_serial`) or with phases 1 and 3 on Dask partitions (inference/small_area_dask.py), with
 the same arithmetic and the same counter-based random numbers (splitmix64 of (chain key, area or
-parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.
+parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.  The
+phases read named records (``Sampler``, ``Table``, ``Noise``, ``Units``, ``Prior``, ``Shared``, ``Areas``,
+``Sums``, ``Draws``), which the engine's :class:`Plan` holds for all areas and :meth:`Plan.part` for a
+partition's.
 """
 
 from __future__ import annotations
