@@ -210,6 +210,26 @@ def test_use_executor_starts_nothing_unless_used():
             pass
 
 
+@pytest.mark.parametrize("scheduler, in_process, runs_actors", [
+    ("serial", True, False), ("processes", False, False), ("local", False, True), ("tcp://127.0.0.1:1", False, True)])
+def test_capabilities_are_told_without_starting_the_executor(scheduler, in_process, runs_actors):
+    """What an engine asks before choosing its path (small-area: its own compiled loop, or Dask actors) -- the
+    lazy executor answers from the scheduler without starting a pool or a cluster, as the started one would."""
+    from dpposterior.execution import use_executor
+
+    with use_executor(scheduler) as lazy:
+        assert (lazy.in_process, lazy.runs_actors) == (in_process, runs_actors)
+        assert lazy._ex is None
+    if scheduler in ("serial", "processes"):
+        with executor(scheduler, workers=1) as ex:
+            assert (ex.in_process, ex.runs_actors, ex.dask_client()) == (in_process, runs_actors, None)
+
+
+def test_a_dask_executor_runs_actors(dask_executor):
+    assert dask_executor.runs_actors and not dask_executor.in_process
+    assert dask_executor.dask_client() is not None
+
+
 def spawn_twice(seed_seq):
     """Mutates its input (spawn advances the SeedSequence's child counter), as calibration units do."""
     return int(np.random.default_rng(seed_seq.spawn(1)[0]).integers(1 << 30))

@@ -101,17 +101,71 @@ class _Holder:
         self.status = status
 
 
+def _dask_errors():
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return CommClosedError("in <TCP (closed) ConnectionPool.actor_execute local=... remote=...>"), \
+        FutureCancelledError(key="Partition-1", reason="lost dependencies"), KilledWorker("Partition-1", "w2", 3)
+
+
 @pytest.mark.parametrize("status, exc, lost", [
     ("finished", RuntimeError("Worker holding Actor was lost.  Status: lost"), False),  # its future says otherwise
     ("lost", RuntimeError("Worker holding Actor was lost.  Status: lost"), True),
     ("error", RuntimeError("anything"), True),
     ("finished", OSError("Unable to contact Actor's worker"), True),
+    *[("finished", exc, True) for exc in _dask_errors()],  # distributed's own types, whatever their text
     ("finished", RuntimeError("a partition's own error, mentioning an Actor that was lost"), False),
+    ("finished", ValueError("a partition's own error: CommClosedError, KilledWorker"), False),
+    ("lost", ValueError("a partition's own error"), False),  # only distributed's RuntimeError is told by the future
 ])
-def test_a_lost_worker_is_told_by_its_future_not_by_the_message(status, exc, lost):
-    """A partition is rebuilt when its comm failed (OSError) or the future holding its actor is no longer
-    finished -- Dask's own test before it raises "Worker holding Actor was lost"; an error of the partition's own
-    code propagates, whatever its text says."""
+def test_a_lost_worker_is_told_by_dask_types_and_its_future_not_by_the_message(status, exc, lost):
+    """A partition is rebuilt when distributed raised one of its lost-worker types (a closed comm -- an OSError
+    --, a cancelled or killed holding task) or the RuntimeError an actor raises once the future holding it is
+    no longer finished -- Dask's own test before it raises "Worker holding Actor was lost"; an error of the
+    partition's own code propagates, whatever its text says."""
     c = small_area_dask._Cluster.__new__(small_area_dask._Cluster)
     c.holders = [_Holder(status)]
     assert c._lost(0, exc) is lost
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+    def result(self, timeout=None):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+def test_a_lost_partition_is_rebuilt_and_its_own_error_propagates():
+    """``call`` rebuilds a partition whose actor refused the call before sending it (distributed's Actor, once
+    the future holding it is lost) and asks the new actor for the sums the replay left; what the partition's
+    own code raised -- a RuntimeError while its future is finished included -- propagates at once."""
+    c = small_area_dask._Cluster.__new__(small_area_dask._Cluster)
+
+    class Gone:
+        def __getattr__(self, name):
+            raise RuntimeError("Worker holding Actor was lost.  Status: lost")
+
+    class Rebuilt:
+        def unit_sums(self):
+            return _Done("sums")
+
+    def start(i):
+        c.holders[i] = _Holder("finished")
+        return Rebuilt()
+
+    c.holders, c.actors, c._start = [_Holder("lost")], [Gone()], start
+    assert c.call("sweep", lambda i: (0, None)) == ["sums"]
+    assert isinstance(c.actors[0], Rebuilt)
+
+    class Raises:
+        def sweep(self, *args):
+            return _Done(RuntimeError("the partition's own error"))
+
+    c.holders, c.actors = [_Holder("finished")], [Raises()]
+    with pytest.raises(RuntimeError, match="own error"):
+        c.call("sweep", lambda i: (0, None))

@@ -189,10 +189,22 @@ class Executor:
         #: called with the number of connected workers whenever it changes (Dask backends; progress)
         self.on_workers: Callable[[int], None] | None = None
 
+    @property
+    def in_process(self) -> bool:
+        """Whether its tasks run in this process, one after another (``serial``): an engine may then run its own
+        compiled loop instead of mapping tasks."""
+        return self.kind == "serial"
+
+    @property
+    def runs_actors(self) -> bool:
+        """Whether it can keep state on its workers from one call to the next -- Dask actors, stateful objects
+        pinned to a worker (``local``, ``tcp://``); :meth:`dask_client` gives their client."""
+        return self.kind == "dask"
+
     def dask_client(self):
         """The Dask client of a ``local`` / ``tcp://`` executor (engines that keep state on workers, e.g. the
         small-area partitions), else None."""
-        return self._client if self.kind == "dask" else None
+        return self._client if self.runs_actors else None
 
     def imap_unordered(self, fn: Callable, items: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         items = list(items)
@@ -318,6 +330,15 @@ class LazyExecutor:
     @property
     def kind(self) -> str:
         return self._get().kind
+
+    # the capabilities follow from the scheduler's name, so asking them starts no pool or cluster
+    @property
+    def in_process(self) -> bool:
+        return self.scheduler == "serial"
+
+    @property
+    def runs_actors(self) -> bool:
+        return self.scheduler == "local" or self.scheduler.startswith("tcp://")
 
     def imap_unordered(self, fn, items):
         return self._get().imap_unordered(fn, items)

@@ -40,8 +40,8 @@ from ..errors import RefusedError
 from ..options import MCMCOptions, option
 from ..posterior import Posterior
 from ..mechanisms.base import NoiseShape
-from .small_area_kernels import (BLOCK, GAUSS, H_LOG_NC_STEP, H_LOG_TAU, H_LOG_TAUP, H_SCALE, LAPLACE, LGAMMA_TABLE,
-                                 N_HYP, TABLE, Plan, noise_steps, run_serial)
+from .small_area_kernels import (BLOCK, GAUSS, HYP, LAPLACE, LGAMMA_TABLE, TABLE, Noise, Plan, Prior, Sampler, Shared,
+                                 Table, Units, noise_steps, run_serial)
 
 #: the most draws x areas x cells for which the ``rate`` array is stored (beyond it: alpha, u, v only)
 MAX_RATE_VALUES = 40_000_000
@@ -134,12 +134,13 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     v0 = np.zeros((opts.chains, max(P, 1)))
     if P:
         v0[:] = rng.normal(0, 0.1, size=(opts.chains, P))
-    hyp = np.zeros((opts.chains, N_HYP + 2 * C))  # (binomial: alpha's proposal steps and proposals)
-    hyp[:, H_LOG_TAU] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
-    hyp[:, H_LOG_TAUP] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
-    hyp[:, H_LOG_NC_STEP] = math.log(0.3)
-    hyp[:, H_SCALE] = 1.0
-    hyp[:, N_HYP:N_HYP + C] = math.log(0.1)
+    hyp = np.zeros(opts.chains, HYP)
+    hyp["log_tau"] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
+    hyp["log_taup"] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
+    hyp["log_nc_step"] = math.log(0.3)
+    hyp["scale"] = 1.0
+    # (binomial: each alpha_c's random-walk proposal, its log step adapted during warm-up)
+    alpha_step = np.full((opts.chains, C), math.log(0.1))
 
     def inner(a):
         return np.ascontiguousarray(a[order])
@@ -147,17 +148,20 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     row_scale = np.ones(zero_tab.shape[0])
     row_scale[zrow.ravel()] = np.asarray(scale, float).ravel()  # the cells of a row share its noise scale
 
-    return Plan(ystar=inner(ystar), E=inner(E), binom=binom, kind=kind, scale=inner(scale), half=inner(half),
-                zero_pp=inner(zero_pp), zero_tab=zero_tab,
-                gtab=tables if kind == TABLE else noise_steps(kind, row_scale, float(half.max())),
-                zrow=inner(zrow), has_totals=totals is not None,
-                pair_sweeps=opts.pair_sweeps, lgam=_lgamma_table(ymax), akey=order.astype(np.int64), order=order,
-                ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0,
-                prior=(float(prior.alpha_mean), float(prior.alpha_sd), float(prior.tau_scale),
-                       float(prior.tau_parent_scale)),
-                warmup=opts.warmup, draws=opts.draws, keys=keys,
-                y=np.ascontiguousarray(np.repeat(y0[order][None], opts.chains, axis=0)),
-                u=np.ascontiguousarray(u0[:, order]), alpha=alpha0, v=v0, hyp=hyp)
+    return Plan(
+        run=Sampler(keys=keys, binom=binom, has_totals=totals is not None, pair_sweeps=opts.pair_sweeps,
+                    warmup=opts.warmup, draws=opts.draws),
+        table=Table(ystar=inner(ystar), E=inner(E), scale=inner(scale), half=inner(half), zero_pp=inner(zero_pp),
+                    zrow=inner(zrow), akey=order.astype(np.int64)),
+        noise=Noise(kind=kind, zero_tab=zero_tab, lgam=_lgamma_table(ymax),
+                    gtab=tables if kind == TABLE else noise_steps(kind, row_scale, float(half.max()))),
+        units=Units(ubase=0, ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0),
+        prior=Prior(float(prior.alpha_mean), float(prior.alpha_sd), float(prior.tau_scale),
+                    float(prior.tau_parent_scale)),
+        shared=Shared(alpha=alpha0, v=v0, dp=np.zeros_like(v0), hyp=hyp, alpha_step=alpha_step,
+                      alpha_prop=np.zeros((opts.chains, C))),
+        y=np.ascontiguousarray(np.repeat(y0[order][None], opts.chains, axis=0)),
+        u=np.ascontiguousarray(u0[:, order]))
 
 
 def _lgamma_table(ymax: int) -> np.ndarray:
@@ -266,21 +270,21 @@ def _check_memory(release, opts: SmallAreaOptions, tail: float | None, method: s
 def exact_da(release, prior, options) -> Posterior:
     """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
     opts = options
-    _check_scheduler(opts, options.scheduler)
+    actors = _actors(opts)
     _check_memory(release, opts, opts.tail_mass, "exact-da")
     totals = release.area_totals()
     return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
                    {"algorithm": "exact data augmentation over the latent counts + slice/interweaving",
                     "tail_mass": opts.tail_mass, "mechanism": release.statistics.counts.mechanism,
                     "postprocessing": release.postprocessing, "invariants": int(totals is not None)},
-                   options.scheduler)
+                   actors)
 
 
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler --
     the latent counts are held at the clean table (a zero-width window)."""
     opts = options
-    _check_scheduler(opts, options.scheduler)
+    actors = _actors(opts)
     _check_memory(release, opts, None, "naive")
     G, C = release.G, release.C
     clean = np.maximum(np.round(release.released()), 0)
@@ -290,26 +294,34 @@ def naive(release, prior, options) -> Posterior:
              np.zeros((G, C), dtype=np.int64), clean, None)
     return _sample(release, prior, opts, noise, None, "naive",
                    {"algorithm": "noise-ignoring", "naive_statistic": "noisy counts taken as the true counts, "
-                                                                      "negatives set to 0"}, options.scheduler)
+                                                                      "negatives set to 0"}, actors)
 
 
-def _check_scheduler(opts: SmallAreaOptions, scheduler: str) -> None:
-    """Refusals of the scheduler and ``partitions``, before any work."""
-    if scheduler == "serial" and opts.partitions is not None:
-        raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or "
-                                         "tcp://HOST:PORT); this run is serial")
-    if scheduler == "processes":
+def _actors(opts: SmallAreaOptions):
+    """The current executor when it runs the partitions as Dask actors, None when the chains run in this process;
+    the refusals of the executor and of ``partitions``, before any work.  Outside ``dpposterior.infer`` (no
+    executor) the chains run in this process."""
+    from ..execution import current_executor
+
+    ex = current_executor()
+    if ex is None or ex.in_process:
+        if opts.partitions is not None:
+            raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or "
+                                             "tcp://HOST:PORT); this run is serial")
+        return None
+    if not ex.runs_actors:
         raise RefusedError("scheduler", "small-area keeps each partition's areas in one worker across "
                                         "iterations: use --scheduler local or tcp://HOST:PORT (Dask), or serial")
+    return ex
 
 
-def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict,
-            scheduler: str = "serial") -> Posterior:
-    """The plan, then the compiled chains in this process (:func:`_run_chains`) or on Dask partitions."""
+def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict, actors=None) -> Posterior:
+    """The plan, then the compiled chains in this process (:func:`_run_chains`) or, given an executor that runs
+    actors (:func:`_actors`), on Dask partitions."""
     from .. import progress
 
     plan = _plan(release, prior, opts, noise, totals)
-    if scheduler == "serial":
+    if actors is None:
         from . import small_area_kernels
 
         progress.compile_notice("the small-area samplers", 20, small_area_kernels._run_chains)
@@ -318,7 +330,7 @@ def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, 
     else:
         from .small_area_dask import run_dask
 
-        out = run_dask(plan, opts.partitions)
+        out = run_dask(plan, opts.partitions, actors)
         attrs = {**attrs, "partitions": out.pop("partitions"), "partitions_rebuilt": out.pop("partitions_rebuilt")}
     from ..families.small_area import observation_model
 
@@ -326,7 +338,7 @@ def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, 
     attrs = {**attrs, "likelihood": opts.likelihood}
     model = observation_model(release, prior, opts.likelihood)
     return _posterior(model, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], pidx, attrs,
-                      binom=plan.binom)
+                      binom=plan.run.binom)
 
 
 def _posterior(model, method, alpha, u, v, tau, taup, pidx, attrs, iid=False, binom=False) -> Posterior:

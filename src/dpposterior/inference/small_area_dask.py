@@ -33,40 +33,29 @@ AFTER_ITERATION = None
 
 
 class Partition:
-    """A Dask actor: one partition's areas and the state of every chain over them."""
+    """A Dask actor: one partition's plan (:meth:`small_area_kernels.Plan.part`) and the state of every chain
+    over its areas."""
 
-    def __init__(self, data: dict):
-        self.d = data
-        self.y = data["y"].copy()
-        self.u = data["u"].copy()
-        ch, g = self.u.shape
-        units = data["ustart"].shape[0] - 1
-        c = data["ystar"].shape[1]
-        self.Ysum = np.zeros((ch, g))
-        self.out_u = np.empty((ch, data["draws"], g))
-        self.UY, self.UB = np.zeros((ch, units, c)), np.zeros((ch, units, c))
-        self.USU, self.USS, self.UD = np.zeros((ch, units)), np.zeros((ch, units)), np.zeros((ch, units))
-        self.DA, self.DT0, self.DT1 = (np.zeros((ch, units, c)) for _ in range(3))
+    def __init__(self, plan: sa.Plan):
+        self.plan = plan
+        self.areas = plan.areas()
+        self.sums = plan.sums()
         self.v = None
 
-    def sweep(self, it, alpha, v, dp, hyp):
-        d = self.d
-        self.v = v  # the binomial sweep updates v_p of this partition's parents in place
-        sa.sweep_partition(d["keys"], it, d["warmup"], d["binom"], d["has_p"], d["ystar"], d["E"], d["kind"], d["scale"], d["half"],
-                           d["zero_pp"], d["zero_tab"], d["gtab"], d["zrow"], d["has_totals"], d["pair_sweeps"], d["lgam"],
-                           d["akey"], d["ubase"], d["ustart"], d["uparent"], alpha, v, dp, hyp, self.y, self.u, self.Ysum,
-                           self.out_u, self.UY, self.UB, self.USU, self.USS)
-        return self.sums()
+    def sweep(self, it: int, shared: sa.Shared):
+        p = self.plan
+        self.v = shared.v  # the binomial sweep updates v_p of this partition's parents in place
+        sa.sweep_partition(it, p.run, p.table, p.noise, p.units, shared, self.areas, self.sums)
+        return self.unit_sums()
 
-    def nc_delta(self, alpha, v, hyp):
-        d = self.d
-        sa.nc_delta_partition(d["binom"], d["E"], d["ustart"], d["uparent"], alpha, v, hyp, self.u, self.Ysum, self.y,
-                              self.UD, self.DA, self.DT0, self.DT1)
-        return self.UD, self.DA, self.DT0, self.DT1
+    def nc_delta(self, shared: sa.Shared):
+        p = self.plan
+        sa.nc_delta_partition(p.run, p.table, p.units, shared, self.areas, self.sums)
+        return self.sums.UD, self.sums.DA, self.sums.DT0, self.sums.DT1
 
-    def sums(self):
+    def unit_sums(self):
         """The unit sums of the last sweep, and the parents' v (binomial: updated by the sweep)."""
-        return self.UY, self.UB, self.USU, self.USS, self.v
+        return self.sums.UY, self.sums.UB, self.sums.USU, self.sums.USS, self.v
 
     def replay(self, messages) -> int:
         for msg in messages:
@@ -74,14 +63,15 @@ class Partition:
         return len(messages)
 
     def result(self):
-        return self.out_u
+        return self.areas.out_u
 
 
 def _partition_units(plan: sa.Plan, parts: int) -> list[tuple[int, int]]:
     """``parts`` runs of whole units with about equal numbers of cells (fewer if there are fewer units)."""
-    U = plan.ustart.shape[0] - 1
+    ustart = plan.units.ustart
+    U = ustart.shape[0] - 1
     parts = max(1, min(parts, U))
-    cells = plan.ustart[1:]  # areas up to the end of each unit
+    cells = ustart[1:]  # areas up to the end of each unit
     cuts = [0]
     for k in range(1, parts):
         u = int(np.searchsorted(cells, plan.G * k / parts))
@@ -91,16 +81,16 @@ def _partition_units(plan: sa.Plan, parts: int) -> list[tuple[int, int]]:
     return [(cuts[i], cuts[i + 1]) for i in range(parts)]
 
 
-def _partition_data(plan: sa.Plan, u0: int, u1: int) -> dict:
-    s = plan.area_slice(u0, u1)
-    base = int(plan.uparent[u0]) if plan.has_p else 0
-    return {"keys": plan.keys, "warmup": plan.warmup, "draws": plan.draws, "binom": plan.binom, "has_p": plan.has_p,
-            "ystar": plan.ystar[s], "E": plan.E[s],
-            "kind": plan.kind, "scale": plan.scale[s], "half": plan.half[s], "zero_pp": plan.zero_pp[s],
-            "zero_tab": plan.zero_tab, "gtab": plan.gtab, "zrow": plan.zrow[s], "has_totals": plan.has_totals,
-            "pair_sweeps": plan.pair_sweeps, "lgam": plan.lgam, "akey": plan.akey[s],
-            "ubase": u0, "ustart": plan.ustart[u0:u1 + 1] - plan.ustart[u0], "uparent": plan.uparent[u0:u1] - base,
-            "y": plan.y[:, s], "u": plan.u[:, s]}
+def _lost_worker_errors() -> tuple:
+    """What distributed raises for a call on an actor whose worker is gone: its comm closed -- ``CommClosedError``
+    and the plain ``OSError("Unable to contact Actor's worker")`` of ``distributed.actor`` (both ``OSError``s) --,
+    or the task that holds the actor cancelled (``FutureCancelledError``) or killed with every worker that ran it
+    (``KilledWorker``), which an actor call raises when it waits for that task."""
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return CommClosedError, OSError, FutureCancelledError, KilledWorker
 
 
 class _Cluster:
@@ -124,8 +114,8 @@ class _Cluster:
     def _start(self, i: int):
         workers = self._workers()
         where = [workers[i % len(workers)]]
-        data = _partition_data(self.plan, *self.ranges[i])
-        fut = self.client.submit(Partition, data, actor=True, workers=where, allow_other_workers=True, pure=False)
+        fut = self.client.submit(Partition, self.plan.part(*self.ranges[i]), actor=True, workers=where,
+                                 allow_other_workers=True, pure=False)
         actor = fut.result(timeout=CALL_TIMEOUT)
         self.holders[i] = fut
         if self.log[i]:
@@ -134,45 +124,61 @@ class _Cluster:
         return actor
 
     def _lost(self, i: int, exc: BaseException) -> bool:
-        """Whether partition ``i``'s worker is gone: its comm failed (``OSError``, Dask's "Unable to contact
-        Actor's worker"), or the future holding its actor is no longer finished -- the state in which Dask raises
-        "Worker holding Actor was lost" (``distributed.actor.Actor.__getattr__``).  A ``RuntimeError`` the
-        partition's own code raised leaves that future finished, and propagates."""
-        return isinstance(exc, OSError) or self.holders[i].status not in ("finished", "pending")
+        """Whether partition ``i``'s worker is gone: distributed raised one of :func:`_lost_worker_errors`, or
+        the ``RuntimeError`` an actor raises once the future holding it is no longer finished ("Worker holding
+        Actor was lost", ``distributed.actor.Actor.__getattr__``) -- told by that future's status, not by the
+        message.  A ``RuntimeError`` the partition's own code raised leaves that future finished, and
+        propagates."""
+        if isinstance(exc, _lost_worker_errors()):
+            return True
+        return isinstance(exc, RuntimeError) and self.holders[i].status not in ("finished", "pending")
 
-    def _v_slice(self, i: int, arr: np.ndarray) -> np.ndarray:
-        if not self.plan.has_p:
-            return arr.copy()
-        u0, u1 = self.ranges[i]
-        return np.ascontiguousarray(arr[:, self.plan.uparent[u0]:self.plan.uparent[u1 - 1] + 1])
+    def shared_part(self, i: int, shared: sa.Shared) -> sa.Shared:
+        return self.plan.shared_part(shared, *self.ranges[i])
+
+    def _ask(self, i: int, method: str, args: tuple):
+        """``method`` on partition ``i``'s actor: its future, or -- the actor refused the call before sending it
+        (its worker lost) -- a :class:`_Refused` that raises the same error when asked for the result."""
+        try:
+            return getattr(self.actors[i], method)(*args)
+        except Exception as exc:  # noqa: BLE001 - told apart where the result is read (call, _lost)
+            return _Refused(exc)
 
     def call(self, method: str, make_args) -> list:
         """``method`` on every actor (arguments per partition from ``make_args(i)``).  A partition whose worker
         was lost is rebuilt on a live worker, replaying its log -- which already holds this iteration's sweep
         -- and then asked again (after a ``sweep``, for the sums the replay left)."""
-        futures = [getattr(a, method)(*make_args(i)) for i, a in enumerate(self.actors)]
+        futures = [self._ask(i, method, make_args(i)) for i in range(len(self.actors))]
         out: list = [None] * len(self.actors)
         for i, fut in enumerate(futures):
             for attempt in range(4):
                 try:
                     out[i] = fut.result(timeout=CALL_TIMEOUT)
                     break
-                except (RuntimeError, OSError) as exc:
+                except Exception as exc:
                     if not self._lost(i, exc) or attempt == 3:
                         raise
                     self.actors[i] = self._start(i)
-                    fut = self.actors[i].sums() if method == "sweep" else getattr(self.actors[i], method)(*make_args(i))
+                    fut = self._ask(i, "unit_sums", ()) if method == "sweep" else self._ask(i, method, make_args(i))
         return out
 
 
-def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
-    """The four phases with phase 1 and 3 on Dask actors; the same output as :func:`small_area.run_serial`."""
-    from ..execution import WORKER_TIMEOUT, current_executor
+class _Refused:
+    """An actor call that was never sent: ``result`` raises the error the actor raised."""
 
-    ex = current_executor()
-    client = ex.dask_client() if ex is not None else None
-    if client is None:
-        raise RuntimeError("run_dask needs a Dask executor (dpposterior.infer(..., scheduler='local' or tcp://))")
+    def __init__(self, exc: Exception):
+        self.exc = exc
+
+    def result(self, timeout=None):
+        raise self.exc
+
+
+def run_dask(plan: sa.Plan, partitions: int | None, ex) -> dict:
+    """The four phases with phase 1 and 3 on Dask actors, on executor ``ex`` (one that runs actors:
+    ``execution.Executor.runs_actors``); the same output as :func:`small_area_kernels.run_serial`."""
+    from ..execution import WORKER_TIMEOUT
+
+    client = ex.dask_client()
     nthreads = sum(client.nthreads().values()) or 1
     ranges = _partition_units(plan, partitions or nthreads)
     from .. import progress
@@ -180,38 +186,30 @@ def run_dask(plan: sa.Plan, partitions: int | None) -> dict:
     progress.status(f"Dask: loading {len(ranges)} partitions of {plan.G} areas onto the workers (each compiles the "
                    "samplers on its first run after install)")
     cluster = _Cluster(client, plan, ranges, getattr(ex, "worker_timeout", WORKER_TIMEOUT))
-    out = sa.output_arrays(plan)
-    am, asd, ts, tps = plan.prior
-    alpha, v, hyp = plan.alpha.copy(), plan.v.copy(), plan.hyp.copy()
-    dp = np.zeros_like(v)
-    total = plan.warmup + plan.draws
+    out = plan.draws()
+    shared = sa._copy(plan.shared)
+    sums = plan.sums()  # every unit's, in unit order
+    total = plan.run.warmup + plan.run.draws
     for it in range(total + 1):
         progress.status(f"Dask: iteration {it} of {total} on {len(ranges)} partitions")
         msgs = []
         for i in range(len(ranges)):
-            msg = (it, alpha.copy(), cluster._v_slice(i, v), cluster._v_slice(i, dp), hyp.copy())
+            msg = (it, cluster.shared_part(i, shared))
             cluster.log[i].append(msg)
             msgs.append(msg)
-        sums = cluster.call("sweep", lambda i: msgs[i])
+        parts = cluster.call("sweep", lambda i: msgs[i])
         if it == total:
             break
-        UY = np.concatenate([s[0] for s in sums], axis=1)
-        UB = np.concatenate([s[1] for s in sums], axis=1)
-        USU = np.concatenate([s[2] for s in sums], axis=1)
-        USS = np.concatenate([s[3] for s in sums], axis=1)
-        if plan.binom and plan.has_p:  # the parents' v, as the partitions' sweeps left them
-            v[:] = np.concatenate([s[4] for s in sums], axis=1)
-        sa.shared_a(plan.keys, it, plan.G, plan.has_p, plan.binom, am, asd, ts, tps, plan.uparent, UY, UB, USS,
-                    alpha, v, hyp)
-        deltas = cluster.call("nc_delta", lambda i: (alpha.copy(), cluster._v_slice(i, v), hyp.copy()))
-        UD = np.concatenate([d[0] for d in deltas], axis=1)
-        DA, DT0, DT1 = (np.concatenate([d[k] for d in deltas], axis=1) for k in (1, 2, 3))
-        sa.shared_b(plan.keys, it, plan.warmup, plan.G, plan.has_p, plan.binom, am, asd, ts, tps, plan.n_unit, USU,
-                    UD, DA, DT0, DT1, alpha, v, dp, hyp, out["alpha"], out["v"], out["tau"], out["taup"])
+        for k, name in enumerate(("UY", "UB", "USU", "USS")):
+            np.concatenate([p[k] for p in parts], axis=1, out=getattr(sums, name))
+        if plan.run.binom and plan.units.has_p:  # the parents' v, as the partitions' sweeps left them
+            np.concatenate([p[4] for p in parts], axis=1, out=shared.v)
+        sa.shared_a(it, plan.run, plan.prior, plan.units, shared, sums)
+        deltas = cluster.call("nc_delta", lambda i: (cluster.shared_part(i, shared),))
+        for k, name in enumerate(("UD", "DA", "DT0", "DT1")):
+            np.concatenate([d[k] for d in deltas], axis=1, out=getattr(sums, name))
+        sa.shared_b(it, plan.run, plan.prior, plan.units, shared, sums, out)
         if AFTER_ITERATION is not None:
             AFTER_ITERATION(it, client)
-    parts = cluster.call("result", lambda i: ())
-    out["u"] = sa.unpermute(plan, np.concatenate(parts, axis=2))
-    out["partitions"] = len(ranges)
-    out["partitions_rebuilt"] = cluster.rebuilt
-    return out
+    out_u = np.concatenate(cluster.call("result", lambda i: ()), axis=2)
+    return {**sa.draws_dict(out, out_u, plan), "partitions": len(ranges), "partitions_rebuilt": cluster.rebuilt}

@@ -5,13 +5,17 @@ holds what runs in the hot loop -- the exact draws of the latent counts (enumera
 the slice and Metropolis updates of the effects -- split into phases that run in one compiled loop
 (:func:`run_serial`) or with phases 1 and 3 on Dask partitions (inference/small_area_dask.py), with
 the same arithmetic and the same counter-based random numbers (splitmix64 of (chain key, area or
-parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.
+parameter index, iteration, slot); Salmon et al. 2011 for counter-based generators) either way.  The
+phases read named records (``Sampler``, ``Table``, ``Noise``, ``Units``, ``Prior``, ``Shared``, ``Areas``,
+``Sums``, ``Draws``), which the engine's :class:`Plan` holds for all areas and :meth:`Plan.part` for a
+partition's.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -331,10 +335,6 @@ def _slice(code, x0, a, b, c, d, w, key, idx, it, slot, nn, aa, n):
 #   4. shared_b (client): accept or not; the likelihood-invariant shifts; the pending moves for 1.
 # Unit sums are added up in unit order, and a partition is a run of whole units, so every sum -- and
 # so every draw -- is the same for any partitioning.
-#: hyperparameter slots of a chain's ``hyp`` vector (scalars shared by the phases)
-H_LOG_TAU, H_LOG_TAUP, H_LOG_NC_STEP, H_SCALE, H_SHIFT, H_PROPOSAL = 0, 1, 2, 3, 4, 5
-#: then C slots of each alpha_c's log proposal step and C of its proposal (binomial only)
-N_HYP = 6
 #: counter index of the shared parameters (areas use their own index, < 2^40)
 SHARED = 1 << 40
 #: areas per unit when the release has no parents
@@ -343,17 +343,153 @@ BLOCK = 256
 NC_TARGET = 0.44
 
 
-@numba.njit(cache=True)
-def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow, has_totals,
-                 pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u,
-                 UY, UB, USU, USS, buf, scratch_n, scratch_a):
-    """Phase 1 for one chain over the units of ``ustart`` (local area indices; ``ustart[-1]`` = areas).
+# --------------------------------------------------------------------------- the named state
+# The phases read and write a few named records -- numba takes a NamedTuple of arrays and scalars as one
+# argument, and a numpy structured record by field name -- so a kernel's signature says which parts of
+# the state it touches, and the serial driver, the Dask partitions and the client hand over the same
+# records (a partition's are its run of units cut out of the whole, :meth:`Plan.part`).
+class Sampler(NamedTuple):
+    """The run: one counter key per chain, the likelihood, the pair moves, the iterations."""
 
-    Poisson: the latent counts and u_g.  Binomial (``binom``: E holds the sizes N_gc, the log odds are
+    keys: np.ndarray      # (chains,) uint64: the key of each chain's random numbers
+    binom: bool           # binomial counts (E holds the sizes N_gc), else Poisson
+    has_totals: bool      # exact area totals: the cells move in pairs
+    pair_sweeps: int
+    warmup: int
+    draws: int
+
+
+class Table(NamedTuple):
+    """The released table, per area (the engine's internal order) and cell: what a partition cuts."""
+
+    ystar: np.ndarray     # (G, C) released counts
+    E: np.ndarray         # (G, C) exposures; binomial: the sizes N_gc (whole numbers)
+    scale: np.ndarray     # (G, C) noise scale
+    half: np.ndarray      # (G, C) half-width of the enumeration window
+    zero_pp: np.ndarray   # (G, C) bool: a released 0 under post-processing (likelihood P(e <= -y))
+    zrow: np.ndarray      # (G, C) the cell's row of the noise tables (its distinct noise)
+    akey: np.ndarray      # (G,) original index of each area: the counter of its random numbers
+
+
+class Noise(NamedTuple):
+    """The noise law's tables, shared by every area."""
+
+    kind: int             # GAUSS, LAPLACE or TABLE
+    zero_tab: np.ndarray  # per distinct noise: log P(e <= -y), y = 0, 1, ... (post-processed zeros)
+    gtab: np.ndarray      # per distinct noise: the recurrence's constants (noise_steps), or TABLE's log-mass
+    lgam: np.ndarray      # log k! (LGAMMA_TABLE)
+
+
+class Units(NamedTuple):
+    """The units (a parent's areas, or a block of BLOCK areas) of the areas in hand."""
+
+    ubase: int            # global index of the first unit (the counter of a parent's binomial v_p)
+    ustart: np.ndarray    # (U + 1,) unit u holds areas ustart[u] .. ustart[u + 1] - 1 (local indices)
+    uparent: np.ndarray   # (U,) parent of each unit, local to the v in hand (0 when there are no parents)
+    n_unit: np.ndarray    # (U,) areas per unit
+    has_p: bool           # the units are parents
+
+
+class Prior(NamedTuple):
+    alpha_mean: float
+    alpha_sd: float
+    tau_scale: float
+    taup_scale: float
+
+
+#: a chain's scalar hyperparameters, read and written by name by the phases
+HYP = np.dtype([("log_tau", np.float64), ("log_taup", np.float64),
+                ("log_nc_step", np.float64),  # log step of the non-centred tau proposal
+                ("proposal", np.float64),     # that proposal (phase 2 -> 3, 4)
+                ("scale", np.float64),        # the moves u makes at the next sweep: u * scale - shift - dp
+                ("shift", np.float64)])
+
+
+class Shared(NamedTuple):
+    """The shared parameters of every chain (leading chain axis): what the client holds and sends each
+    partition (v and dp: the partition's parents only)."""
+
+    alpha: np.ndarray       # (chains, C)
+    v: np.ndarray           # (chains, max(P, 1)); v[:, 0] stays 0 without parents
+    dp: np.ndarray          # (chains, max(P, 1)): the move of each v_p that its areas' u make at the next sweep
+    hyp: np.ndarray         # (chains,) HYP records
+    alpha_step: np.ndarray  # (chains, C) log step of each alpha_c's random-walk proposal (binomial)
+    alpha_prop: np.ndarray  # (chains, C) that proposal (phase 2 -> 3, 4)
+
+
+class Areas(NamedTuple):
+    """The per-area state of every chain: what a partition keeps between iterations."""
+
+    y: np.ndarray           # (chains, G, C) latent counts
+    u: np.ndarray           # (chains, G)
+    Ysum: np.ndarray        # (chains, G) the area's total count, from phase 1 to 3
+    out_u: np.ndarray       # (chains, draws, G) the recorded u
+
+
+class Sums(NamedTuple):
+    """Per unit and chain: what the areas tell the shared parameters (phases 1 and 3)."""
+
+    UY: np.ndarray          # (chains, U, C) counts
+    UB: np.ndarray          # (chains, U, C) exposure-weighted e^u
+    USU: np.ndarray         # (chains, U) sum of u
+    USS: np.ndarray         # (chains, U) sum of u^2
+    UD: np.ndarray          # (chains, U) Poisson: the non-centred proposal's log-likelihood change
+    DA: np.ndarray          # (chains, U, C) binomial: the alpha_c proposal's change
+    DT0: np.ndarray         # (chains, U, C) binomial: the tau proposal's change at the current alpha_c
+    DT1: np.ndarray         # (chains, U, C) ... and at the proposed one
+
+
+class Draws(NamedTuple):
+    """The recorded shared parameters (leading chain axis, then draws)."""
+
+    alpha: np.ndarray       # (chains, draws, C)
+    v: np.ndarray           # (chains, draws, P)
+    tau: np.ndarray
+    taup: np.ndarray
+
+
+class Scratch(NamedTuple):
+    """One chain's work buffers in phase 1."""
+
+    buf: np.ndarray         # an enumeration window
+    n: np.ndarray           # binomial v_p: the sizes of a parent's cells
+    a: np.ndarray           # ... and the other terms of their log odds
+
+
+@numba.njit(cache=True)
+def _scratch(run, table, noise, units):
+    width = int(2.0 * table.half.max()) + noise.zero_tab.shape[1] + 8 if table.half.size else 8
+    C = table.ystar.shape[1]
+    U = units.ustart.shape[0] - 1
+    biggest = int(np.diff(units.ustart).max()) * C if run.binom and units.has_p and U > 0 else 0
+    return Scratch(np.empty(width), np.empty(biggest), np.empty(biggest))
+
+
+@numba.njit(cache=True, inline="always")
+def _n_areas(units):
+    return units.ustart[units.ustart.shape[0] - 1]
+
+
+# --------------------------------------------------------------------------- the four phases, per chain
+@numba.njit(cache=True)
+def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch):
+    """Phase 1 for chain ``ch`` over the units in hand.
+
+    Poisson: the latent counts and u_g.  Binomial (``run.binom``: E holds the sizes N_gc, the log odds are
     alpha_c + u_g + v_p): the same, and then -- the units being the parents -- v_p from its full conditional
-    over the parent's areas (it has no sufficient statistic), left in ``v`` for the client."""
+    over the parent's areas (it has no sufficient statistic), left in ``shared.v`` for the client."""
+    key = run.keys[ch]
+    warmup, binom, has_p = run.warmup, run.binom, units.has_p
+    ystar, E, scale, half, zero_pp, zrow, akey = table
+    kind, zero_tab, gtab, lgam = noise
+    ustart, uparent = units.ustart, units.uparent
+    alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
+    y, u, Ysum, out_u = areas.y[ch], areas.u[ch], areas.Ysum[ch], areas.out_u[ch]
+    UY, UB, USU, USS = sums.UY[ch], sums.UB[ch], sums.USU[ch], sums.USS[ch]
+    buf = scratch.buf
     C = ystar.shape[1]
-    tau = math.exp(hyp[H_LOG_TAU])
+    tau = math.exp(hyp.log_tau)
+    move_scale, move_shift = hyp.scale, hyp.shift
     ea = np.empty(C)
     av = np.empty(C)
     for c in range(C):
@@ -370,14 +506,14 @@ def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zer
         for g in range(ustart[un], ustart[un + 1]):
             ag = akey[g]
             if it > 0:
-                u[g] = u[g] * hyp[H_SCALE] - hyp[H_SHIFT] - dp[p]
+                u[g] = u[g] * move_scale - move_shift - dp[p]
                 if it - 1 >= warmup:
                     out_u[it - 1 - warmup, g] = u[g]
             if it == warmup + out_u.shape[0]:  # the closing call: only the last draw's pending moves
                 continue
             eu = math.exp(u[g])
-            if has_totals:
-                for rep in range(pair_sweeps):
+            if run.has_totals:
+                for rep in range(run.pair_sweeps):
                     for c in range(C):
                         c2 = (c + 1) % C
                         if c2 == c:
@@ -430,6 +566,7 @@ def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zer
         USS[un] = sq
         if binom and has_p and it < warmup + out_u.shape[0]:
             # v_p over the parent's areas x cells (units are the parents)
+            scratch_n, scratch_a = scratch.n, scratch.a
             k = 0
             a = 0.0
             for g in range(ustart[un], ustart[un + 1]):
@@ -438,24 +575,28 @@ def _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zer
                     scratch_a[k] = alpha[c] + u[g]
                     a += y[g, c]
                     k += 1
-            taup = math.exp(hyp[H_LOG_TAUP])
+            taup = math.exp(hyp.log_taup)
             w = 2.5 / math.sqrt(a + 1.0 + 1.0 / (taup * taup))
             # (counter: the parent's global index, ubase + un, so that draws do not depend on the partitioning)
-            v[p] = _slice(2, v[p], a, 0.0, taup, 0.0, w, key, SHARED + 100 + ubase + un, it, 0, scratch_n, scratch_a,
-                          k)
+            v[p] = _slice(2, v[p], a, 0.0, taup, 0.0, w, key, SHARED + 100 + units.ubase + un, it, 0, scratch_n,
+                          scratch_a, k)
 
 
 @numba.njit(cache=True)
-def _shared_a_chain(key, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
-                    UY, UB, USS, alpha, v, hyp):
-    """Phase 2 for one chain.  Poisson: v_p and alpha_c by slice steps on their exact full conditionals
-    (sufficient statistics: the unit sums).  Binomial: a random-walk proposal for each alpha_c (decided in
-    phase 4 on the per-unit log-likelihood changes of phase 3).  Both: log tau, log tau_parent by slice
-    steps, then a non-centred tau proposal."""
+def _shared_a_chain(ch, it, run, prior, units, shared, sums):
+    """Phase 2 for chain ``ch``, on the unit sums of every area.  Poisson: v_p and alpha_c by slice steps on
+    their exact full conditionals (sufficient statistics: the unit sums).  Binomial: a random-walk proposal
+    for each alpha_c (decided in phase 4 on the per-unit log-likelihood changes of phase 3).  Both: log tau,
+    log tau_parent by slice steps, then a non-centred tau proposal."""
+    key = run.keys[ch]
+    alpha, v, hyp = shared.alpha[ch], shared.v[ch], shared.hyp[ch]
+    UY, UB, USS = sums.UY[ch], sums.UB[ch], sums.USS[ch]
+    uparent = units.uparent
+    G = _n_areas(units)
     U, C = UY.shape
     P = v.shape[0]
-    if has_p and not binom:  # units are the parents
-        taup = math.exp(hyp[H_LOG_TAUP])
+    if units.has_p and not run.binom:  # units are the parents
+        taup = math.exp(hyp.log_taup)
         for p in range(P):
             a = 0.0
             b = 0.0
@@ -465,48 +606,54 @@ def _shared_a_chain(key, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, t
             w = 2.5 / math.sqrt(a + 1.0 / (taup * taup))
             v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, SHARED + 100 + p, it, 0, NO_ARRAY, NO_ARRAY, 0)
     for c in range(C):
-        if binom:
-            hyp[N_HYP + C + c] = alpha[c] + math.exp(hyp[N_HYP + c]) * _normal(key, SHARED + 1, it, 300 * c)
+        if run.binom:
+            shared.alpha_prop[ch, c] = alpha[c] + math.exp(shared.alpha_step[ch, c]) * _normal(key, SHARED + 1, it,
+                                                                                              300 * c)
             continue
         a = 0.0
         b = 0.0
         for un in range(U):
             a += UY[un, c]
             b += math.exp(v[uparent[un]]) * UB[un, c]
-        w = 2.5 / math.sqrt(a + 1.0 / (alpha_sd * alpha_sd))
-        alpha[c] = _slice(0, alpha[c], a, b, alpha_sd, alpha_mean, w, key, SHARED + 1, it, 300 * c, NO_ARRAY,
-                          NO_ARRAY, 0)
+        w = 2.5 / math.sqrt(a + 1.0 / (prior.alpha_sd * prior.alpha_sd))
+        alpha[c] = _slice(0, alpha[c], a, b, prior.alpha_sd, prior.alpha_mean, w, key, SHARED + 1, it, 300 * c,
+                          NO_ARRAY, NO_ARRAY, 0)
     ss = 0.0
     for un in range(U):
         ss += USS[un]
-    hyp[H_LOG_TAU] = _slice(1, hyp[H_LOG_TAU], G, ss, tau_scale, 0.0, 1.0, key, SHARED + 2, it, 0, NO_ARRAY,
-                            NO_ARRAY, 0)
-    if has_p:
+    hyp.log_tau = _slice(1, hyp.log_tau, G, ss, prior.tau_scale, 0.0, 1.0, key, SHARED + 2, it, 0, NO_ARRAY,
+                         NO_ARRAY, 0)
+    if units.has_p:
         ssp = 0.0
         for p in range(P):
             ssp += v[p] * v[p]
-        hyp[H_LOG_TAUP] = _slice(1, hyp[H_LOG_TAUP], P, ssp, taup_scale, 0.0, 1.0, key, SHARED + 4, it, 0,
-                                 NO_ARRAY, NO_ARRAY, 0)
-    hyp[H_PROPOSAL] = hyp[H_LOG_TAU] + math.exp(hyp[H_LOG_NC_STEP]) * _normal(key, SHARED + 3, it, 0)
+        hyp.log_taup = _slice(1, hyp.log_taup, P, ssp, prior.taup_scale, 0.0, 1.0, key, SHARED + 4, it, 0,
+                              NO_ARRAY, NO_ARRAY, 0)
+    hyp.proposal = hyp.log_tau + math.exp(hyp.log_nc_step) * _normal(key, SHARED + 3, it, 0)
 
 
 @numba.njit(cache=True)
-def _nc_delta_chain(binom, E, ustart, uparent, alpha, v, hyp, u, Ysum, y, UD, DA, DT0, DT1):
-    """Phase 3 for one chain, per unit: the log-likelihood change of scaling u by tau' / tau (u / tau fixed)
+def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
+    """Phase 3 for chain ``ch``, per unit: the log-likelihood change of scaling u by tau' / tau (u / tau fixed)
     -- Poisson: ``UD``; binomial, per cell: ``DT0`` at the current alpha_c, ``DT1`` at the proposed one, and
     ``DA`` the change of the alpha_c proposal itself (phase 4 decides alpha first, then tau with the
     matching change)."""
+    E = table.E
+    ustart, uparent = units.ustart, units.uparent
+    alpha, v, hyp, alpha_prop = shared.alpha[ch], shared.v[ch], shared.hyp[ch], shared.alpha_prop[ch]
+    u, Ysum, y = areas.u[ch], areas.Ysum[ch], areas.y[ch]
+    UD, DA, DT0, DT1 = sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
     C = E.shape[1]
-    r = math.exp(hyp[H_PROPOSAL] - hyp[H_LOG_TAU])
+    r = math.exp(hyp.proposal - hyp.log_tau)
     ea = np.empty(C)
     for c in range(C):
         ea[c] = math.exp(alpha[c])
     for un in range(ustart.shape[0] - 1):
         vp = v[uparent[un]]
-        if binom:
+        if run.binom:
             for c in range(C):
                 a0 = alpha[c] + vp
-                a1 = hyp[N_HYP + C + c] + vp
+                a1 = alpha_prop[c] + vp
                 da = 0.0
                 d0 = 0.0
                 d1 = 0.0
@@ -533,21 +680,28 @@ def _nc_delta_chain(binom, E, ustart, uparent, alpha, v, hyp, u, Ysum, y, UD, DA
 
 
 @numba.njit(cache=True)
-def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
-                    USU, UD, DA, DT0, DT1, alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
-    """Phase 4 for one chain: (binomial: each alpha_c's proposal, Metropolis); the non-centred tau
+def _shared_b_chain(ch, it, run, prior, units, shared, sums, out):
+    """Phase 4 for chain ``ch``: (binomial: each alpha_c's proposal, Metropolis); the non-centred tau
     (interweaving, Yu & Meng 2011); then the shifts (alpha + d, u - d) and (v_p + d, u_children - d) by
     random-walk Metropolis on the priors (they leave the likelihood unchanged); ``hyp`` and ``dp`` carry the
-    moves u must make at the next sweep."""
+    moves u must make at the next sweep; after warm-up, the draw goes to ``out``."""
+    key = run.keys[ch]
+    warmup = run.warmup
+    alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
+    alpha_step, alpha_prop = shared.alpha_step[ch], shared.alpha_prop[ch]
+    USU, UD, DA, DT0, DT1 = sums.USU[ch], sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
+    alpha_mean, alpha_sd, tau_scale = prior.alpha_mean, prior.alpha_sd, prior.tau_scale
+    n_unit = units.n_unit
+    G = _n_areas(units)
     U = USU.shape[0]
     P = v.shape[0]
     C = alpha.shape[0]
-    x = hyp[H_LOG_TAU]
-    xp = hyp[H_PROPOSAL]
+    x = hyp.log_tau
+    xp = hyp.proposal
     delta = 0.0
-    if binom:
+    if run.binom:
         for c in range(C):
-            prop = hyp[N_HYP + C + c]
+            prop = alpha_prop[c]
             dl = 0.0
             for un in range(U):
                 dl += DA[un, c]
@@ -558,7 +712,7 @@ def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_
             if took:
                 alpha[c] = prop
             if it < warmup:
-                hyp[N_HYP + c] += ((1.0 if took else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
+                alpha_step[c] += ((1.0 if took else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
             for un in range(U):
                 delta += DT1[un, c] if took else DT0[un, c]
     else:
@@ -570,11 +724,11 @@ def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_
     scale = 1.0
     if accepted:
         scale = math.exp(xp - x)
-        hyp[H_LOG_TAU] = xp
+        hyp.log_tau = xp
     if it < warmup:  # Robbins-Monro on the log step (warm-up only: the chain is Markov afterwards)
-        hyp[H_LOG_NC_STEP] += ((1.0 if accepted else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
-    hyp[H_SCALE] = scale
-    tau = math.exp(hyp[H_LOG_TAU])
+        hyp.log_nc_step += ((1.0 if accepted else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
+    hyp.scale = scale
+    tau = math.exp(hyp.log_tau)
     su = 0.0
     for un in range(U):
         su += USU[un] * scale
@@ -592,11 +746,11 @@ def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_
                 alpha[c] += d
             su -= G * d
             shift += d
-    hyp[H_SHIFT] = shift
+    hyp.shift = shift
     for p in range(P):
         dp[p] = 0.0
-    if has_p:  # units are the parents
-        taup = math.exp(hyp[H_LOG_TAUP])
+    if units.has_p:  # units are the parents
+        taup = math.exp(hyp.log_taup)
         for p in range(P):
             n = n_unit[p]
             sup = USU[p] * scale - n * shift
@@ -607,170 +761,146 @@ def _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_
                 dp[p] = d
     if it >= warmup:
         k = it - warmup
-        out_tau[k] = tau
-        out_taup[k] = math.exp(hyp[H_LOG_TAUP])
+        out.tau[ch, k] = tau
+        out.taup[ch, k] = math.exp(hyp.log_taup)
         for c in range(C):
-            out_alpha[k, c] = alpha[c]
-        if has_p:
+            out.alpha[ch, k, c] = alpha[c]
+        if units.has_p:
             for p in range(P):
-                out_v[k, p] = v[p]
+                out.v[ch, k, p] = v[p]
 
 
 # --------------------------------------------------------------------------- the in-process driver
 @numba.njit(cache=True, parallel=True)
-def _run_chains(keys, binom, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow, has_totals, pair_sweeps, lgam,
-                akey, ustart, uparent, n_unit, has_p, alpha_mean, alpha_sd, tau_scale, taup_scale, warmup, draws,
-                y, u, alpha, v, hyp, out_alpha, out_u, out_v, out_tau, out_taup):
+def _run_chains(run, table, noise, units, prior, shared, areas, sums, out):
     """All four phases of every iteration in one compiled loop, chains in parallel."""
-    G, C = ystar.shape
-    U = ustart.shape[0] - 1
-    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8
-    biggest = int(n_unit.max()) * C if binom and has_p else 0
-    for ch in numba.prange(keys.shape[0]):
-        key = keys[ch]
-        UY = np.zeros((U, C))
-        UB = np.zeros((U, C))
-        USU = np.zeros(U)
-        USS = np.zeros(U)
-        UD = np.zeros(U)
-        DA = np.zeros((U, C))
-        DT0 = np.zeros((U, C))
-        DT1 = np.zeros((U, C))
-        Ysum = np.zeros(G)
-        dp = np.zeros(v.shape[1])
-        buf = np.empty(width)
-        scratch_n = np.empty(biggest)
-        scratch_a = np.empty(biggest)
-        for it in range(warmup + draws + 1):
-            _sweep_chain(key, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
-                         has_totals, pair_sweeps, lgam, akey, 0, ustart, uparent, alpha[ch], v[ch], dp, hyp[ch], y[ch],
-                         u[ch], Ysum, out_u[ch], UY, UB, USU, USS, buf, scratch_n, scratch_a)
-            if it == warmup + draws:
+    last = run.warmup + run.draws
+    for ch in numba.prange(run.keys.shape[0]):
+        scratch = _scratch(run, table, noise, units)
+        for it in range(last + 1):
+            _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
+            if it == last:
                 break
-            _shared_a_chain(key, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
-                            UY, UB, USS, alpha[ch], v[ch], hyp[ch])
-            _nc_delta_chain(binom, E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum, y[ch], UD, DA, DT0,
-                            DT1)
-            _shared_b_chain(key, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
-                            USU, UD, DA, DT0, DT1, alpha[ch], v[ch], dp, hyp[ch], out_alpha[ch], out_v[ch],
-                            out_tau[ch], out_taup[ch])
+            _shared_a_chain(ch, it, run, prior, units, shared, sums)
+            _nc_delta_chain(ch, run, table, units, shared, areas, sums)
+            _shared_b_chain(ch, it, run, prior, units, shared, sums, out)
 
 
 # --------------------------------------------------------------------------- the phases over all chains (Dask)
 @numba.njit(cache=True, parallel=True)
-def sweep_partition(keys, it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
-                    has_totals,
-                    pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha, v, dp, hyp, y, u, Ysum, out_u, UY, UB, USU,
-                    USS):
-    """Phase 1 of every chain over one partition's areas (leading chain axis on every state array)."""
-    width = int(2.0 * half.max()) + zero_tab.shape[1] + 8 if half.size else 8
-    C = ystar.shape[1]
-    biggest = int(np.diff(ustart).max()) * C if binom and has_p and ustart.shape[0] > 1 else 0
-    for ch in numba.prange(keys.shape[0]):
-        buf = np.empty(width)
-        scratch_n = np.empty(biggest)
-        scratch_a = np.empty(biggest)
-        _sweep_chain(keys[ch], it, warmup, binom, has_p, ystar, E, kind, scale, half, zero_pp, zero_tab, gtab, zrow,
-                     has_totals, pair_sweeps, lgam, akey, ubase, ustart, uparent, alpha[ch], v[ch], dp[ch], hyp[ch], y[ch],
-                     u[ch], Ysum[ch], out_u[ch], UY[ch], UB[ch], USU[ch], USS[ch], buf, scratch_n, scratch_a)
+def sweep_partition(it, run, table, noise, units, shared, areas, sums):
+    """Phase 1 of every chain over one partition's areas."""
+    for ch in numba.prange(run.keys.shape[0]):
+        _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, _scratch(run, table, noise, units))
 
 
 @numba.njit(cache=True, parallel=True)
-def nc_delta_partition(binom, E, ustart, uparent, alpha, v, hyp, u, Ysum, y, UD, DA, DT0, DT1):
+def nc_delta_partition(run, table, units, shared, areas, sums):
     """Phase 3 of every chain over one partition's areas."""
-    for ch in numba.prange(alpha.shape[0]):
-        _nc_delta_chain(binom, E, ustart, uparent, alpha[ch], v[ch], hyp[ch], u[ch], Ysum[ch], y[ch], UD[ch], DA[ch],
-                        DT0[ch], DT1[ch])
+    for ch in numba.prange(run.keys.shape[0]):
+        _nc_delta_chain(ch, run, table, units, shared, areas, sums)
 
 
 @numba.njit(cache=True)
-def shared_a(keys, it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent, UY, UB, USS, alpha, v,
-             hyp):
+def shared_a(it, run, prior, units, shared, sums):
     """Phase 2 of every chain (the client), on the unit sums of all partitions in unit order."""
-    for ch in range(keys.shape[0]):
-        _shared_a_chain(keys[ch], it, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, uparent,
-                        UY[ch], UB[ch], USS[ch], alpha[ch], v[ch], hyp[ch])
+    for ch in range(run.keys.shape[0]):
+        _shared_a_chain(ch, it, run, prior, units, shared, sums)
 
 
 @numba.njit(cache=True)
-def shared_b(keys, it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit, USU, UD, DA,
-             DT0, DT1, alpha, v, dp, hyp, out_alpha, out_v, out_tau, out_taup):
+def shared_b(it, run, prior, units, shared, sums, out):
     """Phase 4 of every chain (the client)."""
-    for ch in range(keys.shape[0]):
-        _shared_b_chain(keys[ch], it, warmup, G, has_p, binom, alpha_mean, alpha_sd, tau_scale, taup_scale, n_unit,
-                        USU[ch], UD[ch], DA[ch], DT0[ch], DT1[ch], alpha[ch], v[ch], dp[ch], hyp[ch], out_alpha[ch],
-                        out_v[ch], out_tau[ch], out_taup[ch])
+    for ch in range(run.keys.shape[0]):
+        _shared_b_chain(ch, it, run, prior, units, shared, sums, out)
 
 
-@dataclass
+# --------------------------------------------------------------------------- the plan
+def _copy(record):
+    """A record of the same kind holding copies of its arrays (a message must not change once sent)."""
+    return type(record)(*(a.copy() if isinstance(a, np.ndarray) else a for a in record))
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything the phases read, in the engine's internal area order (areas sorted by parent, so a
-    parent's areas form one unit), and the starting state of every chain."""
+    parent's areas form one unit), and the starting state of every chain -- as the records the kernels
+    take, for all areas or (:meth:`part`) for a run of whole units."""
 
-    ystar: np.ndarray
-    E: np.ndarray         # exposures; binomial: the sizes N_gc (whole numbers)
-    binom: bool
-    kind: int
-    scale: np.ndarray
-    half: np.ndarray
-    zero_pp: np.ndarray
-    zero_tab: np.ndarray
-    gtab: np.ndarray      # per noise scale: the recurrence's constants (noise_steps)
-    zrow: np.ndarray
-    has_totals: bool
-    pair_sweeps: int
-    lgam: np.ndarray
-    akey: np.ndarray      # original index of each area: the counter of its random numbers
-    order: np.ndarray     # internal position -> original area index
-    ustart: np.ndarray    # unit u holds internal areas ustart[u] .. ustart[u + 1] - 1
-    uparent: np.ndarray   # parent index of each unit (0 when there are no parents)
-    n_unit: np.ndarray
-    has_p: bool
-    prior: tuple          # alpha_mean, alpha_sd, tau_scale, tau_parent_scale
-    warmup: int
-    draws: int
-    keys: np.ndarray
-    y: np.ndarray         # (chains, G, C) latent counts
-    u: np.ndarray         # (chains, G)
-    alpha: np.ndarray     # (chains, C)
-    v: np.ndarray         # (chains, max(P, 1)); v[:, 0] stays 0 without parents
-    hyp: np.ndarray       # (chains, N_HYP)
+    run: Sampler
+    table: Table
+    noise: Noise
+    units: Units
+    prior: Prior
+    shared: Shared        # each chain's starting shared parameters
+    y: np.ndarray         # (chains, G, C) starting latent counts
+    u: np.ndarray         # (chains, G) starting area effects
 
     @property
     def chains(self) -> int:
-        return self.keys.shape[0]
+        return self.run.keys.shape[0]
 
     @property
     def G(self) -> int:
-        return self.ystar.shape[0]
+        return self.table.ystar.shape[0]
 
-    def area_slice(self, u0: int, u1: int) -> slice:
-        return slice(int(self.ustart[u0]), int(self.ustart[u1]))
+    def parents(self, u0: int, u1: int) -> slice:
+        """The columns of v (and dp) that units u0 .. u1 - 1 read: their parents, or v's one column."""
+        if not self.units.has_p:
+            return slice(None)
+        return slice(int(self.units.uparent[u0]), int(self.units.uparent[u1 - 1]) + 1)
+
+    def shared_part(self, shared: Shared, u0: int, u1: int) -> Shared:
+        """A copy of ``shared`` for units u0 .. u1 - 1 (their parents' v and dp)."""
+        cols = self.parents(u0, u1)
+        return _copy(shared._replace(v=shared.v[:, cols], dp=shared.dp[:, cols]))
+
+    def part(self, u0: int, u1: int) -> "Plan":
+        """The plan of units u0 .. u1 - 1 (a Dask partition): their areas, their units with local indices."""
+        s = slice(int(self.units.ustart[u0]), int(self.units.ustart[u1]))
+        base = self.parents(u0, u1).start or 0
+        units = Units(ubase=u0, ustart=self.units.ustart[u0:u1 + 1] - self.units.ustart[u0],
+                      uparent=self.units.uparent[u0:u1] - base, n_unit=self.units.n_unit[u0:u1].copy(),
+                      has_p=self.units.has_p)
+        return Plan(run=self.run, table=_copy(Table(*(a[s] for a in self.table))), noise=self.noise, units=units,
+                    prior=self.prior, shared=self.shared_part(self.shared, u0, u1),
+                    y=np.ascontiguousarray(self.y[:, s]), u=np.ascontiguousarray(self.u[:, s]))
+
+    def areas(self) -> Areas:
+        """Fresh per-area state: the starting y and u (copies), and room for the recorded u."""
+        return Areas(y=self.y.copy(), u=self.u.copy(), Ysum=np.zeros(self.u.shape),
+                     out_u=np.empty((self.chains, self.run.draws, self.G)))
+
+    def sums(self) -> Sums:
+        ch, U, C = self.chains, self.units.ustart.shape[0] - 1, self.table.ystar.shape[1]
+        return Sums(UY=np.zeros((ch, U, C)), UB=np.zeros((ch, U, C)), USU=np.zeros((ch, U)), USS=np.zeros((ch, U)),
+                    UD=np.zeros((ch, U)), DA=np.zeros((ch, U, C)), DT0=np.zeros((ch, U, C)), DT1=np.zeros((ch, U, C)))
+
+    def draws(self) -> Draws:
+        ch, D = self.chains, self.run.draws
+        P = self.shared.v.shape[1] if self.units.has_p else 0
+        return Draws(alpha=np.empty((ch, D, self.shared.alpha.shape[1])), v=np.empty((ch, D, P)),
+                     tau=np.empty((ch, D)), taup=np.empty((ch, D)))
 
 
-def output_arrays(plan: Plan) -> dict:
-    ch, D = plan.chains, plan.draws
-    P = plan.v.shape[1] if plan.has_p else 0
-    return {"alpha": np.empty((ch, D, plan.alpha.shape[1])), "v": np.empty((ch, D, P)), "tau": np.empty((ch, D)),
-            "taup": np.empty((ch, D))}
+def draws_dict(out: Draws, out_u: np.ndarray, plan: Plan) -> dict:
+    """The draws by name, u back in the release's area order."""
+    return {**out._asdict(), "u": unpermute(plan, out_u)}
 
 
 def run_serial(plan: Plan) -> dict:
     """Every phase in one compiled loop per chain, chains in parallel threads."""
-    out = output_arrays(plan)
-    out_u = np.empty((plan.chains, plan.draws, plan.G))
-    y, u, alpha, v, hyp = (plan.y.copy(), plan.u.copy(), plan.alpha.copy(), plan.v.copy(), plan.hyp.copy())
-    _run_chains(plan.keys, plan.binom, plan.ystar, plan.E, plan.kind, plan.scale, plan.half, plan.zero_pp, plan.zero_tab, plan.gtab,
-                plan.zrow, plan.has_totals, plan.pair_sweeps, plan.lgam, plan.akey, plan.ustart, plan.uparent,
-                plan.n_unit, plan.has_p, *plan.prior, plan.warmup, plan.draws, y, u, alpha, v, hyp,
-                out["alpha"], out_u, out["v"], out["tau"], out["taup"])
-    out["u"] = unpermute(plan, out_u)
-    return out
+    out = plan.draws()
+    areas = plan.areas()
+    _run_chains(plan.run, plan.table, plan.noise, plan.units, plan.prior, _copy(plan.shared), areas, plan.sums(),
+                out)
+    return draws_dict(out, areas.out_u, plan)
 
 
 def unpermute(plan: Plan, out_u: np.ndarray) -> np.ndarray:
-    if np.array_equal(plan.order, np.arange(plan.G)):
+    order = plan.table.akey
+    if np.array_equal(order, np.arange(plan.G)):
         return out_u
     res = np.empty_like(out_u)
-    res[:, :, plan.order] = out_u
+    res[:, :, order] = out_u
     return res
