@@ -1134,7 +1134,8 @@ def _partitions(prob: Problem, options: CensusDAOptions):
 
     s = prob.structure
     ex = current_executor()
-    client = ex.dask_client() if ex is not None else None
+    # (a Dask executor's client; asked only of one that runs actors, so a process pool is never started here)
+    client = ex.dask_client() if ex is not None and ex.runs_actors else None
     if options.partitions is not None and client is None:
         raise RefusedError("partitions", "is an option of the Dask schedulers (--scheduler local or tcp://HOST:PORT)")
     level = options.partition
