@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -138,6 +139,19 @@ def test_to_datatree_written_by_xarray_reads_back(tmp_path):
     for var, values in post.stored().items():
         np.testing.assert_array_equal(back.posterior[var], values)
     assert back.attrs["draws_sha256"] == post.netcdf_attrs()["draws_sha256"]
+
+
+def test_release_text_is_a_file_attribute_read_back(tmp_path):
+    """``release_json`` is on the file's root only (netcdf.FILE_ONLY_ATTRS), in the file infer writes and in the
+    DataTree of to_datatree, and Posterior.read gives it back among the posterior's attrs."""
+    post = expected()
+    post.attrs["release_json"] = '{"family": "t", "n": 3}'
+    post.to_netcdf(tmp_path / "p.nc")
+    tree = post.to_datatree()
+    assert tree.attrs["release_json"] == post.attrs["release_json"] and "release_json" not in tree["posterior"].attrs
+    with h5py.File(tmp_path / "p.nc", "r") as fh:
+        assert "release_json" in fh.attrs and "release_json" not in fh["posterior"].attrs
+    assert Posterior.read(tmp_path / "p.nc").attrs["release_json"] == post.attrs["release_json"]
 
 
 def test_summary_is_arviz0_summary_under_either_arviz():

@@ -25,7 +25,7 @@ def posteriors():
         posterior_predictive={"y_new": rng.normal(size=(2, 50))},
         sample_stats={"accepted": rng.random((2, 50)) < 0.5},
         attrs={"seed": 3, "constrained": True, "release_sha256": "abc", "bound": [0.0, 1.0], "obj": {"x": 1},
-               "none": None, "rate": 0.25, "ks": np.array([1, 2])},
+               "none": None, "rate": 0.25, "ks": np.array([1, 2]), "release_json": '{"family": "t"}'},
         warnings=["R-hat 1.2 > 1.01 for mu: ...", "second"], iid=False)
     padded = rng.dirichlet([1, 1, 1], size=(4, 20, 2))
     padded[..., 1, 2] = np.nan  # a ragged variable (naive Bayes feature_prob)

@@ -333,7 +333,8 @@ class Posterior:
     def from_arviz(cls, idata) -> "Posterior":
         """A Posterior from an ``arviz.InferenceData`` or an ``xarray.DataTree`` (a posterior file read back by
         ArviZ 0.x or 1.x, or :meth:`to_arviz`/:meth:`to_datatree`)."""
-        from .arviz_compat import group
+        from .arviz_compat import group, root_attrs
+        from .netcdf import FILE_ONLY_ATTRS
 
         ds = group(idata, "posterior")
         if ds is None:
@@ -347,6 +348,8 @@ class Posterior:
             for d in event:
                 coords.setdefault(d, [v.item() if hasattr(v, "item") else v for v in ds[d].values])
         attrs = dict(ds.attrs)
+        root = root_attrs(idata)
+        attrs.update({key: root[key] for key in FILE_ONLY_ATTRS if key in root})  # (the file's own, e.g. the release)
         family, method = str(attrs.pop("family", "")), str(attrs.pop("method", ""))
         extra = {}
         for name in ("posterior_predictive", "sample_stats"):
