@@ -139,8 +139,6 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     hyp["log_taup"] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     hyp["log_nc_step"] = math.log(0.3)
     hyp["scale"] = 1.0
-    # (binomial: each alpha_c's random-walk proposal, its log step adapted during warm-up)
-    alpha_step = np.full((opts.chains, C), math.log(0.1))
 
     def inner(a):
         return np.ascontiguousarray(a[order])
@@ -158,8 +156,7 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
         units=Units(ubase=0, ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0),
         prior=Prior(float(prior.alpha_mean), float(prior.alpha_sd), float(prior.tau_scale),
                     float(prior.tau_parent_scale)),
-        shared=Shared(alpha=alpha0, v=v0, dp=np.zeros_like(v0), hyp=hyp, alpha_step=alpha_step,
-                      alpha_prop=np.zeros((opts.chains, C))),
+        shared=Shared(alpha=alpha0, v=v0, dp=np.zeros_like(v0), hyp=hyp, alpha_prop=np.zeros((opts.chains, C))),
         y=np.ascontiguousarray(np.repeat(y0[order][None], opts.chains, axis=0)),
         u=np.ascontiguousarray(u0[:, order]))
 

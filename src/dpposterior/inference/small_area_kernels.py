@@ -413,7 +413,6 @@ class Shared(NamedTuple):
     v: np.ndarray           # (chains, max(P, 1)); v[:, 0] stays 0 without parents
     dp: np.ndarray          # (chains, max(P, 1)): the move of each v_p that its areas' u make at the next sweep
     hyp: np.ndarray         # (chains,) HYP records
-    alpha_step: np.ndarray  # (chains, C) log step of each alpha_c's random-walk proposal (binomial)
     alpha_prop: np.ndarray  # (chains, C) that proposal (phase 2 -> 3, 4)
 
 
@@ -430,13 +429,16 @@ class Sums(NamedTuple):
     """Per unit and chain: what the areas tell the shared parameters (phases 1 and 3)."""
 
     UY: np.ndarray          # (chains, U, C) counts
-    UB: np.ndarray          # (chains, U, C) exposure-weighted e^u
+    UB: np.ndarray          # (chains, U, C) Poisson: exposure-weighted e^u; binomial: the expected count sum N p
+    UH: np.ndarray          # (chains, U, C) binomial: sum N p (1 - p), the alpha_c conditional's information
     USU: np.ndarray         # (chains, U) sum of u
     USS: np.ndarray         # (chains, U) sum of u^2
     UD: np.ndarray          # (chains, U) Poisson: the non-centred proposal's log-likelihood change
     DA: np.ndarray          # (chains, U, C) binomial: the alpha_c proposal's change
     DT0: np.ndarray         # (chains, U, C) binomial: the tau proposal's change at the current alpha_c
     DT1: np.ndarray         # (chains, U, C) ... and at the proposed one
+    DE: np.ndarray          # (chains, U, C) binomial: the expected count sum N p at the alpha_c proposal
+    DH: np.ndarray          # (chains, U, C) ... and sum N p (1 - p) there
 
 
 class Draws(NamedTuple):
@@ -485,7 +487,7 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
     ustart, uparent = units.ustart, units.uparent
     alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
     y, u, Ysum, out_u = areas.y[ch], areas.u[ch], areas.Ysum[ch], areas.out_u[ch]
-    UY, UB, USU, USS = sums.UY[ch], sums.UB[ch], sums.USU[ch], sums.USS[ch]
+    UY, UB, UH, USU, USS = sums.UY[ch], sums.UB[ch], sums.UH[ch], sums.USU[ch], sums.USS[ch]
     buf = scratch.buf
     C = ystar.shape[1]
     tau = math.exp(hyp.log_tau)
@@ -500,6 +502,7 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
         for c in range(C):
             UY[un, c] = 0.0
             UB[un, c] = 0.0
+            UH[un, c] = 0.0
             av[c] = alpha[c] + v[p]
         su = 0.0
         sq = 0.0
@@ -559,7 +562,8 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
             eu = math.exp(u[g])
             for c in range(C):
                 UY[un, c] += y[g, c]
-                UB[un, c] += E[g, c] * eu
+                if not binom:
+                    UB[un, c] += E[g, c] * eu
             su += u[g]
             sq += u[g] * u[g]
         USU[un] = su
@@ -580,6 +584,32 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
             # (counter: the parent's global index, ubase + un, so that draws do not depend on the partitioning)
             v[p] = _slice(2, v[p], a, 0.0, taup, 0.0, w, key, SHARED + 100 + units.ubase + un, it, 0, scratch_n,
                           scratch_a, k)
+        if binom and it < warmup + out_u.shape[0]:
+            # the gradient and curvature of each alpha_c's log-likelihood at the state phase 2 updates alpha_c
+            # in (this sweep's y, u and, with parents, v_p): sum N p and sum N p (1 - p), for its Newton proposal
+            vp = v[p]
+            for g in range(ustart[un], ustart[un + 1]):
+                for c in range(C):
+                    pr = 1.0 / (1.0 + math.exp(-(alpha[c] + vp + u[g])))
+                    UB[un, c] += E[g, c] * pr
+                    UH[un, c] += E[g, c] * pr * (1.0 - pr)
+
+
+@numba.njit(cache=True, inline="always")
+def _newton(x, c, UY, UE, UI, prior):
+    """The Newton proposal of alpha_c = x under the binomial, from the unit sums of the counts (UY), of their
+    expectations N p (UE) and of N p (1 - p) (UI) at x: N(x + g / h, 1 / h), g and h the gradient and minus the
+    curvature of the log full conditional at x (prior included) -- for a Gaussian conditional an exact draw,
+    and close to one for the near-Gaussian logistic conditional.  Returns (mean, precision)."""
+    g = 0.0
+    h = 0.0
+    for un in range(UY.shape[0]):
+        g += UY[un, c] - UE[un, c]
+        h += UI[un, c]
+    prec0 = 1.0 / (prior.alpha_sd * prior.alpha_sd)
+    g -= (x - prior.alpha_mean) * prec0
+    h += prec0
+    return x + g / h, h
 
 
 @numba.njit(cache=True)
@@ -590,7 +620,7 @@ def _shared_a_chain(ch, it, run, prior, units, shared, sums):
     log tau_parent by slice steps, then a non-centred tau proposal."""
     key = run.keys[ch]
     alpha, v, hyp = shared.alpha[ch], shared.v[ch], shared.hyp[ch]
-    UY, UB, USS = sums.UY[ch], sums.UB[ch], sums.USS[ch]
+    UY, UB, UH, USS = sums.UY[ch], sums.UB[ch], sums.UH[ch], sums.USS[ch]
     uparent = units.uparent
     G = _n_areas(units)
     U, C = UY.shape
@@ -607,8 +637,8 @@ def _shared_a_chain(ch, it, run, prior, units, shared, sums):
             v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, SHARED + 100 + p, it, 0, NO_ARRAY, NO_ARRAY, 0)
     for c in range(C):
         if run.binom:
-            shared.alpha_prop[ch, c] = alpha[c] + math.exp(shared.alpha_step[ch, c]) * _normal(key, SHARED + 1, it,
-                                                                                              300 * c)
+            mean, prec = _newton(alpha[c], c, UY, UB, UH, prior)
+            shared.alpha_prop[ch, c] = mean + _normal(key, SHARED + 1, it, 300 * c) / math.sqrt(prec)
             continue
         a = 0.0
         b = 0.0
@@ -642,7 +672,7 @@ def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
     ustart, uparent = units.ustart, units.uparent
     alpha, v, hyp, alpha_prop = shared.alpha[ch], shared.v[ch], shared.hyp[ch], shared.alpha_prop[ch]
     u, Ysum, y = areas.u[ch], areas.Ysum[ch], areas.y[ch]
-    UD, DA, DT0, DT1 = sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
+    UD, DA, DT0, DT1, DE, DH = sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch], sums.DE[ch], sums.DH[ch]
     C = E.shape[1]
     r = math.exp(hyp.proposal - hyp.log_tau)
     ea = np.empty(C)
@@ -657,6 +687,8 @@ def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
                 da = 0.0
                 d0 = 0.0
                 d1 = 0.0
+                de = 0.0
+                dh = 0.0
                 for g in range(ustart[un], ustart[un + 1]):
                     n = E[g, c]
                     ru = r * u[g]
@@ -665,9 +697,14 @@ def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
                     da += y[g, c] * (a1 - a0) - n * (l10 - l00)
                     d0 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a0 + ru) - l00)
                     d1 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a1 + ru) - l10)
+                    pr = math.exp(a1 + u[g] - l10)  # logistic(a1 + u_g), from its log1pexp
+                    de += n * pr
+                    dh += n * pr * (1.0 - pr)
                 DA[un, c] = da
                 DT0[un, c] = d0
                 DT1[un, c] = d1
+                DE[un, c] = de
+                DH[un, c] = dh
             continue
         ev = math.exp(vp)
         d = 0.0
@@ -688,8 +725,9 @@ def _shared_b_chain(ch, it, run, prior, units, shared, sums, out):
     key = run.keys[ch]
     warmup = run.warmup
     alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
-    alpha_step, alpha_prop = shared.alpha_step[ch], shared.alpha_prop[ch]
+    alpha_prop = shared.alpha_prop[ch]
     USU, UD, DA, DT0, DT1 = sums.USU[ch], sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
+    UY, UB, UH, DE, DH = sums.UY[ch], sums.UB[ch], sums.UH[ch], sums.DE[ch], sums.DH[ch]
     alpha_mean, alpha_sd, tau_scale = prior.alpha_mean, prior.alpha_sd, prior.tau_scale
     n_unit = units.n_unit
     G = _n_areas(units)
@@ -708,11 +746,15 @@ def _shared_b_chain(ch, it, run, prior, units, shared, sums, out):
             a0 = alpha[c] - alpha_mean
             a1 = prop - alpha_mean
             dl += (a0 * a0 - a1 * a1) / (2.0 * alpha_sd * alpha_sd)
+            # Metropolis-Hastings: the Newton proposals there (from the current alpha_c) and back (from the
+            # proposal, on the sums phase 3 made there)
+            mean0, prec0 = _newton(alpha[c], c, UY, UB, UH, prior)
+            mean1, prec1 = _newton(prop, c, UY, DE, DH, prior)
+            dl += (0.5 * math.log(prec1) - 0.5 * prec1 * (alpha[c] - mean1) * (alpha[c] - mean1)
+                   - 0.5 * math.log(prec0) + 0.5 * prec0 * (prop - mean0) * (prop - mean0))
             took = math.log(_uniform(key, SHARED + 1, it, 300 * c + 7)) < dl
             if took:
                 alpha[c] = prop
-            if it < warmup:
-                alpha_step[c] += ((1.0 if took else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
             for un in range(U):
                 delta += DT1[un, c] if took else DT0[un, c]
     else:
@@ -873,8 +915,9 @@ class Plan:
 
     def sums(self) -> Sums:
         ch, U, C = self.chains, self.units.ustart.shape[0] - 1, self.table.ystar.shape[1]
-        return Sums(UY=np.zeros((ch, U, C)), UB=np.zeros((ch, U, C)), USU=np.zeros((ch, U)), USS=np.zeros((ch, U)),
-                    UD=np.zeros((ch, U)), DA=np.zeros((ch, U, C)), DT0=np.zeros((ch, U, C)), DT1=np.zeros((ch, U, C)))
+        return Sums(UY=np.zeros((ch, U, C)), UB=np.zeros((ch, U, C)), UH=np.zeros((ch, U, C)), USU=np.zeros((ch, U)),
+                    USS=np.zeros((ch, U)), UD=np.zeros((ch, U)), DA=np.zeros((ch, U, C)), DT0=np.zeros((ch, U, C)),
+                    DT1=np.zeros((ch, U, C)), DE=np.zeros((ch, U, C)), DH=np.zeros((ch, U, C)))
 
     def draws(self) -> Draws:
         ch, D = self.chains, self.run.draws
