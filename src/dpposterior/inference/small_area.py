@@ -17,7 +17,11 @@ max(0, .)), optionally with exact area totals.  A Gibbs sampler over (y, u, alph
   (alpha + d, u - d) (and (v + d, u_children - d)) by random-walk Metropolis on the priors (the
   likelihood is unchanged), and a non-centred Metropolis update of tau with u / tau held fixed
   (interweaving, Yu & Meng 2011; its step adapted during warm-up only), so tau mixes when the areas
-  carry little information.
+  carry little information;
+* **binomial counts** (``likelihood = "binomial"``): u_g and v_p by slice steps over their cells; alpha_c by
+  a Newton proposal (Metropolis-Hastings); without area totals the alpha_c and non-centred tau moves read
+  the likelihood with the latent counts summed out per cell (partial collapse: the next sweep draws y
+  afresh), so they need not wait on y where the noise leaves it loose (docs/small-area.md, "Binomial").
 
 An iteration runs in four phases (small_area_kernels.py): the areas' sweep, the shared parameters from
 per-unit sums, the non-centred proposal's log-likelihood change per unit, its decision and the shifts.

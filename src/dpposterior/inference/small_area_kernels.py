@@ -595,10 +595,8 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
                 for c in range(C):
                     eta = alpha[c] + vp + u[g]
                     if collapsed:
-                        lo, hi = _marginal_window(table, g, c, zero_tab)
-                        base = _marginal_ratios(table, g, c, kind, lgam, zero_tab, gtab, zrow[g, c], lo, hi, buf)
-                        _, dg, dh, _ = _cell_marginal(eta, E[g, c], lo, hi, buf, base, True, table, g, c, kind, lgam,
-                                                      zero_tab, gtab, zrow[g, c])
+                        _, _, _, _, dg, dh = _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab, zrow[g, c], buf,
+                                                             eta, 0.0, 0.0, 0.0, 1)
                     else:
                         pr = 1.0 / (1.0 + math.exp(-eta))
                         dg = y[g, c] - E[g, c] * pr
@@ -675,68 +673,76 @@ def _marginal(eta, n, lo, hi, buf, moments):
 
 
 @numba.njit(cache=True)
-def _marginal_ratios(table, g, c, kind, lgam, zero_tab, gtab, zrow, lo, hi, buf):
-    """Prepare cell (g, c)'s summed-out likelihood (:func:`_cell_marginal`): for Gaussian- and Laplace-shaped
-    noise (no post-processed 0) buf[i] = C(N, y + 1) p(y* | y + 1) / (C(N, y) p(y* | y)) at y = lo + i, the
-    recurrence of :func:`_draw_latent` (no exp per value), and the log of the y = lo term; else
-    (:func:`_marginal_base`) the log terms, and NaN -- :func:`_cell_marginal` then works in log space."""
+def _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab, zrow, buf, e0, e1, e2, e3, n_eta):
+    """Cell (g, c)'s summed-out likelihood (:func:`_marginal`) at the log odds e0 .. e3 (the first ``n_eta``; the
+    rest come back 0), and its derivative and minus its second derivative at e0.  For Gaussian- and
+    Laplace-shaped noise (no post-processed 0) in one pass of :func:`_draw_latent`'s recurrence, relative to
+    the y = lo term (no exp per value); where that overflows, and otherwise, in log space (``buf``)."""
     N = int(table.E[g, c])
+    n = table.E[g, c]
     scale = table.scale[g, c]
     ystar = table.ystar[g, c]
     zero_pp = table.zero_pp[g, c]
-    if zero_pp or kind == TABLE:
-        _marginal_base(table, g, c, zrow, kind, zero_tab, gtab, lgam, lo, hi, buf)
-        return np.nan
-    if kind == GAUSS:
-        q = math.exp(-1.0 / (scale * scale))
-        r = math.exp((ystar - lo - 0.5) / (scale * scale))
-        for i in range(hi - lo):
-            buf[i] = _count_ratio(0.0, N, 1.0, lo + i) * r
-            r *= q
-    else:
-        up = math.exp(1.0 / scale)
-        down = math.exp(-1.0 / scale)
-        for i in range(hi - lo):
-            d = ystar - (lo + i)
-            if d >= 1.0:
-                r = up
-            elif d <= 0.0:
-                r = down
-            else:
-                r = math.exp((2.0 * d - 1.0) / scale)
-            buf[i] = _count_ratio(0.0, N, 1.0, lo + i) * r
-    return (_lfact(lgam, N) - _lfact(lgam, lo) - _lfact(lgam, N - lo)
-            + _log_like_obs(kind, scale, ystar, lo, False, zero_tab, zrow, gtab))
-
-
-@numba.njit(cache=True)
-def _cell_marginal(eta, n, lo, hi, buf, base, moments, table, g, c, kind, lgam, zero_tab, gtab, zrow):
-    """:func:`_marginal` at log odds eta from :func:`_marginal_ratios`' buffer (``base``: its returned log term at
-    y = lo): the terms by the recurrence, one exp per call; where they overflow, or ``base`` is NaN, in log
-    space (the buffer is then rebuilt as log terms and ``base`` comes back NaN, for the cell's later calls)."""
-    if base == base:
-        z = math.exp(eta)
-        w = 1.0
-        total = 1.0
-        m1 = 0.0
-        m2 = 0.0
+    lo, hi = _marginal_window(table, g, c, zero_tab)
+    if not zero_pp and kind != TABLE:
+        z0 = math.exp(e0)
+        z1 = math.exp(e1) if n_eta > 1 else 0.0
+        z2 = math.exp(e2) if n_eta > 2 else 0.0
+        z3 = math.exp(e3) if n_eta > 3 else 0.0
+        w0 = w1 = w2 = w3 = 1.0
+        t0 = t1 = t2 = t3 = 1.0
+        s1 = 0.0
+        s2 = 0.0
+        q = 1.0
+        r = 1.0
+        up = down = 1.0
+        if kind == GAUSS:
+            q = math.exp(-1.0 / (scale * scale))
+            r = math.exp((ystar - lo - 0.5) / (scale * scale))
+        else:
+            up = math.exp(1.0 / scale)
+            down = math.exp(-1.0 / scale)
         for i in range(1, hi - lo + 1):
-            w *= buf[i - 1] * z
-            total += w
-            if moments:
-                m1 += i * w
-                m2 += i * i * w
-        if total < 1e300 and base > -np.inf:
-            out = base + lo * eta + math.log(total) - n * _log1pexp(eta)
-            if not moments:
-                return out, 0.0, 0.0, base
-            mean = m1 / total
-            var = max(m2 / total - mean * mean, 0.0)
-            pr = math.exp(eta - _log1pexp(eta))
-            return out, lo + mean - n * pr, n * pr * (1.0 - pr) - var, base
-        _marginal_base(table, g, c, zrow, kind, zero_tab, gtab, lgam, lo, hi, buf)
-    out, dg, dh = _marginal(eta, n, lo, hi, buf, moments)
-    return out, dg, dh, np.nan
+            y = lo + i - 1  # the ratio of the term at y + 1 to that at y, without the odds
+            if kind == GAUSS:
+                rho = _count_ratio(0.0, N, 1.0, y) * r
+                r *= q
+            else:
+                d = ystar - y
+                if d >= 1.0:
+                    rho = _count_ratio(0.0, N, 1.0, y) * up
+                elif d <= 0.0:
+                    rho = _count_ratio(0.0, N, 1.0, y) * down
+                else:
+                    rho = _count_ratio(0.0, N, 1.0, y) * math.exp((2.0 * d - 1.0) / scale)
+            w0 *= rho * z0
+            t0 += w0
+            s1 += i * w0
+            s2 += i * i * w0
+            if n_eta > 1:
+                w1 *= rho * z1
+                t1 += w1
+                w2 *= rho * z2
+                t2 += w2
+                w3 *= rho * z3
+                t3 += w3
+        if max(max(t0, t1), max(t2, t3)) < 1e300:
+            base = (_lfact(lgam, N) - _lfact(lgam, lo) - _lfact(lgam, N - lo)
+                    + _log_like_obs(kind, scale, ystar, lo, False, zero_tab, zrow, gtab))
+            m0 = base + lo * e0 + math.log(t0) - n * _log1pexp(e0)
+            m1 = base + lo * e1 + math.log(t1) - n * _log1pexp(e1) if n_eta > 1 else 0.0
+            m2 = base + lo * e2 + math.log(t2) - n * _log1pexp(e2) if n_eta > 2 else 0.0
+            m3 = base + lo * e3 + math.log(t3) - n * _log1pexp(e3) if n_eta > 3 else 0.0
+            mean = s1 / t0
+            var = max(s2 / t0 - mean * mean, 0.0)
+            pr = math.exp(e0 - _log1pexp(e0))
+            return m0, m1, m2, m3, lo + mean - n * pr, n * pr * (1.0 - pr) - var
+    _marginal_base(table, g, c, zrow, kind, zero_tab, gtab, lgam, lo, hi, buf)
+    m0, dg, dh = _marginal(e0, n, lo, hi, buf, True)
+    m1 = _marginal(e1, n, lo, hi, buf, False)[0] if n_eta > 1 else 0.0
+    m2 = _marginal(e2, n, lo, hi, buf, False)[0] if n_eta > 2 else 0.0
+    m3 = _marginal(e3, n, lo, hi, buf, False)[0] if n_eta > 3 else 0.0
+    return m0, m1, m2, m3, dg, dh
 
 
 @numba.njit(cache=True, inline="always")
@@ -842,17 +848,9 @@ def _nc_delta_chain(ch, run, table, noise, units, shared, areas, sums):
                     n = E[g, c]
                     ru = r * u[g]
                     if collapsed:
-                        zr = table.zrow[g, c]
-                        lo, hi = _marginal_window(table, g, c, zero_tab)
-                        base = _marginal_ratios(table, g, c, kind, lgam, zero_tab, gtab, zr, lo, hi, buf)
-                        m00, _, _, base = _cell_marginal(a0 + u[g], n, lo, hi, buf, base, False, table, g, c, kind,
-                                                         lgam, zero_tab, gtab, zr)
-                        m10, g1, h1, base = _cell_marginal(a1 + u[g], n, lo, hi, buf, base, True, table, g, c, kind,
-                                                           lgam, zero_tab, gtab, zr)
-                        m0r, _, _, base = _cell_marginal(a0 + ru, n, lo, hi, buf, base, False, table, g, c, kind,
-                                                         lgam, zero_tab, gtab, zr)
-                        m1r, _, _, base = _cell_marginal(a1 + ru, n, lo, hi, buf, base, False, table, g, c, kind,
-                                                         lgam, zero_tab, gtab, zr)
+                        m10, m00, m1r, m0r, g1, h1 = _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab,
+                                                                      table.zrow[g, c], buf, a1 + u[g], a0 + u[g],
+                                                                      a1 + ru, a0 + ru, 4)
                         da += m10 - m00
                         d0 += m0r - m00
                         d1 += m1r - m10
