@@ -17,7 +17,11 @@ max(0, .)), optionally with exact area totals.  A Gibbs sampler over (y, u, alph
   (alpha + d, u - d) (and (v + d, u_children - d)) by random-walk Metropolis on the priors (the
   likelihood is unchanged), and a non-centred Metropolis update of tau with u / tau held fixed
   (interweaving, Yu & Meng 2011; its step adapted during warm-up only), so tau mixes when the areas
-  carry little information.
+  carry little information;
+* **binomial counts** (``likelihood = "binomial"``): u_g and v_p by slice steps over their cells; alpha_c by
+  a Newton proposal (Metropolis-Hastings); without area totals the alpha_c and non-centred tau moves read
+  the likelihood with the latent counts summed out per cell (partial collapse: the next sweep draws y
+  afresh), so they need not wait on y where the noise leaves it loose (docs/small-area.md, "Binomial").
 
 An iteration runs in four phases (small_area_kernels.py): the areas' sweep, the shared parameters from
 per-unit sums, the non-centred proposal's log-likelihood change per unit, its decision and the shifts.
@@ -139,8 +143,6 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
     hyp["log_taup"] = np.log(rng.uniform(0.2, 1.0, size=opts.chains))
     hyp["log_nc_step"] = math.log(0.3)
     hyp["scale"] = 1.0
-    # (binomial: each alpha_c's random-walk proposal, its log step adapted during warm-up)
-    alpha_step = np.full((opts.chains, C), math.log(0.1))
 
     def inner(a):
         return np.ascontiguousarray(a[order])
@@ -158,8 +160,7 @@ def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
         units=Units(ubase=0, ustart=ustart, uparent=uparent, n_unit=n_unit, has_p=P > 0),
         prior=Prior(float(prior.alpha_mean), float(prior.alpha_sd), float(prior.tau_scale),
                     float(prior.tau_parent_scale)),
-        shared=Shared(alpha=alpha0, v=v0, dp=np.zeros_like(v0), hyp=hyp, alpha_step=alpha_step,
-                      alpha_prop=np.zeros((opts.chains, C))),
+        shared=Shared(alpha=alpha0, v=v0, dp=np.zeros_like(v0), hyp=hyp, alpha_prop=np.zeros((opts.chains, C))),
         y=np.ascontiguousarray(np.repeat(y0[order][None], opts.chains, axis=0)),
         u=np.ascontiguousarray(u0[:, order]))
 

@@ -50,12 +50,12 @@ class Partition:
 
     def nc_delta(self, shared: sa.Shared):
         p = self.plan
-        sa.nc_delta_partition(p.run, p.table, p.units, shared, self.areas, self.sums)
-        return self.sums.UD, self.sums.DA, self.sums.DT0, self.sums.DT1
+        sa.nc_delta_partition(p.run, p.table, p.noise, p.units, shared, self.areas, self.sums)
+        return self.sums.UD, self.sums.DA, self.sums.DT0, self.sums.DT1, self.sums.DG, self.sums.DH
 
     def unit_sums(self):
         """The unit sums of the last sweep, and the parents' v (binomial: updated by the sweep)."""
-        return self.sums.UY, self.sums.UB, self.sums.USU, self.sums.USS, self.v
+        return self.sums.UY, self.sums.UB, self.sums.UG, self.sums.UH, self.sums.USU, self.sums.USS, self.v
 
     def replay(self, messages) -> int:
         for msg in messages:
@@ -200,13 +200,13 @@ def run_dask(plan: sa.Plan, partitions: int | None, ex) -> dict:
         parts = cluster.call("sweep", lambda i: msgs[i])
         if it == total:
             break
-        for k, name in enumerate(("UY", "UB", "USU", "USS")):
+        for k, name in enumerate(("UY", "UB", "UG", "UH", "USU", "USS")):
             np.concatenate([p[k] for p in parts], axis=1, out=getattr(sums, name))
         if plan.run.binom and plan.units.has_p:  # the parents' v, as the partitions' sweeps left them
-            np.concatenate([p[4] for p in parts], axis=1, out=shared.v)
+            np.concatenate([p[6] for p in parts], axis=1, out=shared.v)
         sa.shared_a(it, plan.run, plan.prior, plan.units, shared, sums)
         deltas = cluster.call("nc_delta", lambda i: (cluster.shared_part(i, shared),))
-        for k, name in enumerate(("UD", "DA", "DT0", "DT1")):
+        for k, name in enumerate(("UD", "DA", "DT0", "DT1", "DG", "DH")):
             np.concatenate([d[k] for d in deltas], axis=1, out=getattr(sums, name))
         sa.shared_b(it, plan.run, plan.prior, plan.units, shared, sums, out)
         if AFTER_ITERATION is not None:

@@ -413,7 +413,6 @@ class Shared(NamedTuple):
     v: np.ndarray           # (chains, max(P, 1)); v[:, 0] stays 0 without parents
     dp: np.ndarray          # (chains, max(P, 1)): the move of each v_p that its areas' u make at the next sweep
     hyp: np.ndarray         # (chains,) HYP records
-    alpha_step: np.ndarray  # (chains, C) log step of each alpha_c's random-walk proposal (binomial)
     alpha_prop: np.ndarray  # (chains, C) that proposal (phase 2 -> 3, 4)
 
 
@@ -430,13 +429,17 @@ class Sums(NamedTuple):
     """Per unit and chain: what the areas tell the shared parameters (phases 1 and 3)."""
 
     UY: np.ndarray          # (chains, U, C) counts
-    UB: np.ndarray          # (chains, U, C) exposure-weighted e^u
+    UB: np.ndarray          # (chains, U, C) Poisson: exposure-weighted e^u
+    UG: np.ndarray          # (chains, U, C) binomial: the gradient in alpha_c of the log-likelihood alpha_c's move
+    UH: np.ndarray          # (chains, U, C) targets (:func:`_collapsed`), and minus its curvature
     USU: np.ndarray         # (chains, U) sum of u
     USS: np.ndarray         # (chains, U) sum of u^2
     UD: np.ndarray          # (chains, U) Poisson: the non-centred proposal's log-likelihood change
     DA: np.ndarray          # (chains, U, C) binomial: the alpha_c proposal's change
     DT0: np.ndarray         # (chains, U, C) binomial: the tau proposal's change at the current alpha_c
     DT1: np.ndarray         # (chains, U, C) ... and at the proposed one
+    DG: np.ndarray          # (chains, U, C) binomial: UG at the alpha_c proposal
+    DH: np.ndarray          # (chains, U, C) ... and UH there
 
 
 class Draws(NamedTuple):
@@ -485,8 +488,9 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
     ustart, uparent = units.ustart, units.uparent
     alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
     y, u, Ysum, out_u = areas.y[ch], areas.u[ch], areas.Ysum[ch], areas.out_u[ch]
-    UY, UB, USU, USS = sums.UY[ch], sums.UB[ch], sums.USU[ch], sums.USS[ch]
+    UY, UB, UG, UH, USU, USS = sums.UY[ch], sums.UB[ch], sums.UG[ch], sums.UH[ch], sums.USU[ch], sums.USS[ch]
     buf = scratch.buf
+    collapsed = _collapsed(run)
     C = ystar.shape[1]
     tau = math.exp(hyp.log_tau)
     move_scale, move_shift = hyp.scale, hyp.shift
@@ -500,6 +504,8 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
         for c in range(C):
             UY[un, c] = 0.0
             UB[un, c] = 0.0
+            UG[un, c] = 0.0
+            UH[un, c] = 0.0
             av[c] = alpha[c] + v[p]
         su = 0.0
         sq = 0.0
@@ -559,7 +565,8 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
             eu = math.exp(u[g])
             for c in range(C):
                 UY[un, c] += y[g, c]
-                UB[un, c] += E[g, c] * eu
+                if not binom:
+                    UB[un, c] += E[g, c] * eu
             su += u[g]
             sq += u[g] * u[g]
         USU[un] = su
@@ -580,17 +587,191 @@ def _sweep_chain(ch, it, run, table, noise, units, shared, areas, sums, scratch)
             # (counter: the parent's global index, ubase + un, so that draws do not depend on the partitioning)
             v[p] = _slice(2, v[p], a, 0.0, taup, 0.0, w, key, SHARED + 100 + units.ubase + un, it, 0, scratch_n,
                           scratch_a, k)
+        if binom and it < warmup + out_u.shape[0]:
+            # the gradient and minus the curvature of the log-likelihood alpha_c's move targets, at the state phase
+            # 2 updates alpha_c in (this sweep's u and, with parents, v_p), for its Newton proposal
+            vp = v[p]
+            for g in range(ustart[un], ustart[un + 1]):
+                for c in range(C):
+                    eta = alpha[c] + vp + u[g]
+                    if collapsed:
+                        _, _, _, _, dg, dh = _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab, zrow[g, c], buf,
+                                                             eta, 0.0, 0.0, 0.0, 1)
+                    else:
+                        pr = 1.0 / (1.0 + math.exp(-eta))
+                        dg = y[g, c] - E[g, c] * pr
+                        dh = E[g, c] * pr * (1.0 - pr)
+                    UG[un, c] += dg
+                    UH[un, c] += dh
+
+
+@numba.njit(cache=True, inline="always")
+def _collapsed(run):
+    """Whether the binomial's alpha_c and non-centred tau moves target the likelihood with the latent counts
+    summed out (each cell's y* given its log odds).  Valid because phase 1 of the next iteration draws every
+    y_g afresh from its full conditional before anything reads it: the moves of phases 2-4 leave the
+    marginal posterior of the effects invariant, and the fresh y completes a draw of the joint (partial
+    collapse, van Dyk & Park 2008).  With area totals the cells move in pairs -- no fresh draw of y_g --
+    so there the moves condition on y."""
+    return run.binom and not run.has_totals
+
+
+@numba.njit(cache=True, inline="always")
+def _marginal_window(table, g, c, zero_tab):
+    """The y of cell (g, c) that the summed-out likelihood enumerates: the noise window within 0..N."""
+    N = int(table.E[g, c])
+    if table.zero_pp[g, c]:
+        lo, hi = 0, zero_tab.shape[1] - 1
+    else:
+        lo = int(math.floor(table.ystar[g, c] - table.half[g, c]))
+        hi = int(math.ceil(table.ystar[g, c] + table.half[g, c]))
+    hi = max(min(hi, N), 0)
+    lo = min(max(lo, 0), hi)
+    return lo, hi
+
+
+@numba.njit(cache=True)
+def _marginal_base(table, g, c, zrow, kind, zero_tab, gtab, lgam, lo, hi, buf):
+    """buf[y - lo] = log C(N, y) + log p(y* | y) for y = lo..hi: the part of each term of the summed-out
+    likelihood that does not depend on the log odds."""
+    N = int(table.E[g, c])
+    lN = _lfact(lgam, N)
+    for y in range(lo, hi + 1):
+        buf[y - lo] = (lN - _lfact(lgam, y) - _lfact(lgam, N - y)
+                       + _log_like_obs(kind, table.scale[g, c], table.ystar[g, c], y, table.zero_pp[g, c], zero_tab,
+                                       zrow, gtab))
+
+
+@numba.njit(cache=True)
+def _marginal(eta, n, lo, hi, buf, moments):
+    """log sum_y Binomial(y; n, logistic(eta)) p(y* | y) over y = lo..hi (``buf``: :func:`_marginal_base`), and
+    with ``moments`` its derivative in eta, E[y | y*] - n p, and minus its second, n p (1 - p) - Var[y | y*]."""
+    best = -np.inf
+    for i in range(hi - lo + 1):
+        w = (lo + i) * eta + buf[i]
+        if w > best:
+            best = w
+    lp = n * _log1pexp(eta)
+    if best == -np.inf:
+        return -np.inf, 0.0, 0.0
+    total = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    for i in range(hi - lo + 1):
+        w = math.exp((lo + i) * eta + buf[i] - best)
+        total += w
+        if moments:
+            m1 += i * w
+            m2 += i * i * w
+    out = best + math.log(total) - lp
+    if not moments:
+        return out, 0.0, 0.0
+    mean = m1 / total
+    var = max(m2 / total - mean * mean, 0.0)
+    pr = math.exp(eta - _log1pexp(eta))
+    return out, lo + mean - n * pr, n * pr * (1.0 - pr) - var
+
+
+@numba.njit(cache=True)
+def _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab, zrow, buf, e0, e1, e2, e3, n_eta):
+    """Cell (g, c)'s summed-out likelihood (:func:`_marginal`) at the log odds e0 .. e3 (the first ``n_eta``; the
+    rest come back 0), and its derivative and minus its second derivative at e0.  For Gaussian- and
+    Laplace-shaped noise (no post-processed 0) in one pass of :func:`_draw_latent`'s recurrence, relative to
+    the y = lo term (no exp per value); where that overflows, and otherwise, in log space (``buf``)."""
+    N = int(table.E[g, c])
+    n = table.E[g, c]
+    scale = table.scale[g, c]
+    ystar = table.ystar[g, c]
+    zero_pp = table.zero_pp[g, c]
+    lo, hi = _marginal_window(table, g, c, zero_tab)
+    if not zero_pp and kind != TABLE:
+        z0 = math.exp(e0)
+        z1 = math.exp(e1) if n_eta > 1 else 0.0
+        z2 = math.exp(e2) if n_eta > 2 else 0.0
+        z3 = math.exp(e3) if n_eta > 3 else 0.0
+        w0 = w1 = w2 = w3 = 1.0
+        t0 = t1 = t2 = t3 = 1.0
+        s1 = 0.0
+        s2 = 0.0
+        q = 1.0
+        r = 1.0
+        up = down = 1.0
+        if kind == GAUSS:
+            q = math.exp(-1.0 / (scale * scale))
+            r = math.exp((ystar - lo - 0.5) / (scale * scale))
+        else:
+            up = math.exp(1.0 / scale)
+            down = math.exp(-1.0 / scale)
+        for i in range(1, hi - lo + 1):
+            y = lo + i - 1  # the ratio of the term at y + 1 to that at y, without the odds
+            if kind == GAUSS:
+                rho = _count_ratio(0.0, N, 1.0, y) * r
+                r *= q
+            else:
+                d = ystar - y
+                if d >= 1.0:
+                    rho = _count_ratio(0.0, N, 1.0, y) * up
+                elif d <= 0.0:
+                    rho = _count_ratio(0.0, N, 1.0, y) * down
+                else:
+                    rho = _count_ratio(0.0, N, 1.0, y) * math.exp((2.0 * d - 1.0) / scale)
+            w0 *= rho * z0
+            t0 += w0
+            s1 += i * w0
+            s2 += i * i * w0
+            if n_eta > 1:
+                w1 *= rho * z1
+                t1 += w1
+                w2 *= rho * z2
+                t2 += w2
+                w3 *= rho * z3
+                t3 += w3
+        if max(max(t0, t1), max(t2, t3)) < 1e300:
+            base = (_lfact(lgam, N) - _lfact(lgam, lo) - _lfact(lgam, N - lo)
+                    + _log_like_obs(kind, scale, ystar, lo, False, zero_tab, zrow, gtab))
+            m0 = base + lo * e0 + math.log(t0) - n * _log1pexp(e0)
+            m1 = base + lo * e1 + math.log(t1) - n * _log1pexp(e1) if n_eta > 1 else 0.0
+            m2 = base + lo * e2 + math.log(t2) - n * _log1pexp(e2) if n_eta > 2 else 0.0
+            m3 = base + lo * e3 + math.log(t3) - n * _log1pexp(e3) if n_eta > 3 else 0.0
+            mean = s1 / t0
+            var = max(s2 / t0 - mean * mean, 0.0)
+            pr = math.exp(e0 - _log1pexp(e0))
+            return m0, m1, m2, m3, lo + mean - n * pr, n * pr * (1.0 - pr) - var
+    _marginal_base(table, g, c, zrow, kind, zero_tab, gtab, lgam, lo, hi, buf)
+    m0, dg, dh = _marginal(e0, n, lo, hi, buf, True)
+    m1 = _marginal(e1, n, lo, hi, buf, False)[0] if n_eta > 1 else 0.0
+    m2 = _marginal(e2, n, lo, hi, buf, False)[0] if n_eta > 2 else 0.0
+    m3 = _marginal(e3, n, lo, hi, buf, False)[0] if n_eta > 3 else 0.0
+    return m0, m1, m2, m3, dg, dh
+
+
+@numba.njit(cache=True, inline="always")
+def _newton(x, c, UG, UH, prior):
+    """The Newton proposal of alpha_c = x under the binomial, from the unit sums of the gradient (UG) and minus
+    the curvature (UH) of the log-likelihood at x: N(x + g / h, 1 / h), g and h those of the log full
+    conditional (prior included) -- for a Gaussian conditional an exact draw, and close to one for the
+    near-Gaussian logistic one.  Returns (mean, precision); h is kept at least the prior's precision (the
+    summed-out likelihood need not be log-concave)."""
+    g = 0.0
+    h = 0.0
+    for un in range(UG.shape[0]):
+        g += UG[un, c]
+        h += UH[un, c]
+    prec0 = 1.0 / (prior.alpha_sd * prior.alpha_sd)
+    g -= (x - prior.alpha_mean) * prec0
+    h = max(h, 0.0) + prec0
+    return x + g / h, h
 
 
 @numba.njit(cache=True)
 def _shared_a_chain(ch, it, run, prior, units, shared, sums):
     """Phase 2 for chain ``ch``, on the unit sums of every area.  Poisson: v_p and alpha_c by slice steps on
-    their exact full conditionals (sufficient statistics: the unit sums).  Binomial: a random-walk proposal
-    for each alpha_c (decided in phase 4 on the per-unit log-likelihood changes of phase 3).  Both: log tau,
+    their exact full conditionals (sufficient statistics: the unit sums).  Binomial: a Newton proposal for
+    each alpha_c (:func:`_newton`, decided in phase 4 on the per-unit log-likelihood changes of phase 3).  Both: log tau,
     log tau_parent by slice steps, then a non-centred tau proposal."""
     key = run.keys[ch]
     alpha, v, hyp = shared.alpha[ch], shared.v[ch], shared.hyp[ch]
-    UY, UB, USS = sums.UY[ch], sums.UB[ch], sums.USS[ch]
+    UY, UB, UG, UH, USS = sums.UY[ch], sums.UB[ch], sums.UG[ch], sums.UH[ch], sums.USS[ch]
     uparent = units.uparent
     G = _n_areas(units)
     U, C = UY.shape
@@ -607,8 +788,8 @@ def _shared_a_chain(ch, it, run, prior, units, shared, sums):
             v[p] = _slice(0, v[p], a, b, taup, 0.0, w, key, SHARED + 100 + p, it, 0, NO_ARRAY, NO_ARRAY, 0)
     for c in range(C):
         if run.binom:
-            shared.alpha_prop[ch, c] = alpha[c] + math.exp(shared.alpha_step[ch, c]) * _normal(key, SHARED + 1, it,
-                                                                                              300 * c)
+            mean, prec = _newton(alpha[c], c, UG, UH, prior)
+            shared.alpha_prop[ch, c] = mean + _normal(key, SHARED + 1, it, 300 * c) / math.sqrt(prec)
             continue
         a = 0.0
         b = 0.0
@@ -633,16 +814,20 @@ def _shared_a_chain(ch, it, run, prior, units, shared, sums):
 
 
 @numba.njit(cache=True)
-def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
+def _nc_delta_chain(ch, run, table, noise, units, shared, areas, sums):
     """Phase 3 for chain ``ch``, per unit: the log-likelihood change of scaling u by tau' / tau (u / tau fixed)
-    -- Poisson: ``UD``; binomial, per cell: ``DT0`` at the current alpha_c, ``DT1`` at the proposed one, and
+    -- Poisson: ``UD``; binomial, per cell: ``DT0`` at the current alpha_c, ``DT1`` at the proposed one,
     ``DA`` the change of the alpha_c proposal itself (phase 4 decides alpha first, then tau with the
-    matching change)."""
+    matching change), and the gradient and curvature at the proposal (``DG``, ``DH``: its way back).  The
+    binomial's likelihood has the latent counts summed out (:func:`_collapsed`) or is given them."""
     E = table.E
+    kind, zero_tab, gtab, lgam = noise
+    collapsed = _collapsed(run)
+    buf = _scratch(run, table, noise, units).buf if collapsed else np.empty(0)
     ustart, uparent = units.ustart, units.uparent
     alpha, v, hyp, alpha_prop = shared.alpha[ch], shared.v[ch], shared.hyp[ch], shared.alpha_prop[ch]
     u, Ysum, y = areas.u[ch], areas.Ysum[ch], areas.y[ch]
-    UD, DA, DT0, DT1 = sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
+    UD, DA, DT0, DT1, DG, DH = sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch], sums.DG[ch], sums.DH[ch]
     C = E.shape[1]
     r = math.exp(hyp.proposal - hyp.log_tau)
     ea = np.empty(C)
@@ -657,17 +842,34 @@ def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
                 da = 0.0
                 d0 = 0.0
                 d1 = 0.0
+                dg = 0.0
+                dh = 0.0
                 for g in range(ustart[un], ustart[un + 1]):
                     n = E[g, c]
                     ru = r * u[g]
+                    if collapsed:
+                        m10, m00, m1r, m0r, g1, h1 = _cell_marginals(table, g, c, kind, lgam, zero_tab, gtab,
+                                                                      table.zrow[g, c], buf, a1 + u[g], a0 + u[g],
+                                                                      a1 + ru, a0 + ru, 4)
+                        da += m10 - m00
+                        d0 += m0r - m00
+                        d1 += m1r - m10
+                        dg += g1
+                        dh += h1
+                        continue
                     l00 = _log1pexp(a0 + u[g])
                     l10 = _log1pexp(a1 + u[g])
                     da += y[g, c] * (a1 - a0) - n * (l10 - l00)
                     d0 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a0 + ru) - l00)
                     d1 += y[g, c] * (ru - u[g]) - n * (_log1pexp(a1 + ru) - l10)
+                    pr = math.exp(a1 + u[g] - l10)  # logistic(a1 + u_g), from its log1pexp
+                    dg += y[g, c] - n * pr
+                    dh += n * pr * (1.0 - pr)
                 DA[un, c] = da
                 DT0[un, c] = d0
                 DT1[un, c] = d1
+                DG[un, c] = dg
+                DH[un, c] = dh
             continue
         ev = math.exp(vp)
         d = 0.0
@@ -681,15 +883,16 @@ def _nc_delta_chain(ch, run, table, units, shared, areas, sums):
 
 @numba.njit(cache=True)
 def _shared_b_chain(ch, it, run, prior, units, shared, sums, out):
-    """Phase 4 for chain ``ch``: (binomial: each alpha_c's proposal, Metropolis); the non-centred tau
+    """Phase 4 for chain ``ch``: (binomial: each alpha_c's proposal, Metropolis-Hastings); the non-centred tau
     (interweaving, Yu & Meng 2011); then the shifts (alpha + d, u - d) and (v_p + d, u_children - d) by
     random-walk Metropolis on the priors (they leave the likelihood unchanged); ``hyp`` and ``dp`` carry the
     moves u must make at the next sweep; after warm-up, the draw goes to ``out``."""
     key = run.keys[ch]
     warmup = run.warmup
     alpha, v, dp, hyp = shared.alpha[ch], shared.v[ch], shared.dp[ch], shared.hyp[ch]
-    alpha_step, alpha_prop = shared.alpha_step[ch], shared.alpha_prop[ch]
+    alpha_prop = shared.alpha_prop[ch]
     USU, UD, DA, DT0, DT1 = sums.USU[ch], sums.UD[ch], sums.DA[ch], sums.DT0[ch], sums.DT1[ch]
+    UG, UH, DG, DH = sums.UG[ch], sums.UH[ch], sums.DG[ch], sums.DH[ch]
     alpha_mean, alpha_sd, tau_scale = prior.alpha_mean, prior.alpha_sd, prior.tau_scale
     n_unit = units.n_unit
     G = _n_areas(units)
@@ -708,11 +911,15 @@ def _shared_b_chain(ch, it, run, prior, units, shared, sums, out):
             a0 = alpha[c] - alpha_mean
             a1 = prop - alpha_mean
             dl += (a0 * a0 - a1 * a1) / (2.0 * alpha_sd * alpha_sd)
+            # Metropolis-Hastings: the Newton proposals there (from the current alpha_c) and back (from the
+            # proposal, on the sums phase 3 made there)
+            mean0, prec0 = _newton(alpha[c], c, UG, UH, prior)
+            mean1, prec1 = _newton(prop, c, DG, DH, prior)
+            dl += (0.5 * math.log(prec1) - 0.5 * prec1 * (alpha[c] - mean1) * (alpha[c] - mean1)
+                   - 0.5 * math.log(prec0) + 0.5 * prec0 * (prop - mean0) * (prop - mean0))
             took = math.log(_uniform(key, SHARED + 1, it, 300 * c + 7)) < dl
             if took:
                 alpha[c] = prop
-            if it < warmup:
-                alpha_step[c] += ((1.0 if took else 0.0) - NC_TARGET) / (it + 1.0) ** 0.6
             for un in range(U):
                 delta += DT1[un, c] if took else DT0[un, c]
     else:
@@ -782,7 +989,7 @@ def _run_chains(run, table, noise, units, prior, shared, areas, sums, out):
             if it == last:
                 break
             _shared_a_chain(ch, it, run, prior, units, shared, sums)
-            _nc_delta_chain(ch, run, table, units, shared, areas, sums)
+            _nc_delta_chain(ch, run, table, noise, units, shared, areas, sums)
             _shared_b_chain(ch, it, run, prior, units, shared, sums, out)
 
 
@@ -795,10 +1002,10 @@ def sweep_partition(it, run, table, noise, units, shared, areas, sums):
 
 
 @numba.njit(cache=True, parallel=True)
-def nc_delta_partition(run, table, units, shared, areas, sums):
+def nc_delta_partition(run, table, noise, units, shared, areas, sums):
     """Phase 3 of every chain over one partition's areas."""
     for ch in numba.prange(run.keys.shape[0]):
-        _nc_delta_chain(ch, run, table, units, shared, areas, sums)
+        _nc_delta_chain(ch, run, table, noise, units, shared, areas, sums)
 
 
 @numba.njit(cache=True)
@@ -873,8 +1080,10 @@ class Plan:
 
     def sums(self) -> Sums:
         ch, U, C = self.chains, self.units.ustart.shape[0] - 1, self.table.ystar.shape[1]
-        return Sums(UY=np.zeros((ch, U, C)), UB=np.zeros((ch, U, C)), USU=np.zeros((ch, U)), USS=np.zeros((ch, U)),
-                    UD=np.zeros((ch, U)), DA=np.zeros((ch, U, C)), DT0=np.zeros((ch, U, C)), DT1=np.zeros((ch, U, C)))
+        return Sums(UY=np.zeros((ch, U, C)), UB=np.zeros((ch, U, C)), UG=np.zeros((ch, U, C)), UH=np.zeros((ch, U, C)),
+                    USU=np.zeros((ch, U)), USS=np.zeros((ch, U)), UD=np.zeros((ch, U)), DA=np.zeros((ch, U, C)),
+                    DT0=np.zeros((ch, U, C)), DT1=np.zeros((ch, U, C)), DG=np.zeros((ch, U, C)),
+                    DH=np.zeros((ch, U, C)))
 
     def draws(self) -> Draws:
         ch, D = self.chains, self.run.draws
