@@ -57,6 +57,8 @@ def diagnostics_bytes(chains: int, draws: int, components: int) -> float:
 
     from .convergence import BLOCK_VALUES, MAX_THREADS
 
+    if draws < 4:  # (too few draws to diagnose: the checks only say so)
+        return 0.0
     per_component = float(chains) * float(draws)
     step = max(1, BLOCK_VALUES // max(1, int(per_component)))
     blocks = -(-max(int(components), 1) // step)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..options import MCMCOptions
 from .mcmc_common import RobbinsMonroAdapter, chain_workers, map_chains, nb_robbins_monro
-from .linreg_common import (check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
+from .linreg_common import (check_memory, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
 
 
 def run_fixeds_numpy(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2_0,
@@ -204,6 +204,7 @@ def mcmc_fixeds(release, prior, options):
     data = release.regression_data()
     require_gaussian(data, "mcmc-fixeds")
     check_dims(data, prior)
+    check_memory("mcmc-fixeds", data, options)
     rng = options.rng()
     S = nearest_psd(data.xtx)[None]
     zhat = data.xty[None]

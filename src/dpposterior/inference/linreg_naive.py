@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..options import MCMCOptions
-from .linreg_common import (check_dims, make_posterior, nearest_psd, prior_arrays,
+from .linreg_common import (check_memory, check_dims, make_posterior, nearest_psd, prior_arrays,
                             theta_precision, tri_solve, tri_solve_t, chol)
 from .linreg_fixeds import run_fixeds, sigma2_start
 
@@ -39,6 +39,7 @@ class NaiveOptions(MCMCOptions):
 def naive(release, prior, options):
     data = release.regression_data()
     check_dims(data, prior)
+    check_memory("naive", data, options)
     rng = options.rng()
     S = naive_inputs(data.xtx)[None]
     zhat = data.xty[None]
