@@ -49,7 +49,7 @@ import numpy as np
 from ..options import MCMCOptions, constrained_option, option
 from ..errors import InputError, RefusedError
 from ..mechanisms.base import NoiseShape
-from .linreg_common import (check_memory, chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
+from .linreg_common import (check_memory, theta_draw_values, chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
                             sym, tri_solve, tri_solve_t, check_dims)
 from .truncated import inverse_gaussian_recip
 
@@ -382,6 +382,7 @@ class BSOptions(MCMCOptions):
     (data in [0, 1], Kazan & Reiter App. I); ``max_rejections``, redraws of an infeasible block."""
 
     engine: ClassVar[str] = "mcmc-bs"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
     constrained: bool = constrained_option("restrict the data blocks to data in [0, 1] (Kazan & Reiter App. I)")
     max_rejections: int = option(DEFAULT_MAX_REJECTIONS, "int", "redraws of an infeasible block before it keeps "

@@ -227,6 +227,12 @@ def initial_theta(data, prior_prec, prior_shift, sigma2: float) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- memory
 
+def theta_draw_values(release) -> int:
+    """The values one stored draw holds for the engines that draw (theta, sigma2) or theta alone, no Sigma_x
+    (``EngineOptions.draw_values``; the family's hook counts mcmc-normalx's d x d Sigma_x)."""
+    return int(release.d) + 1
+
+
 def bs_dimension(d: int) -> int:
     """D, the free coordinates of vech(w w') that mcmc-bs moves (w = [x (d), y]; an upper bound with an
     intercept, which fixes one)."""

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..options import EngineOptions, option
-from .linreg_common import (check_memory, check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays, require_gaussian,
+from .linreg_common import (check_memory, theta_draw_values, check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays, require_gaussian,
                             theta_precision, tri_solve, tri_solve_t)
 
 
@@ -44,6 +44,7 @@ class FastOptions(EngineOptions):
     draws); ``sigma2_fixed``, the fixed noise variance (none: a crude estimate from the release)."""
 
     engine: ClassVar[str] = "bayes-fixeds-fast"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
     sigma2_fixed: float | None = option(None, "float", "fixed noise variance sigma2 (none: estimated from the release)",
                                         low=0.0, nullable=True)
