@@ -728,8 +728,8 @@ STORED_BYTES = 25.0
 def memory_estimate(chains: int, draws: int, warmup: int) -> tuple[float, float]:
     """(bytes of the warm-up windows, bytes per draw x chains) at the engine's peak: the last (largest) warm-up
     window's kept iterations of every chain, refitted by :func:`_adapt`, and each draw's arrays, or the stored
-    draws with the convergence checks of one component (``memory.diagnostics_bytes``), whichever is larger."""
-    from ..memory import diagnostics_bytes
+    draws with the convergence checks of one component (``convergence.diagnostics_bytes``), whichever is larger."""
+    from ..convergence import diagnostics_bytes
 
     keep = max((max(w // 2, 1) for w in warmup_windows(warmup)), default=0)
     per_draw = max(DRAW_BYTES, STORED_BYTES + diagnostics_bytes(chains, draws, 1) / (chains * draws))

@@ -626,7 +626,8 @@ VALUE_BYTES = 16.0
 def check_memory(values: int, chains: int, draws: int, method: str = "gibbs-ss") -> None:
     """Refuse, before the kernel allocates its output, draws that would not fit in memory with the convergence
     checks of ``values`` components each (``values``: theta's size, 1 or the K categories)."""
-    from ..memory import check_draws_fit, diagnostics_bytes
+    from ..convergence import diagnostics_bytes
+    from ..memory import check_draws_fit
 
     per_draw = VALUE_BYTES * values + diagnostics_bytes(chains, draws, values) / (chains * draws)
     check_draws_fit("draws", f"{method}: {draws} draws x {chains} chains of {values:,} values each (theta and the "

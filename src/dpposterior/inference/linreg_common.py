@@ -245,13 +245,13 @@ def memory_estimate(method: str, d: int, J: int, chains: int, draws: int) -> tup
     peak, from d features, J parties, chains and draws (measured within 1.3x of the peak, tests/test_memory.py):
 
     * every engine keeps theta (d) and sigma2 per draw; the MCMC ones with the convergence checks of d
-      components (``memory.diagnostics_bytes``); bayes-fixeds-fast's draws are three (draws, d) arrays;
+      components (``convergence.diagnostics_bytes``); bayes-fixeds-fast's draws are three (draws, d) arrays;
     * mcmc-normalx also keeps Sigma_x (d x d) per draw, and each iteration holds about 7 + 10 J (chains, d, d)
       arrays (the parties' S_j, their Cholesky factors, the Wishart proposals);
     * mcmc-bs's iteration holds about 9 + 3 J (chains, D, D) arrays, D = (d + 1)(d + 2)/2 (the row moments of
       vech(w w'), their Cholesky factor and the parties' conditional covariances): d = 100 is 0.2 GB a chain;
     * mcmc-fixeds and naive hold a few (J, d, d) arrays and a chain's d x d factors."""
-    from ..memory import diagnostics_bytes
+    from ..convergence import diagnostics_bytes
 
     checks = diagnostics_bytes(chains, draws, d * d if method == "mcmc-normalx" else d) / (chains * draws)
     if method == "bayes-fixeds-fast":
