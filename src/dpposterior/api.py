@@ -26,8 +26,9 @@ from .release import load_release
 def check_stored_draws(family, release, engine_options) -> None:
     """Refuse, before any work, stored draws that would not fit in memory: draws x chains x the values of one draw,
     twice (the engine's arrays and the packed posterior), for a family whose draw grows with its release (its
-    ``draw_values`` hook; the others draw a few numbers, under the draws x chains cap of ``InferenceOptions``)."""
-    size = family.hooks.get("draw_values")
+    ``draw_values`` hook; the others draw a few numbers, under the draws x chains cap of ``InferenceOptions``).  An
+    engine that stores fewer values than the family's largest draw states its own (``EngineOptions.draw_values``)."""
+    size = getattr(type(engine_options), "draw_values", None) or family.hooks.get("draw_values")
     draws = getattr(engine_options, "draws", None)
     if size is None or not draws:
         return

@@ -41,3 +41,15 @@ def check_fits(estimate: float, field: str, what: str, advice: str) -> None:
         return
     raise RefusedError(field, f"{what} needs about {size(estimate)} of memory, more than the {size(avail)} "
                               f"available; {advice}")
+
+
+def check_draws_fit(field: str, what: str, *, draws: int, chains: int, per_draw: float, fixed: float = 0.0,
+                    other: str = "fewer --chains") -> None:
+    """Refuse ``what`` when ``fixed`` + ``draws`` x ``chains`` x ``per_draw`` bytes exceed the memory available;
+    the advice says how many draws per chain would fit (``--draws N``), else ``other``."""
+    estimate = float(fixed) + float(draws) * float(chains) * float(per_draw)
+    avail = available_bytes()
+    room = (avail if avail is not None else estimate) - float(fixed)
+    fit = int(room // (float(chains) * float(per_draw))) if room > 0 and per_draw > 0 else 0
+    advice = f"at most {fit} draws per chain fit (--draws {fit}), or {other}" if 1 <= fit < draws else other
+    check_fits(estimate, field, what, advice)

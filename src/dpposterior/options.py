@@ -162,6 +162,9 @@ class EngineOptions:
     #: False for an engine whose output has a fixed shape (a point estimate; OPS's fixed number of samples):
     #: draws and chains are then not among its options, and a given one is refused, not ignored
     takes_draws: ClassVar[bool] = True
+    #: the values one stored draw of this engine holds (``release -> int``), where it stores fewer than the family's
+    #: ``draw_values`` hook (linear regression's engines that draw no Sigma_x); None: the family's
+    draw_values: ClassVar[Any] = None
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

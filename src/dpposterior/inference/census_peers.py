@@ -407,6 +407,25 @@ class GLSResult:
         return mean - z * sd, mean + z * sd
 
 
+def gls_memory(units: int, cells: int, histogram: int) -> float:
+    """Bytes of :func:`gls` at its peak: every geounit's information, upward, downward and final laws (a C x C
+    covariance and flat projector each: 7 (units, C, C) arrays, C the allowed cells), and, with structural
+    zeros, the final laws again on the histogram's ``histogram`` cells."""
+    out = 8.0 * units * (7.0 * cells * cells + 5.0 * cells)
+    if cells < histogram:
+        out += 8.0 * units * (2.0 * histogram * histogram + histogram)
+    return out
+
+
+def check_gls_memory(units: int, cells: int, histogram: int) -> None:
+    """Refuse, before the information arrays are allocated, a GLS that would not fit in memory."""
+    from ..memory import check_fits
+
+    check_fits(gls_memory(units, cells, histogram), "structure",
+               f"gls: {units:,} geounits x {cells:,} x {cells:,} covariances", "fewer geounits, or a histogram of "
+               "fewer cells (structural zeros drop cells), or a machine with more memory")
+
+
 def gls(structure: CensusStructure) -> GLSResult:
     """Generalised least squares of every geounit's detailed vector from all noisy measurements and the
     invariants (module docstring)."""
@@ -437,6 +456,7 @@ def gls(structure: CensusStructure) -> GLSResult:
         g = offset[structure.level_index(lv, "invariants")] + np.asarray(idx, dtype=np.int64)
         has_inv[g] = True
         inv_t[g] = np.asarray(tot, dtype=float)
+    check_gls_memory(n, C, int(structure.C))
     gunit = (offset[structure.level] + structure.unit).astype(np.int64)
     J, h = _information(gunit, structure.query.astype(np.int64), structure.cell.astype(np.int64),
                         structure.noisy.astype(float), structure.variance.astype(float),

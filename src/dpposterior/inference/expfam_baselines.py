@@ -89,7 +89,20 @@ class OpsOptions(NonPrivateOptions):
     takes_draws: ClassVar[bool] = False
 
 
-def _size(options):
+#: bytes per drawn value of the conjugate baselines: the gamma draws behind each value and the normalised draw
+#: (measured 15-17)
+VALUE_BYTES = 16.0
+
+
+def _size(options, release=None, method: str = ""):
+    """(chains, draws); with ``release``, first refuses draws of the release's parameter (its values: 1, or the
+    categories) that would not fit in memory."""
+    if release is not None:
+        from ..memory import check_draws_fit
+
+        values = int(np.size(release.released))
+        check_draws_fit("draws", f"{method}: {options.draws} draws x {options.chains} chains of {values:,} values "
+                        "each", draws=options.draws, chains=options.chains, per_draw=VALUE_BYTES * values)
     return (options.chains, options.draws)
 
 
@@ -112,7 +125,7 @@ def naive(release, prior, options):
     else:
         y = arrays["y"][None, ...] if model.vector else arrays["y"]
         s = model.clip_statistic(y, arrays["n"])
-    theta = model.conjugate_draws(s, arrays["n"], prior, _size(options), rng)[0]
+    theta = model.conjugate_draws(s, arrays["n"], prior, _size(options, release, "naive"), rng)[0]
     return pack_draws(observation, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
 
 
@@ -129,7 +142,8 @@ def non_private(release, prior, options):
     conf = require_confidential(options, "non-private")
     observation = release.observation_model(prior)
     s = _confidential_statistic(release, conf)
-    theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options), options.rng())[0]
+    theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options, release, "non-private"),
+                                           options.rng())[0]
     return pack_draws(observation, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
                       iid=True)
 

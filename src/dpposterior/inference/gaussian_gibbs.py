@@ -715,10 +715,42 @@ class GibbsOptions(MCMCOptions):
     joint_update: bool = option(True, "bool", "add the joint (mu, sigma2, Ybar) Metropolis move to each sweep")
 
 
+#: bytes per kept warm-up iteration of a chain while the proposal is refitted (:func:`_adapt`): the window's mu,
+#: sigma2 and acceptance (17), log sigma2 (8), the stacked (mu, log sigma2) pairs and their centred copy (16 + 16)
+WARMUP_BYTES = 57.0
+#: bytes per draw while the engine runs: the chains' mu, sigma2, acceptance (17), y_new and its scale (16), the
+#: data-scale copies (16) -- measured 49 (2e6 draws)
+DRAW_BYTES = 49.0
+#: bytes per draw the posterior keeps while it is checked: mu, sigma2, y_new, acceptance
+STORED_BYTES = 25.0
+
+
+def memory_estimate(chains: int, draws: int, warmup: int) -> tuple[float, float]:
+    """(bytes of the warm-up windows, bytes per draw x chains) at the engine's peak: the last (largest) warm-up
+    window's kept iterations of every chain, refitted by :func:`_adapt`, and each draw's arrays, or the stored
+    draws with the convergence checks of one component (``convergence.diagnostics_bytes``), whichever is larger."""
+    from ..convergence import diagnostics_bytes
+
+    keep = max((max(w // 2, 1) for w in warmup_windows(warmup)), default=0)
+    per_draw = max(DRAW_BYTES, STORED_BYTES + diagnostics_bytes(chains, draws, 1) / (chains * draws))
+    return WARMUP_BYTES * chains * keep, per_draw
+
+
+def check_memory(chains: int, draws: int, warmup: int, method: str = "gibbs") -> None:
+    """Refuse, before any chain runs, warm-up windows or draws that would not fit in memory."""
+    from ..memory import check_draws_fit
+
+    fixed, per_draw = memory_estimate(chains, draws, warmup)
+    check_draws_fit("draws", f"{method}: {draws} draws x {chains} chains after {warmup} warm-up iterations",
+                    draws=draws, chains=chains, per_draw=per_draw, fixed=fixed,
+                    other="fewer --chains or a shorter --warmup")
+
+
 def gibbs(release, prior, options) -> Posterior:
     """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
     from ..families.gaussian import observation_model
 
+    check_memory(options.chains, options.draws, options.warmup)
     model = observation_model(release, prior)
     joint_update = options.joint_update
     prob = problem_from_release(release, prior, options.constrained)

@@ -216,10 +216,31 @@ class GridOptions(NaiveOptions):
     grid_size: int = option(DEFAULT_GRID, "int", "cells per axis of the (mu, log sigma2) grid", low=20, high=2000)
 
 
+#: bytes per cell of the fine grid at its peak: log density, its pieces and the weights (6 float64) -- measured
+#: 48 (2000 x 2000 cells)
+GRID_CELL_BYTES = 48.0
+#: bytes per draw of ``grid``: the picked cells, their rows and columns, jitters, mu, sigma2, y_new and their
+#: data-scale copies -- measured 56 (2e6 draws)
+GRID_DRAW_BYTES = 56.0
+#: bytes per draw of ``naive``: each round's 2 x draws proposals (gamma, sigma2, mu), the accepted and their
+#: concatenation, y_new -- measured 64 (2e6 draws)
+NAIVE_DRAW_BYTES = 64.0
+
+
+def check_grid_memory(size: int, chains: int, draws: int) -> None:
+    """Refuse, before the grid is evaluated, a grid or draws that would not fit in memory."""
+    from ..memory import check_draws_fit
+
+    check_draws_fit("draws", f"grid: {size} x {size} cells and {draws} draws x {chains} chains", draws=draws,
+                    chains=chains, per_draw=GRID_DRAW_BYTES, fixed=GRID_CELL_BYTES * size * size,
+                    other="a smaller grid_size, or fewer --chains")
+
+
 def grid(release, prior, options) -> Posterior:
     """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws)."""
     from ..families.gaussian import observation_model
 
+    check_grid_memory(options.grid_size, options.chains, options.draws)
     model = observation_model(release, prior)
     size = options.grid_size
     prob = problem_from_release(release, prior, options.constrained)
@@ -272,7 +293,10 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
 def naive(release, prior, options) -> Posterior:
     """Engine ``naive``: the posterior that ignores the privacy noise (baseline only)."""
     from ..families.gaussian import observation_model
+    from ..memory import check_draws_fit
 
+    check_draws_fit("draws", f"naive: {options.draws} draws x {options.chains} chains", draws=options.draws,
+                    chains=options.chains, per_draw=NAIVE_DRAW_BYTES)
     model = observation_model(release, prior)
     lo, width = release.bounds[0], release.width
     sp = prior.scaled(lo, width)

@@ -618,12 +618,29 @@ class GibbsSSOptions(MCMCOptions):
     engine: ClassVar[str] = "gibbs-ss"
 
 
+#: bytes per drawn value (a draw of theta or of one of its K components): theta and the imputed statistic, float64,
+#: written by the kernel and kept by the posterior (measured 16 for 2e6 binomial draws)
+VALUE_BYTES = 16.0
+
+
+def check_memory(values: int, chains: int, draws: int, method: str = "gibbs-ss") -> None:
+    """Refuse, before the kernel allocates its output, draws that would not fit in memory with the convergence
+    checks of ``values`` components each (``values``: theta's size, 1 or the K categories)."""
+    from ..convergence import diagnostics_bytes
+    from ..memory import check_draws_fit
+
+    per_draw = VALUE_BYTES * values + diagnostics_bytes(chains, draws, values) / (chains * draws)
+    check_draws_fit("draws", f"{method}: {draws} draws x {chains} chains of {values:,} values each (theta and the "
+                    "imputed statistic)", draws=draws, chains=chains, per_draw=per_draw)
+
+
 def gibbs_ss(release, prior, options) -> Posterior:
     """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
+    arrays = release_arrays(release)
+    check_memory(int(np.size(arrays["y"])), options.chains, options.draws)
     observation = release.observation_model(prior)
     model = release.expfam
-    arrays = release_arrays(release)
     y = arrays["y"][None, ...] if model.vector else arrays["y"]
     out = sample_batch(model, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],
                        chains=options.chains, warmup=options.warmup, draws=options.draws, seed=options.seed)

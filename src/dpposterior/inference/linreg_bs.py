@@ -49,7 +49,7 @@ import numpy as np
 from ..options import MCMCOptions, constrained_option, option
 from ..errors import InputError, RefusedError
 from ..mechanisms.base import NoiseShape
-from .linreg_common import (chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
+from .linreg_common import (check_memory, theta_draw_values, chol, initial_theta, inverse_wishart, make_posterior, nearest_psd, prior_arrays,
                             sym, tri_solve, tri_solve_t, check_dims)
 from .truncated import inverse_gaussian_recip
 
@@ -382,6 +382,7 @@ class BSOptions(MCMCOptions):
     (data in [0, 1], Kazan & Reiter App. I); ``max_rejections``, redraws of an infeasible block."""
 
     engine: ClassVar[str] = "mcmc-bs"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
     constrained: bool = constrained_option("restrict the data blocks to data in [0, 1] (Kazan & Reiter App. I)")
     max_rejections: int = option(DEFAULT_MAX_REJECTIONS, "int", "redraws of an infeasible block before it keeps "
@@ -390,6 +391,7 @@ class BSOptions(MCMCOptions):
 def mcmc_bs(release, prior, options):
     data = release.regression_data()
     check_dims(data, prior)
+    check_memory("mcmc-bs", data, options)
     if prior.iw_scale is None or prior.iw_scale.shape[0] != len(data.features):
         raise InputError("prior.iw_scale", f"must be a {len(data.features)} x {len(data.features)} matrix")
     if options.constrained:

@@ -225,6 +225,60 @@ def initial_theta(data, prior_prec, prior_shift, sigma2: float) -> np.ndarray:
     return tri_solve_t(L, tri_solve(L, h))[0]
 
 
+# ----------------------------------------------------------------------------- memory
+
+def theta_draw_values(release) -> int:
+    """The values one stored draw holds for the engines that draw (theta, sigma2) or theta alone, no Sigma_x
+    (``EngineOptions.draw_values``; the family's hook counts mcmc-normalx's d x d Sigma_x)."""
+    return int(release.d) + 1
+
+
+def bs_dimension(d: int) -> int:
+    """D, the free coordinates of vech(w w') that mcmc-bs moves (w = [x (d), y]; an upper bound with an
+    intercept, which fixes one)."""
+    p = d + 1
+    return p * (p + 1) // 2
+
+
+def memory_estimate(method: str, d: int, J: int, chains: int, draws: int) -> tuple[float, float, str]:
+    """(working bytes, bytes per draw x chains, what the working bytes are) of a linear-regression engine at its
+    peak, from d features, J parties, chains and draws (measured within 1.3x of the peak, tests/test_memory.py):
+
+    * every engine keeps theta (d) and sigma2 per draw; the MCMC ones with the convergence checks of d
+      components (``convergence.diagnostics_bytes``); bayes-fixeds-fast's draws are three (draws, d) arrays;
+    * mcmc-normalx also keeps Sigma_x (d x d) per draw, and each iteration holds about 7 + 10 J (chains, d, d)
+      arrays (the parties' S_j, their Cholesky factors, the Wishart proposals);
+    * mcmc-bs's iteration holds about 9 + 3 J (chains, D, D) arrays, D = (d + 1)(d + 2)/2 (the row moments of
+      vech(w w'), their Cholesky factor and the parties' conditional covariances): d = 100 is 0.2 GB a chain;
+    * mcmc-fixeds and naive hold a few (J, d, d) arrays and a chain's d x d factors."""
+    from ..convergence import diagnostics_bytes
+
+    checks = diagnostics_bytes(chains, draws, d * d if method == "mcmc-normalx" else d) / (chains * draws)
+    if method == "bayes-fixeds-fast":
+        return 8.0 * 8 * J * d * d, 24.0 * d, f"{J} party statistics of {d} x {d}"
+    if method == "mcmc-normalx":
+        return (8.0 * chains * d * d * (7 + 10 * J), 8.0 * (d * d + 2 * d + 2) + checks,
+                f"{chains} chains x {J} parties of {d} x {d} matrices per iteration")
+    if method == "mcmc-bs":
+        D = bs_dimension(d)
+        return (8.0 * chains * D * D * (9 + 3 * J), 8.0 * (d + 2) + checks,
+                f"{chains} chains x {J} parties of {D:,} x {D:,} moment matrices per iteration")
+    return 8.0 * (5 * J * d * d + chains * (d * d + J * d)), 8.0 * (d + 1) + 1 + checks, \
+        f"{J} party statistics of {d} x {d}"
+
+
+def check_memory(method: str, data, options) -> None:
+    """Refuse, before an engine allocates its chains, a run whose iteration's matrices or draws would not fit."""
+    from ..memory import check_draws_fit
+
+    fixed, per_draw, working = memory_estimate(method, int(data.d), int(data.J), int(options.chains),
+                                               int(options.draws))
+    check_draws_fit("draws", f"{method}: {options.draws} draws x {options.chains} chains of {data.d} coefficients "
+                    f"({working})", draws=options.draws, chains=options.chains, per_draw=per_draw, fixed=fixed,
+                    other="fewer --chains" + (", or an engine without the d x d moment matrices (mcmc-normalx, "
+                                              "mcmc-fixeds)" if method == "mcmc-bs" else ""))
+
+
 def make_posterior(method, release, prior, data, variables: dict, options, *, sample_stats=None, attrs=None,
                    extras=None, sigma_x=None, iid: bool = False) -> Posterior:
     """The engine's draws (``variables``: theta, and sigma2 where the engine draws it; ``sigma_x``, the features'

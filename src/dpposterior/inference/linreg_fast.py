@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..options import EngineOptions, option
-from .linreg_common import (check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays, require_gaussian,
+from .linreg_common import (check_memory, theta_draw_values, check_dims, chol, crude_sigma2, make_posterior, nearest_psd, prior_arrays, require_gaussian,
                             theta_precision, tri_solve, tri_solve_t)
 
 
@@ -44,6 +44,7 @@ class FastOptions(EngineOptions):
     draws); ``sigma2_fixed``, the fixed noise variance (none: a crude estimate from the release)."""
 
     engine: ClassVar[str] = "bayes-fixeds-fast"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
     sigma2_fixed: float | None = option(None, "float", "fixed noise variance sigma2 (none: estimated from the release)",
                                         low=0.0, nullable=True)
@@ -52,6 +53,7 @@ def bayes_fixeds_fast(release, prior, options):
     data = release.regression_data()
     require_gaussian(data, "bayes-fixeds-fast")
     check_dims(data, prior)
+    check_memory("bayes-fixeds-fast", data, options)
     s2 = sigma2_fixed_of(data, options)
     S = nearest_psd(data.xtx)[None]
     mean, L = fast_moments(S, data.xty[None], data.sigma_z ** 2, np.array([s2]), prior)

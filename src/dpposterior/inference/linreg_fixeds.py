@@ -30,7 +30,7 @@ import numpy as np
 
 from ..options import MCMCOptions
 from .mcmc_common import RobbinsMonroAdapter, chain_workers, map_chains, nb_robbins_monro
-from .linreg_common import (check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
+from .linreg_common import (check_memory, theta_draw_values, check_dims, initial_theta, make_posterior, nearest_psd, prior_arrays, require_gaussian, theta_sigma2_step)
 
 
 def run_fixeds_numpy(S, zhat, sz2, prior, draws: int, warmup: int, rng, theta0, sigma2_0,
@@ -198,12 +198,14 @@ class FixedSOptions(MCMCOptions):
     """Options of engine ``mcmc-fixeds`` (linear-regression): draws, warmup, chains, seed."""
 
     engine: ClassVar[str] = "mcmc-fixeds"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
 
 def mcmc_fixeds(release, prior, options):
     data = release.regression_data()
     require_gaussian(data, "mcmc-fixeds")
     check_dims(data, prior)
+    check_memory("mcmc-fixeds", data, options)
     rng = options.rng()
     S = nearest_psd(data.xtx)[None]
     zhat = data.xty[None]

@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..options import MCMCOptions
-from .linreg_common import (check_dims, make_posterior, nearest_psd, prior_arrays,
+from .linreg_common import (check_memory, theta_draw_values, check_dims, make_posterior, nearest_psd, prior_arrays,
                             theta_precision, tri_solve, tri_solve_t, chol)
 from .linreg_fixeds import run_fixeds, sigma2_start
 
@@ -34,11 +34,13 @@ class NaiveOptions(MCMCOptions):
     exact): draws, warmup, chains, seed."""
 
     engine: ClassVar[str] = "naive"
+    draw_values: ClassVar = staticmethod(theta_draw_values)
 
 
 def naive(release, prior, options):
     data = release.regression_data()
     check_dims(data, prior)
+    check_memory("naive", data, options)
     rng = options.rng()
     S = naive_inputs(data.xtx)[None]
     zhat = data.xty[None]

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..options import MCMCOptions
 from ..errors import RefusedError
-from .linreg_common import (LOG2PI, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
+from .linreg_common import (check_memory, LOG2PI, check_dims, chol, initial_theta, inverse_wishart, logdet_chol,
                             make_posterior, nearest_psd, prior_arrays, require_gaussian, sym,
                             theta_sigma2_step, tri_solve, wishart_factor)
 from .linreg_fixeds import sigma2_start
@@ -300,6 +300,7 @@ def mcmc_normalx(release, prior, options):
     data = release.regression_data()
     require_gaussian(data, "mcmc-normalx")
     check_dims(data, prior)
+    check_memory("mcmc-normalx", data, options)
     if np.any(data.n < data.d):
         raise RefusedError("method", f"mcmc-normalx needs n_j >= d = {data.d} rows per party (Wishart model)")
     rng = options.rng()

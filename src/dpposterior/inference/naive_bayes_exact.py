@@ -32,7 +32,7 @@ from scipy.special import gammaln, logsumexp
 
 from ..errors import RefusedError
 from ..options import EngineOptions
-from .naive_bayes_vb import posterior_from_draws
+from .naive_bayes_vb import check_memory, posterior_from_draws
 
 MAX_N = 100
 
@@ -168,6 +168,10 @@ class ExactEnumerationOptions(EngineOptions):
 
 def exact_engine(release, prior, options):
     """Method ``exact-enumeration``: exact posterior (mixture of Dirichlets) for I = K = J = 2, n <= 100."""
+    check_size(release.classes, release.levels, release.n)
+    # each feature's draws pick their table from the cumulative posterior of x given n_i: a (draws x chains, n + 1)
+    # array and its comparison with the uniforms, with the previous feature's array still alive (17 (n + 1) bytes)
+    check_memory(release, options, "exact-enumeration", per_draw_extra=17.0 * (release.n + 1))
     ex = exact_for_release(release, prior)
     rng = options.rng()
     size = options.chains * options.draws

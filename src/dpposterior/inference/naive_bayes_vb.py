@@ -472,8 +472,32 @@ class NonPrivateOptions(EngineOptions):
     confidential: object = confidential_option()
 
 
+#: bytes per drawn value (a cell of the padded tables, or a class probability) while the Dirichlet draws are made:
+#: the gamma draws, their normalisation and the NaN-padded copy (measured 20-23)
+DRAW_VALUE_BYTES = 24.0
+#: float64 arrays of the padded tables' shape alive at once while ``vb`` fits (the problem's counts, mask and
+#: prior, theta, mu, the Dirichlet parameters and the update's temporaries; measured 10-11), and while the plug-in
+#: engines (naive, non-private) form their counts (measured 5)
+FIT_ARRAYS = {"vb": 12.0, "naive": 6.0, "non-private": 6.0}
+
+
+def check_memory(release, options, method: str, per_draw_extra: float = 0.0, fixed_extra: float = 0.0) -> None:
+    """Refuse, before the tables are padded, a fit or Dirichlet draws that would not fit in memory: the padded
+    tables' values (``table_draw_values``) times the fit's arrays, and draws x chains x those values."""
+    from ..families.naive_bayes import table_draw_values
+    from ..memory import check_draws_fit
+
+    values = table_draw_values(release)
+    check_draws_fit("draws", f"{method}: {options.draws} draws x {options.chains} chains of {values:,} table values "
+                    "(padded to the most levels)", draws=options.draws, chains=options.chains,
+                    per_draw=DRAW_VALUE_BYTES * values + per_draw_extra,
+                    fixed=8.0 * FIT_ARRAYS.get(method, 0.0) * values + fixed_extra,
+                    other="fewer --chains; tables of fewer levels (the tables are padded to the most levels)")
+
+
 def vb_engine(release, prior, options) -> Posterior:
     """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4."""
+    check_memory(release, options, "vb")
     quiet = options.quiet
     tol, max_iter = options.tol, options.max_iter
     release.require_laplace("vb")
@@ -496,6 +520,7 @@ def vb_engine(release, prior, options) -> Posterior:
 def naive_engine(release, prior, options) -> Posterior:
     """Method ``naive``: noisy counts clipped to [0, n], rescaled to total n, plugged into the
     conjugate Dirichlet posterior as if they were the confidential counts."""
+    check_memory(release, options, "naive")
     pb = Problem.from_release(release, prior)
     class_counts, feat = naive_counts(pb)
     a_c = pb.alpha_c + class_counts[0]
@@ -530,6 +555,7 @@ def confidential_tables(release, confidential) -> np.ndarray:
 
 def nonprivate_engine(release, prior, options) -> Posterior:
     """Method ``non-private`` (simulations only): Dirichlet(alpha + n) from the confidential counts."""
+    check_memory(release, options, "non-private")
     tables = confidential_tables(release, options.confidential)
     _, mask = release.released_counts()
     a_c = np.asarray(prior.class_alpha, float) + tables[0].sum(axis=1)
