@@ -303,3 +303,46 @@ def test_estimate_is_within_a_factor_two_of_the_measured_peak(name, tmp_path):
     assert got["estimate"] is not None, "no estimate was made"
     ratio = got["estimate"] / got["peak"]
     assert 0.5 <= ratio <= 2.0, (name, got["estimate"] / 2 ** 20, got["peak"] / 2 ** 20)
+
+
+# ------------------------------------------------------------------------------ calibrate's batched paths
+def _batch(family, method, sims, prior, draws, chains=1):
+    from dpposterior.options import InferenceOptions
+
+    run = InferenceOptions(method=method, draws=draws, chains=chains, seed=np.random.SeedSequence(0))
+    opts = family.engine_options(method).from_inference(run, f"{family.name}/{method}")
+    return family.batch_path(method)(sims, prior, method, opts)
+
+
+def test_calibration_batches_are_refused_before_their_chains(available, monkeypatch):
+    """A batched calibration path runs every chain of its work unit at once: 50 releases x 10^7 draws are refused in
+    one line naming the draws and the work unit, before the sampler runs (gaussian gibbs, gibbs-ss, linear
+    regression); a batch that fits runs."""
+    from dpposterior.families import get_family
+    from dpposterior.families import linear_regression as lr
+    from dpposterior.families.gaussian import FAMILY as GAUSS, parse_prior as gauss_prior
+    from dpposterior.inference import expfam_baselines, gaussian_gibbs, linreg_batch
+
+    available(2 * GIB)
+    message = (r"^draws: calibrate's batch of {}: 50 releases x 1 chains x 10000000 draws needs about [0-9.]+ GiB "
+               r"of memory, more than the 2\.0 GiB available; .*\(--unit-size\)")
+    rng = np.random.default_rng(3)
+    prior = gauss_prior(None)
+    sims = [GAUSS.simulate(prior, 50, 1.0, rng) for _ in range(50)]
+    monkeypatch.setattr(gaussian_gibbs, "run_chains", _never)
+    with pytest.raises(RefusedError, match=message.format("gibbs")):
+        _batch(GAUSS, "gibbs", sims, prior, 10_000_000)
+    binomial = get_family("binomial")
+    bprior = binomial.parse_prior(None)
+    bsims = [binomial.simulate(bprior, 100, 1.0, rng) for _ in range(50)]
+    monkeypatch.setattr(expfam_baselines, "sample_batch", _never)
+    with pytest.raises(RefusedError, match=message.format("gibbs-ss")):
+        _batch(binomial, "gibbs-ss", bsims, bprior, 10_000_000)
+    lprior = lr.parse_prior(None)
+    lsims = [lr.simulate(lprior, 300, 1.0, rng) for _ in range(50)]
+    monkeypatch.setattr(linreg_batch, "run_fixeds", _never)
+    with pytest.raises(RefusedError, match=message.format("mcmc-fixeds")):
+        _batch(lr.FAMILY, "mcmc-fixeds", lsims, lprior, 10_000_000)
+    monkeypatch.undo()
+    available(2 * GIB)
+    assert _batch(GAUSS, "gibbs", sims[:3], prior, 50).shape == (3, 50, 2)

@@ -53,3 +53,12 @@ def check_draws_fit(field: str, what: str, *, draws: int, chains: int, per_draw:
     fit = int(room // (float(chains) * float(per_draw))) if room > 0 and per_draw > 0 else 0
     advice = f"at most {fit} draws per chain fit (--draws {fit}), or {other}" if 1 <= fit < draws else other
     check_fits(estimate, field, what, advice)
+
+
+def check_batch_fits(method: str, trials: int, chains: int, draws: int, per_draw: float, fixed: float = 0.0) -> None:
+    """Refuse a batched calibration path (``families.EngineSpec.batch``) whose ``trials`` releases x ``chains`` chains
+    x ``draws`` draws, at ``per_draw`` bytes each plus ``fixed``, would not fit: it runs every chain of its work unit
+    at once, so it needs what one run with trials x chains chains would."""
+    check_draws_fit("draws", f"calibrate's batch of {method}: {trials:,} releases x {chains} chains x {draws} draws",
+                    draws=draws, chains=trials * chains, per_draw=per_draw, fixed=fixed,
+                    other="fewer trials per work unit (--unit-size) or fewer --trials")

@@ -177,6 +177,11 @@ def run_batch(sims, prior, method: str, opts):
     model = release.expfam
     rng = np.random.default_rng(opts.seed)
     T = len(sims)
+    from ..memory import check_batch_fits
+
+    # theta and (gibbs-ss) the imputed statistic, or the conjugate draws, per drawn value, and the returned array
+    check_batch_fits(method, T, getattr(opts, "chains", 1) or 1, getattr(opts, "draws", 1) or 1,
+                     (VALUE_BYTES + 8.0) * int(np.size(release.released)))
     n = np.array([float(sim.release.n) for sim in sims])
     if model.vector:
         y = np.stack([sim.release.released for sim in sims])

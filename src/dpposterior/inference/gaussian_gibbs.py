@@ -786,6 +786,11 @@ def run_batch(sims, prior, method: str, opts: "GibbsOptions"):
     if any(r.bounds != (0.0, 1.0) for r in rel):
         return None
     T, chains = len(sims), opts.chains
+    from ..memory import check_batch_fits
+
+    # (the chains' arrays and the stacked (mu, sigma2) returned; no convergence checks in a calibration study)
+    check_batch_fits(method, T, chains, opts.draws, DRAW_BYTES + 16.0, memory_estimate(T * chains, opts.draws,
+                                                                                         opts.warmup)[0])
     n = np.array([r.n for r in rel], float)
     prob = make_problem(n, [r.statistics.mean.value for r in rel], [r.statistics.variance.value for r in rel],
                         np.array([r.epsilon_mean for r in rel]), np.array([r.epsilon_variance for r in rel]),

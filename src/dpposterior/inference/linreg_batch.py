@@ -33,6 +33,13 @@ def run_batch(sims, prior, method: str, options):
     if len({(dd.J, tuple(dd.n)) for dd in data}) != 1 or any(dd.noise_shape is not NoiseShape.GAUSSIAN for dd in data):
         return None
     prior = prior if isinstance(prior, LinRegPrior) else parse_prior(prior)
+    from ..memory import check_batch_fits
+    from .linreg_common import memory_estimate
+
+    # one chain per release, all at once: the engine's estimate at B chains (its convergence-check share included,
+    # a small overestimate here)
+    fixed, per_draw, _ = memory_estimate(method, int(data[0].d), int(data[0].J), len(sims), int(draws))
+    check_batch_fits(method, len(sims), 1, int(draws), per_draw, fixed)
     rng = np.random.default_rng(seed)
     warmup = 1000 if warmup is None else warmup
     Shat = np.stack([dd.xtx for dd in data])
