@@ -282,10 +282,10 @@ def _pair_window(sigma: float) -> int:
     return int(math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 / 1e-18)))) + 1
 
 
-def _pair_sum_pmf(sigma: float, shifts) -> tuple[np.ndarray, int]:
-    """(pmf, lo): the law of T = sum_i mu_i k_i on lo, lo + 1, ..., with k_i iid N_Z(0, sigma^2) truncated where
-    each tail holds below 1e-18 and mu_i the integer ``shifts``: the coordinates' laws placed on the lattices mu_i Z
-    and convolved."""
+def _pair_sum_pmf(sigma: float, shifts) -> "np.ndarray":
+    """The law of T = sum_i mu_i k_i on consecutive integers (from -w sum_i mu_i), with k_i iid N_Z(0, sigma^2)
+    truncated at +-w where each tail holds below 1e-18 and mu_i the integer ``shifts``: the coordinates' laws placed
+    on the lattices mu_i Z and convolved."""
     import numpy as np
 
     w = _pair_window(sigma)
@@ -293,13 +293,11 @@ def _pair_sum_pmf(sigma: float, shifts) -> tuple[np.ndarray, int]:
     base = np.exp(-k * k / (2.0 * sigma * sigma))
     base /= base.sum()  # (the window holds all but 2e-18 of the mass)
     pmf = np.ones(1)
-    lo = 0
     for mu in shifts:
         spread = np.zeros(2 * w * mu + 1)
         spread[::mu] = base
         pmf = np.convolve(pmf, spread)
-        lo -= w * mu
-    return pmf, lo
+    return pmf
 
 
 def pair_exact_work(sigma: float, shifts) -> float:
@@ -312,12 +310,12 @@ def pair_exact_work(sigma: float, shifts) -> float:
     return work
 
 
-def exact_pair_delta(pmf: np.ndarray, lo: int, sigma: float, shifts, epsilon: float) -> float:
+def exact_pair_delta(pmf: "np.ndarray", shifts, epsilon: float) -> float:
     """delta(epsilon) of independent N_Z(0, sigma^2) noise on coordinates a neighbour moves by the integers
     ``shifts`` (CKS Thm 7 for a vector): the hockey-stick divergence of the product laws P (y = k) and Q (y = k + mu).
     Their privacy loss at y is (M - 2 T) / (2 sigma^2) with T = sum_i mu_i k_i and M = sum_i mu_i^2, so
-    delta(epsilon) = sum_t max(0, P_T(t) - e^epsilon Q_T(t)), where Q_T(t) = P_T(t - M) (``pmf``, ``lo``: the law
-    P_T of :func:`_pair_sum_pmf`).  The noise is symmetric, so the reverse pair has the same profile."""
+    delta(epsilon) = sum_t max(0, P_T(t) - e^epsilon Q_T(t)), where Q_T(t) = P_T(t - M) (``pmf``: the law P_T of
+    :func:`_pair_sum_pmf`).  The noise is symmetric, so the reverse pair has the same profile."""
     import numpy as np
 
     M = int(sum(mu * mu for mu in shifts))
@@ -335,8 +333,8 @@ def exact_pair_epsilon(sigma: float, shifts, delta: float) -> float:
     from scipy.optimize import brentq
 
     shifts = [int(mu) for mu in shifts]
-    pmf, lo = _pair_sum_pmf(sigma, shifts)
-    profile = lambda e: exact_pair_delta(pmf, lo, sigma, shifts, e)  # noqa: E731
+    pmf = _pair_sum_pmf(sigma, shifts)
+    profile = lambda e: exact_pair_delta(pmf, shifts, e)  # noqa: E731
     if profile(0.0) <= delta:
         return 0.0
     rho = sum(mu * mu for mu in shifts) / (2.0 * sigma ** 2)
