@@ -325,7 +325,7 @@ def test_calibration_batches_are_refused_before_their_chains(available, monkeypa
 
     available(2 * GIB)
     message = (r"^draws: calibrate's batch of {}: 50 releases x 1 chains x 10000000 draws needs about [0-9.]+ GiB "
-               r"of memory, more than the 2\.0 GiB available; .*\(--unit-size\)")
+               r"of memory, more than the 2\.0 GiB available; .*, or fewer releases per batch$")
     rng = np.random.default_rng(3)
     prior = gauss_prior(None)
     sims = [GAUSS.simulate(prior, 50, 1.0, rng) for _ in range(50)]

@@ -61,4 +61,4 @@ def check_batch_fits(method: str, trials: int, chains: int, draws: int, per_draw
     at once, so it needs what one run with trials x chains chains would."""
     check_draws_fit("draws", f"calibrate's batch of {method}: {trials:,} releases x {chains} chains x {draws} draws",
                     draws=draws, chains=trials * chains, per_draw=per_draw, fixed=fixed,
-                    other="fewer trials per work unit (--unit-size) or fewer --trials")
+                    other="fewer releases per batch")
