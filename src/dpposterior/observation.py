@@ -115,6 +115,9 @@ class Prior:
     parameters: dict = field(default_factory=dict)
     log_density: Callable[[dict], float] | None = None
     describe: str = ""
+    #: the family's parsed prior object (a ``BetaPrior``, a ``SmallAreaPrior``, ...): the hyperparameters that
+    #: conjugate updates and hierarchical samplers read by name
+    spec: Any = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,9 @@ class ObservationModel:
     attrs: dict = field(default_factory=dict)
     #: variables of the posterior predictive (new data given the parameters, e.g. a new record)
     predictive: tuple[Variable, ...] = ()
+    #: the loaded release file the model was built from: the measurements are views of its tables, and an engine
+    #: whose sampler is compiled over the file's own layout (a small-area table, a census histogram) reads them here
+    release: Any = None
 
     def competent(self, needs, engine: str = "engine") -> None:
         """Refuse, in one line, an engine that needs a capability the latent statistic lacks, or integer

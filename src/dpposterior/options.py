@@ -162,9 +162,16 @@ class EngineOptions:
     #: False for an engine whose output has a fixed shape (a point estimate; OPS's fixed number of samples):
     #: draws and chains are then not among its options, and a given one is refused, not ignored
     takes_draws: ClassVar[bool] = True
+    #: the options that choose the observation model itself, not how it is sampled (small-area's ``likelihood``):
+    #: the orchestrator builds the model with them (:meth:`model_choices`)
+    model_options: ClassVar[tuple[str, ...]] = ()
     #: the values one stored draw of this engine holds (``release -> int``), where it stores fewer than the family's
     #: ``draw_values`` hook (linear regression's engines that draw no Sigma_x); None: the family's
     draw_values: ClassVar[Any] = None
+
+    def model_choices(self) -> dict:
+        """``{option: value}`` of :attr:`model_options`: what ``release.observation_model(prior, **choices)`` takes."""
+        return {name: getattr(self, name) for name in self.model_options}
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -300,10 +300,18 @@ class ReleaseBase(BaseModel):
             self._family_entry = get_family(self.family, field="release.family")
         return self._family_entry
 
-    def observation_model(self, prior=None):
+    def observation_model(self, prior=None, **choices):
         """The release's :class:`~dpposterior.observation.ObservationModel`, as its family builds it (the family's
-        ``observation_model`` hook): what an engine shared by several families names its draws through."""
-        return self.family_entry.hooks["observation_model"](self, prior)
+        ``observation_model`` hook), holding this release (``model.release``) and the family's parsed prior
+        (``model.prior.spec``): what every engine receives.  ``prior``: anything the family's ``parse_prior``
+        reads; ``choices``: the engine options that choose the model itself
+        (:meth:`~dpposterior.options.EngineOptions.model_choices`, e.g. small-area's ``likelihood``)."""
+        import dataclasses
+
+        family = self.family_entry
+        spec = family.parse_prior(prior, self)
+        model = family.hooks["observation_model"](self, spec, **choices)
+        return dataclasses.replace(model, release=self, prior=dataclasses.replace(model.prior, spec=spec))
 
     @property
     def sha256(self) -> str:

@@ -19,7 +19,8 @@ A family module exposes ``FAMILY``, a :class:`Family` describing
 * ``mechanisms``    -- the registered mechanisms (``mechanisms.registry``) its releases may use,
 * ``hooks``         -- named optional extras (e.g. the simulator model of the SBI families).
 
-Engines are called as ``engine(release, prior, options) -> Posterior`` with their own typed options.
+Engines are called as ``engine(model, options) -> Posterior``: the release's observation model (``observation_model``
+hook, built by ``release.observation_model(prior, **options.model_choices())``) and their own typed options.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class Competence:
 class EngineSpec:
     """How a family names one engine, by ``"module:name"`` strings resolved on first use.
 
-    ``run``: ``engine(release, prior, options) -> Posterior``.  ``options``: the engine's options class
+    ``run``: ``engine(model, options) -> Posterior`` (``model``: the release's
+    :class:`~dpposterior.observation.ObservationModel`, holding the release and the parsed prior).  ``options``: the engine's options class
     (a subclass of :class:`dpposterior.options.EngineOptions`): every option the engine takes, with
     types, ranges and defaults; the orchestrator builds it before any work and refuses any other
     option (docs/architecture.md).  ``batch`` (optional): the engine's

@@ -22,7 +22,12 @@ def sbi_family(name, release_model, parse_prior, simulate, sbi_model, descriptio
     and ``naive`` (noise-ignoring NPE, :mod:`~dpposterior.sbi.naive`) for comparison; with a record
     model (``da_model(release, prior) -> (Model, observed)``) also ``da-mcmc``."""
     methods = {**SBI_METHODS, "naive": EngineSpec.of("dpposterior.sbi.naive", "naive", "NaiveNpeOptions")}
-    hooks = {"sbi_model": sbi_model, "prior_moments": prior_moments.monte_carlo(sbi_model)}
+    def observation_model(release, prior):
+        # the simulator model's view: a latent statistic that offers simulation, held as its state
+        return sbi_model(release, prior).observation_model(name)
+
+    hooks = {"sbi_model": sbi_model, "prior_moments": prior_moments.monte_carlo(sbi_model),
+             "observation_model": observation_model}
     if da_model is not None:
         methods["da-mcmc"] = DA_MCMC
         hooks["da_model"] = da_model

@@ -300,7 +300,8 @@ class DirichletPrior:
                     raise InputError(f"{field}.features", f"feature {k}: expected {jk} values per class, got {got}")
             fa = np.full((K, classes, jmax), np.nan)
             fa[:, :, : self.feature_alpha.shape[2]] = self.feature_alpha[:, :, :jmax]
-            return DirichletPrior(uniform=None, class_alpha=self.class_alpha.copy(), feature_alpha=fa)
+            # a resolved uniform prior stays described as uniform (parsing a parsed prior changes nothing)
+            return DirichletPrior(uniform=self.uniform, class_alpha=self.class_alpha.copy(), feature_alpha=fa)
         fa = np.full((K, classes, jmax), np.nan)
         for k, jk in enumerate(levels):
             fa[k, :, :jk] = self.uniform

@@ -1,8 +1,10 @@
 """Inference engines, one module per algorithm (the SBI engines live in ``dpposterior.sbi``).
 
-An engine is ``engine(release, prior, options) -> Posterior``: it receives the loaded release, the
-family's prior object and its own typed options (a subclass of :class:`~dpposterior.options.EngineOptions`,
-built by the orchestrator).  The entry point that
+An engine is ``engine(model, options) -> Posterior``: it receives the release's observation model
+(:class:`~dpposterior.observation.ObservationModel`: variables, prior -- the family's parsed prior object as
+``model.prior.spec`` --, latent statistic, measurements, and the release itself as ``model.release``) and its own
+typed options (a subclass of :class:`~dpposterior.options.EngineOptions`, built by the orchestrator).  It names its
+draws through ``model.pack``.  The entry point that
 picks and runs an engine is :func:`dpposterior.infer` (``dpposterior.api``); this package never
 imports it (docs/architecture.md).  ``dpposterior.inference.infer`` is kept as a lazy alias of it.
 """

@@ -244,12 +244,12 @@ def _theta_shape(opts: ExactOptions) -> tuple[int, int]:
     return opts.chains, opts.draws
 
 
-def _posterior(release, prior, theta, attrs, latent=None) -> Posterior:
+def _posterior(model, theta, attrs, latent=None) -> Posterior:
     """The draws (and the drawn latent statistic) named through the family's observation model."""
     from .gibbs_ss import pack_draws
 
     stats = {"statistic": latent} if latent is not None else None
-    return pack_draws(release.observation_model(prior), "exact", theta, attrs, sample_stats=stats, iid=True)
+    return pack_draws(model, "exact", theta, attrs, sample_stats=stats, iid=True)
 
 
 def _attrs(release, prior, opts, bound, extra=None) -> dict:
@@ -283,7 +283,8 @@ def _check_window_memory(mech, y, total: int, tail: float, draws_bytes: float, e
                    "release with less noise, or a machine with more memory")
 
 
-def exact_binomial(release, prior, opts: ExactOptions, rng):
+def exact_binomial(model, opts: ExactOptions, rng):
+    release, prior = model.release, model.prior.spec
     mech = _mechanism(release)
     y, n = float(release.released[0]), int(release.n)
     a, b = prior.alpha, prior.beta
@@ -304,10 +305,11 @@ def exact_binomial(release, prior, opts: ExactOptions, rng):
     shape = _theta_shape(opts)
     s_draw = s[rng.choice(s.size, size=shape, p=p_s / p_s.sum())]
     theta = rng.beta(a + s_draw, b + n - s_draw)
-    return _posterior(release, prior, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}), s_draw)
+    return _posterior(model, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}), s_draw)
 
 
-def exact_multinomial(release, prior, opts: ExactOptions, rng):
+def exact_multinomial(model, opts: ExactOptions, rng):
+    release, prior = model.release, model.prior.spec
     mech = _mechanism(release)
     y = release.released
     n, K = int(release.n), len(y)
@@ -321,7 +323,7 @@ def exact_multinomial(release, prior, opts: ExactOptions, rng):
     s = knapsack_sample(log_f, lows, msg, np.full(C * D, n, dtype=np.int64), u).astype(float)
     g = rng.gamma(alpha[None, :] + s)
     theta = (g / g.sum(axis=1, keepdims=True)).reshape(C, D, K)
-    return _posterior(release, prior, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}),
+    return _posterior(model, theta, _attrs(release, prior, opts, bound, {"log_evidence": log_z}),
                       s.reshape(C, D, K))
 
 
@@ -342,7 +344,8 @@ def truncated_sum_log_pmf(lam: float, n: int, lo: int, hi: int) -> np.ndarray:
         return np.log(np.clip(out, 0.0, None))
 
 
-def exact_poisson(release, prior, opts: ExactOptions, rng):
+def exact_poisson(model, opts: ExactOptions, rng):
+    release, prior = model.release, model.prior.spec
     mech = _mechanism(release)
     y, n = float(release.released[0]), int(release.n)
     lo, hi = int(math.ceil(release.bounds[0])), int(math.floor(release.bounds[1]))
@@ -374,7 +377,7 @@ def exact_poisson(release, prior, opts: ExactOptions, rng):
     attrs = _attrs(release, prior, opts, bound, {"grid_points": int(grid.size),
                                                  "grid_check": f"mean of log rate moves {shift:.2g} sd "
                                                                "when the grid is halved"})
-    return _posterior(release, prior, np.exp(draws), attrs)
+    return _posterior(model, np.exp(draws), attrs)
 
 
 def _grid_moments(x, dens):
@@ -436,22 +439,22 @@ def _rng(opts):
                                  else opts.seed)
 
 
-def exact(release, prior, options) -> Posterior:
+def exact(model, options) -> Posterior:
     """Engine ``exact`` of the count families (binomial, multinomial, poisson): exact iid posterior draws by
     enumeration, the chain chosen by the release's record law (``release.expfam.record_law``)."""
     from ..families._expfam import RecordLaw
 
-    model = getattr(release, "expfam", None)
+    expfam = getattr(model.release, "expfam", None)
     run = {RecordLaw.BERNOULLI: exact_binomial, RecordLaw.CATEGORICAL: exact_multinomial,
-           RecordLaw.POISSON: exact_poisson}.get(getattr(model, "record_law", None))
+           RecordLaw.POISSON: exact_poisson}.get(getattr(expfam, "record_law", None))
     if run is None:
-        raise RefusedError("method", f"'exact' does not serve family {release.family!r}")
-    return run(release, prior, options, _rng(options))
+        raise RefusedError("method", f"'exact' does not serve family {model.family!r}")
+    return run(model, options, _rng(options))
 
 
-def exact_naive_bayes(release, prior, options) -> Posterior:
+def exact_naive_bayes(model, options) -> Posterior:
     """Engine ``exact`` of the naive-bayes family (:func:`naive_bayes_exact`)."""
-    return naive_bayes_exact(release, prior, options, _rng(options))
+    return naive_bayes_exact(model, options, _rng(options))
 
 
 # ------------------------------------------------------------------ naive-bayes: the chain, nested
@@ -517,7 +520,7 @@ def _naive_bayes_chains(mech, release, m, alpha_c, alpha_f, n, tail, widen):
     return rows, class_f, lows0, msg_c, log_z, bound
 
 
-def naive_bayes_exact(release, prior, opts: ExactOptions, rng):
+def naive_bayes_exact(model, opts: ExactOptions, rng):
     """Exact iid draws for the naive Bayes tables (Karwa et al. Sec. 4 model) under any additive noise.
 
     Given the class counts N (I,), each table row k, i is a Dirichlet-multinomial of N_i records, so
@@ -527,6 +530,7 @@ def naive_bayes_exact(release, prior, opts: ExactOptions, rng):
     probabilities by conjugacy."""
     from ..mechanisms import Laplace
 
+    release, prior = model.release, model.prior.spec
     mech = release.mechanism
     if not mech.integer_valued:  # proportions are analysed on the count scale (Laplace rescales exactly)
         mech = Laplace(1.0, release.noise_scale_counts())
