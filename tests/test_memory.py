@@ -346,3 +346,33 @@ def test_calibration_batches_are_refused_before_their_chains(available, monkeypa
     monkeypatch.undo()
     available(2 * GIB)
     assert _batch(GAUSS, "gibbs", sims[:3], prior, 50).shape == (3, 50, 2)
+
+
+def test_refusals_cross_a_process_boundary_whole():
+    """An input error, a refusal and a memory refusal are rebuilt from their field and reason when unpickled (what a
+    process pool or a Dask worker does with an exception), keeping their class."""
+    import pickle
+
+    from dpposterior.errors import InputError, MemoryRefusedError
+
+    for cls in (InputError, RefusedError, MemoryRefusedError):
+        back = pickle.loads(pickle.dumps(cls("draws", "needs about 60.5 GiB")))
+        assert type(back) is cls and back.field == "draws" and back.reason == "needs about 60.5 GiB"
+        assert str(back) == "draws: needs about 60.5 GiB"
+
+
+@pytest.mark.parametrize("scheduler", ["serial", "processes"])
+def test_calibrate_stops_on_a_memory_refusal_in_one_line(scheduler, tmp_path):
+    """calibrate whose trials would not fit ends in one line naming the field, exit 2, no traceback and no result
+    file, on its worker processes as in process: every trial of that size would refuse alike (it was recorded as
+    one failure per trial and exited 0)."""
+    out = tmp_path / "cal.json"
+    proc = subprocess.run([sys.executable, "-m", "dpposterior", "calibrate", "--family", "gaussian", "--n", "50",
+                           "--epsilon", "1", "--trials", "3", "--workers", "2", "--draws", "1000000000000",
+                           "--scheduler", scheduler, "--quiet", "--out", str(out)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: draws: calibrate's batch of gibbs: "), proc.stderr
+    assert "of memory, more than the" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()

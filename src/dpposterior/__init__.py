@@ -10,7 +10,7 @@ docs/architecture.md.
 """
 
 from ._version import __version__
-from .errors import InputError, PosteriorWarning, RefusedError  # noqa: E402
+from .errors import InputError, MemoryRefusedError, PosteriorWarning, RefusedError  # noqa: E402
 
 #: the public names, imported on first use (PEP 562): ``import dpposterior`` and ``dpposterior --help``
 #: load neither numpy nor pydantic, and a command imports only what it runs (docs/architecture.md,
@@ -21,7 +21,7 @@ _LAZY = {"infer": "api", "InferenceOptions": "options", "Model": "model", "Poste
 
 __all__ = ["infer", "Model", "load_release", "release_from_csv", "release_from_measurements", "Posterior",
            "synthesize", "combine",
-           "InferenceOptions", "InputError", "RefusedError", "PosteriorWarning", "__version__"]
+           "InferenceOptions", "InputError", "RefusedError", "MemoryRefusedError", "PosteriorWarning", "__version__"]
 
 
 def __getattr__(name):

@@ -20,9 +20,20 @@ class InputError(ValueError):
         self.reason = reason
         super().__init__(f"{field}: {reason}")
 
+    def __reduce__(self):
+        # rebuilt from its two fields, so that it crosses a process pool or a Dask worker whole (the default
+        # rebuilds an exception from its message alone, which __init__ does not take)
+        return self.__class__, (self.field, self.reason)
+
 
 class RefusedError(InputError):
     """The request is well-formed but impossible (improper posterior, infeasible, ...)."""
+
+
+class MemoryRefusedError(RefusedError):
+    """The work would not fit in the memory available (``dpposterior.memory.check_fits``): refused before anything
+    is allocated.  A study of many runs (``calibrate``) stops on it, since every trial of that size would refuse
+    alike, instead of recording it as one trial's failure."""
 
 
 class PosteriorWarning(UserWarning):

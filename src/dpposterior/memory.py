@@ -1,5 +1,5 @@
 """Up-front memory estimates: an engine that would need more memory than the machine has is refused in one
-line (:class:`~dpposterior.errors.RefusedError`) before it allocates, stating its estimate and what would fit.
+line (:class:`~dpposterior.errors.MemoryRefusedError`, a ``RefusedError``) before it allocates, stating its estimate and what would fit.
 
 The estimates count the engine's large arrays (stored draws, per-area variables, enumeration windows, noise
 tables) times the copies that exist at its peak; they are meant to be within a factor 2 of the measured
@@ -9,7 +9,7 @@ cannot be read (not Linux) nothing is refused.
 
 from __future__ import annotations
 
-from .errors import RefusedError
+from .errors import MemoryRefusedError
 
 GIB = 2.0 ** 30
 
@@ -39,7 +39,7 @@ def check_fits(estimate: float, field: str, what: str, advice: str) -> None:
     avail = available_bytes()
     if avail is None or estimate <= avail:
         return
-    raise RefusedError(field, f"{what} needs about {size(estimate)} of memory, more than the {size(avail)} "
+    raise MemoryRefusedError(field, f"{what} needs about {size(estimate)} of memory, more than the {size(avail)} "
                               f"available; {advice}")
 
 

@@ -319,9 +319,11 @@ def calibration_unit(unit: dict) -> dict:
     (t, 0), method m's rank tie-breaks from (t, 1, crc32(m)) and its posterior from (t, 2, crc32(m)).  So
     a trial's numbers do not depend on the unit it is in: any unit size, any backend, same
     JSON.  A trial in which a method raises or returns non-finite draws is recorded in
-    ``failures`` (its rank is null) instead of ending the study.
+    ``failures`` (its rank is null) instead of ending the study -- except a memory refusal
+    (:class:`~dpposterior.errors.MemoryRefusedError`), which ends it: the trials are alike in size.
     """
     from ..diagnostics.metrics import mmd
+    from ..errors import MemoryRefusedError
     from ..execution import trial_seed
     from ..families import get_family
 
@@ -357,6 +359,8 @@ def calibration_unit(unit: dict) -> dict:
                 if not np.all(np.isfinite(d)):
                     raise FloatingPointError("non-finite posterior draws")
                 draws[m] = d
+            except MemoryRefusedError:
+                raise  # every trial of this size would refuse alike: the study stops in one line, not T failures
             except Exception as exc:  # noqa: BLE001
                 if m in methods:
                     results["failures"].append({"trial": t, "method": m, "error": one_line(exc)})
