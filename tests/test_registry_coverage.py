@@ -36,16 +36,39 @@ FIXED_SHAPE = {("binomial", "ops"): (1, 100),                 # OPS: 100 one-pos
 
 
 @pytest.mark.parametrize("family,method", PAIRS)
-def test_every_engine_runs_on_its_familys_example(family, method):
+def test_every_engine_runs_on_its_familys_example(family, method, monkeypatch):
+    """... and receives the release's observation model, built once per run: the engine reads that model and names
+    its draws through it, never building another."""
+    from dpposterior.release import ReleaseBase
+
     cls = get_family(family).engine_options(method)
     options = {k: v for k, v in TINY.items() if k in cls.names()}
     sim = example(family)
     if "confidential" in cls.names():
         options["confidential"] = sim.confidential
+    built = []
+    build = ReleaseBase.observation_model
+
+    def counted(self, *args, **kwargs):
+        built.append(self)
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(ReleaseBase, "observation_model", counted)
     post = dp.infer(sim.release, method=method, seed=1, quiet=True, **options)
+    assert len(built) == 1, f"{family}/{method} built the observation model {len(built)} times"
     assert post.family == family and post.method == method
     for name, draws in post.posterior.items():
         values = np.asarray(draws, float)
         expected = (options["chains"], options["draws"]) if cls.takes_draws else FIXED_SHAPE[family, method]
         assert values.shape[:2] == expected, (name, values.shape)
         assert np.all(np.isfinite(values)), name
+
+
+@pytest.mark.parametrize("family,method", PAIRS)
+def test_every_engine_takes_the_observation_model_and_its_options(family, method):
+    """Every registered engine is ``engine(model, options)``: the observation model and its typed options, nothing
+    else (docs/architecture.md, "Adding an engine")."""
+    import inspect
+
+    engine = get_family(family).engine(method)
+    assert list(inspect.signature(engine).parameters) == ["model", "options"], (family, method)
