@@ -53,7 +53,8 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     release = dc.simulate(seed=seed)
     s = release.structure
     t1 = time.time()
-    post = census_da(release, None, CensusDAOptions(draws=draws, warmup=warmup, chains=chains, seed=seed, quiet=True))
+    post = census_da(release.observation_model(None),
+                     CensusDAOptions(draws=draws, warmup=warmup, chains=chains, seed=seed, quiet=True))
     t2 = time.time()
     est = gls(s)
     x = post.posterior["counts"].reshape(-1, s.B, s.C)
@@ -245,6 +246,16 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
         structure = s
         sha256 = f"tiled-{times}"
 
+    from dataclasses import replace
+
+    from dpposterior.families.census import CensusPrior, observation_model
+
+    # the tiled structure has no release file: its model is built on the stand-in and given what
+    # release.observation_model would attach (the release and the parsed prior)
+    prior = CensusPrior()
+    model = observation_model(Release, prior)
+    model = replace(model, release=Release, prior=replace(model.prior, spec=prior))
+
     import dpposterior.inference.census_da as cd
 
     # time each step of the partitioned sweep (the set-up is the rest)
@@ -266,7 +277,7 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
     workers_gb = None
     with use_executor(scheduler) as ex:
         t2 = time.time()
-        census_da(Release, None, opts)
+        census_da(model, opts)
         t3 = time.time()
         client = ex.dask_client()
         if client is not None:

@@ -15,7 +15,7 @@ from scipy.special import gammaln
 
 import dpposterior.census as dc
 from dpposterior.errors import InputError
-from dpposterior.families.census import CensusPrior, draw_histograms, draw_prior
+from dpposterior.families.census import CensusPrior, draw_histograms, draw_prior, observation_model
 from dpposterior.families.census_table import build_structure
 from dpposterior.inference import census_da as cd
 from dpposterior.mechanisms.discrete_gaussian import DiscreteGaussian
@@ -396,7 +396,8 @@ def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None)
     else:
         class R:
             structure = s
-        cx = cd.census_naive(R, None, cd.CensusNaiveOptions(draws=draws, seed=seed)).posterior["counts"][0]
+        cx = cd.census_naive(observation_model(R),
+                             cd.CensusNaiveOptions(draws=draws, seed=seed)).posterior["counts"][0]
         h = None
     tract = s.aggregate(cx, "tract", "total")[:, 0, 0]
     t_true = s.aggregate(x, "tract", "total")[0, 0]
@@ -454,18 +455,19 @@ def _small_release(seed=0):
 def test_same_seed_same_draws_whatever_the_threads(monkeypatch):
     release, _ = _small_release()
     opts = cd.CensusDAOptions(draws=20, warmup=10, chains=2, seed=11, quiet=True)
-    a = cd.census_da(release, None, opts).posterior["counts"]
+    a = cd.census_da(release.observation_model(None), opts).posterior["counts"]
     import dpposterior.inference.mcmc_common as mc
 
     monkeypatch.setattr(mc, "chain_workers", lambda chains, iterations: 1)
-    b = cd.census_da(release, None, opts).posterior["counts"]
+    b = cd.census_da(release.observation_model(None), opts).posterior["counts"]
     assert np.array_equal(a, b)
     assert np.all(a.sum(axis=(2, 3)) == release.invariants["state_total"]["15"])
 
 
 def test_counts_tabulate_and_union(tmp_path):
     release, x = _small_release()
-    post = cd.census_da(release, None, cd.CensusDAOptions(draws=30, warmup=20, chains=1, seed=1, quiet=True))
+    post = cd.census_da(release.observation_model(None),
+                        cd.CensusDAOptions(draws=30, warmup=20, chains=1, seed=1, quiet=True))
     s = release.structure
     by_tract = post.counts(level="tract", query="age")
     assert by_tract.dims == ("chain", "draw", "tract", "cell")
@@ -554,7 +556,8 @@ def test_report_draws_the_levels_caterpillar(tmp_path):
     from dpposterior.report import write_report
 
     release, _ = _small_release()
-    post = cd.census_da(release, None, cd.CensusDAOptions(draws=20, warmup=10, chains=2, seed=2, quiet=True))
+    post = cd.census_da(release.observation_model(None),
+                        cd.CensusDAOptions(draws=20, warmup=10, chains=2, seed=2, quiet=True))
     post.to_netcdf(tmp_path / "p.nc")
     html = write_report(tmp_path / "p.nc", tmp_path / "rep")
     assert (tmp_path / "rep" / "census_levels.png").exists()
@@ -569,7 +572,7 @@ def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch, 
     and another run's states are refused.  The same with the partitioned sweep."""
     release, _ = _small_release()
     opts = dict(draws=15, warmup=20, chains=2, seed=7, quiet=True, partition=partition)
-    whole = cd.census_da(release, None, cd.CensusDAOptions(**opts)).posterior["counts"]
+    whole = cd.census_da(release.observation_model(None), cd.CensusDAOptions(**opts)).posterior["counts"]
     monkeypatch.setattr(cd.ChainCheckpoint, "every", 0.0)
     calls = {"n": 0}
     kernel = "run_sweeps" if partition is None else "partitioned_sweep"
@@ -584,12 +587,13 @@ def test_checkpoint_resume_gives_the_uninterrupted_draws(tmp_path, monkeypatch, 
     monkeypatch.setattr(cd, kernel, dying)
     monkeypatch.setattr("dpposterior.inference.mcmc_common.chain_workers", lambda chains, iterations: 1)
     with pytest.raises(KeyboardInterrupt):
-        cd.census_da(release, None, cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
+        cd.census_da(release.observation_model(None), cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
     assert (tmp_path / "ck" / "chain0.npz").exists()
     monkeypatch.setattr(cd, kernel, real)
     with pytest.raises(InputError) as err:
-        cd.census_da(release, None, cd.CensusDAOptions(**{**opts, "draws": 16}, checkpoint=str(tmp_path / "ck")))
+        cd.census_da(release.observation_model(None),
+                     cd.CensusDAOptions(**{**opts, "draws": 16}, checkpoint=str(tmp_path / "ck")))
     assert err.value.field == "checkpoint"
-    resumed = cd.census_da(release, None, cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
+    resumed = cd.census_da(release.observation_model(None), cd.CensusDAOptions(**opts, checkpoint=str(tmp_path / "ck")))
     assert np.array_equal(resumed.posterior["counts"], whole)
     assert not list((tmp_path / "ck").glob("*.npz"))

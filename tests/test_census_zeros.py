@@ -88,8 +88,8 @@ def test_round_trip_keeps_the_field(tmp_path):
 def test_posterior_counts_are_zero_there_and_tables_work(tmp_path):
     release, x = _release()
     for partition in (None, "county"):
-        post = cd.census_da(release, None, cd.CensusDAOptions(draws=30, warmup=20, chains=2, seed=1, quiet=True,
-                                                              partition=partition))
+        post = cd.census_da(release.observation_model(None),
+                            cd.CensusDAOptions(draws=30, warmup=20, chains=2, seed=1, quiet=True, partition=partition))
         counts = post.posterior["counts"]
         assert counts.shape[-1] == 6 and np.all(counts[..., ZERO_CELLS] == 0)
         assert counts[..., ALLOWED].sum() > 0
@@ -100,7 +100,8 @@ def test_posterior_counts_are_zero_there_and_tables_work(tmp_path):
     assert eth.dims == ("chain", "draw", "county", "cell") and np.all(eth.values[..., 0] == 0)
     table = dc.tabulate(post, "tract", "detailed")
     assert np.all(table.loc[table["cell"].isin(["u18|h", "u18|b", "18+|h"]), ["lower", "upper"]].values == 0)
-    naive = cd.census_naive(release, None, cd.CensusNaiveOptions(draws=10, seed=2)).posterior["counts"]
+    naive = cd.census_naive(release.observation_model(None),
+                            cd.CensusNaiveOptions(draws=10, seed=2)).posterior["counts"]
     assert np.all(naive[..., ZERO_CELLS] == 0) and naive[..., ALLOWED].sum() > 0
 
 

@@ -273,7 +273,7 @@ def test_small_area_window_of_sigma_1e9_is_refused_before_allocating(eight_gib):
     from dpposterior.options import InferenceOptions
 
     with pytest.raises(RefusedError, match=r"^draws: exact-da: .*enumeration windows [0-9.]+ GiB.* too wide"):
-        exact_da(dp.load_release(release), SmallAreaPrior(),
+        exact_da(dp.load_release(release).observation_model(SmallAreaPrior()),
                  SmallAreaOptions.from_inference(InferenceOptions(draws=100, chains=4, seed=1)))
 
 
@@ -286,5 +286,5 @@ def test_binomial_window_of_sigma_1e8_is_refused_before_allocating(eight_gib):
                                "statistics": {"successes": {"value": 10 ** 9, "mechanism": "discrete-gaussian",
                                                             "sigma": 1e8}}})
     with pytest.raises(RefusedError, match=r"^method: exact: the enumeration window .* needs about [0-9.]+ GiB"):
-        exact(release, parse_beta_prior(None), ExactOptions.from_inference(InferenceOptions(draws=1000, chains=4,
-                                                                                              seed=1)))
+        exact(release.observation_model(parse_beta_prior(None)),
+              ExactOptions.from_inference(InferenceOptions(draws=1000, chains=4, seed=1)))

@@ -26,12 +26,13 @@ def test_the_variables_are_the_engines_outputs():
     s = RELEASE.structure
     assert [v.name for v in model.variables] == ["alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts"]
     assert model.variable("counts").coords == {"block": s.blocks, "cell": s.cell_labels()}
-    post = cd.census_da(RELEASE, None, cd.CensusDAOptions(draws=4, warmup=2, chains=1, seed=1, quiet=True))
+    post = cd.census_da(RELEASE.observation_model(None),
+                        cd.CensusDAOptions(draws=4, warmup=2, chains=1, seed=1, quiet=True))
     assert list(post.posterior) == [v.name for v in model.variables]
     assert post.dims == {v.name: list(v.dims) for v in model.variables if v.dims}
     assert post.coords["block"] == list(s.blocks) and post.coords["cell"] == s.cell_labels()
     assert post.float32_variables == ("tract_mix", "block_group_mean")
-    naive = cd.census_naive(RELEASE, None, cd.CensusNaiveOptions(draws=4, chains=1, seed=1))
+    naive = cd.census_naive(RELEASE.observation_model(None), cd.CensusNaiveOptions(draws=4, chains=1, seed=1))
     assert list(naive.posterior) == ["counts"] and naive.dims == {"counts": ["block", "cell"]} and naive.iid
 
 
@@ -63,10 +64,11 @@ def test_the_latent_statistic_and_the_prior():
 def test_the_engines_pack_through_the_model_once(method, monkeypatch):
     calls = spy_on_pack(monkeypatch, variables=True)
     if method == "da":
-        cd.census_da(RELEASE, None, cd.CensusDAOptions(draws=3, warmup=2, chains=1, seed=1, quiet=True))
+        cd.census_da(RELEASE.observation_model(None),
+                     cd.CensusDAOptions(draws=3, warmup=2, chains=1, seed=1, quiet=True))
         names = ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts")
     else:
-        cd.census_naive(RELEASE, None, cd.CensusNaiveOptions(draws=3, chains=1, seed=1))
+        cd.census_naive(RELEASE.observation_model(None), cd.CensusNaiveOptions(draws=3, chains=1, seed=1))
         names = ("counts",)
     assert calls == [("census", method, names)]
 

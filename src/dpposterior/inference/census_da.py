@@ -1074,13 +1074,16 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     return out_x, out_h, out_M, out_pi
 
 
-def census_da(release, prior, options: CensusDAOptions):
+def census_da(model, options: CensusDAOptions):
+    """Engine ``da`` (census): the Gibbs sampler of the module docstring over the model's block histogram structure
+    (``model.latent.state``: the release's measured rows, geography and cells) and its parsed prior
+    (``model.prior.spec``); a checkpoint is keyed by the model's release (its sha256).  The draws are named through
+    the model."""
     from ..execution import spawn_seeds
-    from ..families.census import observation_model, parse_prior
     from .mcmc_common import chain_workers, map_chains
 
-    s = release.structure
-    prior = parse_prior(prior, release)
+    release, prior = model.release, model.prior.spec
+    s = model.latent.state
     _memory_check(s, options.chains, options.draws)
     prob = Problem(s, prior)
     seeds = spawn_seeds(options.seed, options.chains)
@@ -1109,7 +1112,6 @@ def census_da(release, prior, options: CensusDAOptions):
     if options.checkpoint is not None:  # the run finished: its states are not needed again
         for c in range(options.chains):
             ChainCheckpoint(Path(options.checkpoint), c, fingerprint).remove()
-    model = observation_model(release, prior)
     return model.pack(
         # the hyperparameters first: what the printed summary and the report's table show
         {"alpha": np.stack([r[1][:, 0] for r in results]),
@@ -1167,15 +1169,15 @@ def census_attrs(structure) -> dict:
             "census_levels": json.dumps(structure.levels)}
 
 
-def census_naive(release, prior, options: CensusNaiveOptions):
+def census_naive(model, options: CensusNaiveOptions):
     """Each block cell alone: a flat prior on the non-negative integers times its own block-level measurement's
     exact discrete-Gaussian likelihood (what a user reading one noisy cell at a time gets; the ``noisyvalue``
     package's posterior); structural zeros are 0.  A block cell without a block-level detailed measurement is
-    refused."""
+    refused.  Reads the model's block histogram structure (``model.latent.state``) and packs on its marginal of the
+    counts."""
     from ..execution import spawn_seeds
-    from ..families.census import observation_model
 
-    s = release.structure
+    s = model.latent.state
     Lb = s.L - 1
     q = s.detailed_query()
     if q is None:
@@ -1209,7 +1211,6 @@ def census_naive(release, prior, options: CensusNaiveOptions):
         # a structural zero is known to be 0, whatever its noisy cell reads (the draws above leave the others as
         # they would be without it)
         out[..., s.structural_zero] = 0
-    model = observation_model(release, prior)
     # the model's marginal of the counts: naive draws no hyperparameters
     counts_model = model.marginal(["counts"])
     return counts_model.pack({"counts": out}, "naive", iid=True,

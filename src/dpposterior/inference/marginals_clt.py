@@ -256,10 +256,12 @@ def compiled(tree: JunctionTree, measured) -> Compiled:
     return _COMPILED[key]
 
 
-def marginals_clt(release, prior, options: MarginalsCLTOptions):
-    from ..families.marginals import observation_model, variable_name
+def marginals_clt(model, options: MarginalsCLTOptions):
+    """Engine ``clt`` (marginals): reads the model's junction tree (``model.latent.state``), ``n``, measurements
+    (the noisy tables, their cliques and noise variances) and hyper-Dirichlet concentration, and names its draws
+    through the model."""
+    from ..families.marginals import variable_name
 
-    model = observation_model(release, prior)
     model.competent({"moments"}, "clt")
     if model.n is None:
         raise InputError("method", "clt needs the number of records n, which this release does not state; use "

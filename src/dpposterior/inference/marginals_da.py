@@ -827,12 +827,13 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
     return out, counts, loglik, n_draws, accept
 
 
-def marginals_da(release, prior, options: MarginalsDAOptions):
-    from ..families.marginals import observation_model
+def marginals_da(model, options: MarginalsDAOptions):
+    """Engine ``da`` (marginals): the sampler of the module docstring, over the model's junction tree
+    (``model.latent.state``), measurements (the noisy tables and their noise laws), ``n`` (None: n is sampled) and
+    prior (concentration, ``n_range``); the draws are named through the model."""
     from ..execution import spawn_seeds
     from .mcmc_common import chain_workers, map_chains
 
-    model = observation_model(release, prior)
     model.competent({"records"}, "da")
     if model.n is not None and options.n_moves is not None:
         raise InputError("n_moves", f"birth/death moves apply only to a release without n; this one states "
@@ -873,11 +874,11 @@ def marginals_da(release, prior, options: MarginalsDAOptions):
     return post
 
 
-def marginals_naive(release, prior, options: MarginalsNaiveOptions):
-    """The hyper-Dirichlet posterior given each junction-tree clique's noisy counts as if they were true."""
-    from ..families.marginals import observation_model, variable_name
+def marginals_naive(model, options: MarginalsNaiveOptions):
+    """The hyper-Dirichlet posterior given each junction-tree clique's noisy counts as if they were true: reads the
+    model's junction tree, measurements, ``n`` and concentration; the draws are named through the model."""
+    from ..families.marginals import variable_name
 
-    model = observation_model(release, prior)
     tree: JunctionTree = model.latent.state
     conc = float(model.prior.parameters["concentration"])
     alpha = tree.prior_alpha(conc)

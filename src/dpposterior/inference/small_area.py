@@ -63,6 +63,8 @@ class SmallAreaOptions(MCMCOptions):
     alpha_c + u_g (+ v_parent(g)), with the exposure the whole number at risk)."""
 
     engine: ClassVar[str] = "exact-da"
+    #: the counts' law is part of the model (its variables' support, its latent statistic), not of the sampler
+    model_options: ClassVar[tuple[str, ...]] = ("likelihood",)
 
     tail_mass: float = option(1e-12, "float", "noise mass allowed outside each enumeration window", low=0.0,
                               high=1e-3, open_high=False)
@@ -107,11 +109,10 @@ def _noise_arrays(release, tail):
     return kind, sigma, half, zero_pp, zero_tab, inverse.astype(np.int64), ystar, tables
 
 
-def _plan(release, prior, opts: SmallAreaOptions, noise, totals) -> Plan:
+def _plan(release, prior, opts: SmallAreaOptions, noise, totals, binom: bool) -> Plan:
     kind, scale, half, zero_pp, zero_tab, zrow, ystar, tables = noise
     G, C = release.G, release.C
     E = release.exposures()
-    binom = opts.likelihood == "binomial"
     if binom:
         _check_sizes(release, E, totals)
     pidx, parent_ids = release.parent_index()
@@ -268,32 +269,36 @@ def _check_memory(release, opts: SmallAreaOptions, tail: float | None, method: s
     check_fits(total, "draws", what, advice)
 
 
-def exact_da(release, prior, options) -> Posterior:
-    """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring."""
+def exact_da(model, options) -> Posterior:
+    """Engine ``exact-da`` (small-area): the Gibbs sampler of the module docstring.  Reads the model's release (the
+    sampler is compiled over its G x C table, noise laws, exposures, parents and area totals) and its parsed prior
+    (``model.prior.spec``), and names its draws through the model, built with the run's ``likelihood``."""
     opts = options
+    release = model.release
     actors = _actors(opts)
     _check_memory(release, opts, opts.tail_mass, "exact-da")
     totals = release.area_totals()
-    return _sample(release, prior, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
+    return _sample(model, opts, _noise_arrays(release, opts.tail_mass), totals, "exact-da",
                    {"algorithm": "exact data augmentation over the latent counts + slice/interweaving",
                     "tail_mass": opts.tail_mass, "mechanism": release.statistics.counts.mechanism,
                     "postprocessing": release.postprocessing, "invariants": int(totals is not None)},
                    actors)
 
 
-def naive(release, prior, options) -> Posterior:
+def naive(model, options) -> Posterior:
     """Engine ``naive``: the noisy counts taken as true (negatives set to 0), the same model and sampler --
-    the latent counts are held at the clean table (a zero-width window)."""
+    the latent counts are held at the clean table (a zero-width window).  Reads what ``exact-da`` reads."""
     opts = options
+    release = model.release
     actors = _actors(opts)
     _check_memory(release, opts, None, "naive")
     G, C = release.G, release.C
     clean = np.maximum(np.round(release.released()), 0)
-    if opts.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)
+    if model.latent.state.likelihood == "binomial":  # (taken as true, a count cannot exceed the number at risk)
         clean = np.minimum(clean, release.exposures())
     noise = (GAUSS, np.full((G, C), 1e-3), np.zeros((G, C)), np.zeros((G, C), dtype=bool), np.full((1, 2), -np.inf),
              np.zeros((G, C), dtype=np.int64), clean, None)
-    return _sample(release, prior, opts, noise, None, "naive",
+    return _sample(model, opts, noise, None, "naive",
                    {"algorithm": "noise-ignoring", "naive_statistic": "noisy counts taken as the true counts, "
                                                                       "negatives set to 0"}, actors)
 
@@ -316,12 +321,16 @@ def _actors(opts: SmallAreaOptions):
     return ex
 
 
-def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict, actors=None) -> Posterior:
+def _sample(model, opts: SmallAreaOptions, noise, totals, method: str, attrs: dict, actors=None) -> Posterior:
     """The plan, then the compiled chains in this process (:func:`_run_chains`) or, given an executor that runs
-    actors (:func:`_actors`), on Dask partitions."""
+    actors (:func:`_actors`), on Dask partitions; the draws named through ``model``."""
     from .. import progress
 
-    plan = _plan(release, prior, opts, noise, totals)
+    release = model.release
+    # the counts' law is the model's (built with the run's ``likelihood``): the draws are sampled under the law
+    # they are named under
+    likelihood = model.latent.state.likelihood
+    plan = _plan(release, model.prior.spec, opts, noise, totals, likelihood == "binomial")
     if actors is None:
         from . import small_area_kernels
 
@@ -333,12 +342,9 @@ def _sample(release, prior, opts: SmallAreaOptions, noise, totals, method: str, 
 
         out = run_dask(plan, opts.partitions, actors)
         attrs = {**attrs, "partitions": out.pop("partitions"), "partitions_rebuilt": out.pop("partitions_rebuilt")}
-    from ..families.small_area import observation_model
-
-    pidx, parent_ids = release.parent_index()
-    attrs = {**attrs, "likelihood": opts.likelihood}
-    model = observation_model(release, prior, opts.likelihood)
-    return _posterior(model, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"], pidx, attrs,
+    attrs = {**attrs, "likelihood": likelihood}
+    return _posterior(model, method, out["alpha"], out["u"], out["v"], out["tau"], out["taup"],
+                      model.latent.state.parent_index, attrs,
                       binom=plan.run.binom)
 
 
