@@ -387,14 +387,16 @@ def on_model(model, observed, options) -> Posterior:
     return to_posterior(model.name, model, observed, run_da_mcmc(model, observed, **opts.run_kwargs()))
 
 
-def da_mcmc(release, prior, options) -> Posterior:
-    """Engine ``da-mcmc`` of the built-in families: on the family's record model (its ``da_model`` hook)."""
+def da_mcmc(model, options) -> Posterior:
+    """Engine ``da-mcmc`` of the built-in families: on the family's record model (its ``da_model`` hook, asked with
+    the model's release and parsed prior).  The draws are named through the record model's view, whose variables
+    are the observation model's (tests/test_observation_model_view.py)."""
     from ..families import get_family
 
-    opts = options
+    release, prior = model.release, model.prior.spec
     hook = get_family(release.family, field="release.family").hooks.get("da_model")
     if hook is None:
         raise InputError("method", f"family {release.family!r} has no record model for da-mcmc")
-    model, observed = hook(release, prior)
-    res = run_da_mcmc(model, observed, **opts.run_kwargs())
-    return to_posterior(release.family, model, observed, res)
+    records, observed = hook(release, prior)
+    res = run_da_mcmc(records, observed, **options.run_kwargs())
+    return to_posterior(release.family, records, observed, res)

@@ -559,7 +559,7 @@ def naive_bayes_exact(model, opts: ExactOptions, rng):
         feature_prob[:, k, i, :J] = g / g.sum(axis=1, keepdims=True)
     from .naive_bayes_vb import posterior_from_draws
 
-    return posterior_from_draws(release, prior, "exact", class_prob, feature_prob.reshape(C, D, K, I, jmax),
+    return posterior_from_draws(model, "exact", class_prob, feature_prob.reshape(C, D, K, I, jmax),
                                 attrs={"algorithm": "exact enumeration over the latent tables",
                                        "mechanism": release.statistics.tables.mechanism, "tail_mass": opts.tail_mass,
                                        "omitted_mass_bound": bound, "log_evidence": log_z})

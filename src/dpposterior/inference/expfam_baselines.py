@@ -106,27 +106,28 @@ def _size(options, release=None, method: str = ""):
     return (options.chains, options.draws)
 
 
-def naive(release, prior, options):
-    """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise."""
-    observation = release.observation_model(prior)
-    model = release.expfam
+def naive(model, options):
+    """Engine ``naive``: conjugate update with the (clipped) noisy statistics, ignoring the noise.  Reads the model's
+    release (its noisy statistic) and parsed prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
+    expfam = release.expfam
     arrays = release_arrays(release)
     rng = options.rng()
     conf = options.confidential
     note = "noisy statistics treated as exact (clipped to the valid range)"
-    if model.truncated:
+    if expfam.truncated:
         if isinstance(conf, dict) and "noisy_full_sum" in conf:
             s = np.array([max(float(conf["noisy_full_sum"]), 0.0)])
             note = ("CHEATING as in Bernstein & Sheldon Sec. 4: uses the noisy untruncated sum from the "
                     "simulation (same noise magnitude; not private)")
         else:
-            s = model.clip_statistic(arrays["y"], arrays["n"], arrays["bounds"])
+            s = expfam.clip_statistic(arrays["y"], arrays["n"], arrays["bounds"])
             note = "noisy truncated sum treated as the exact full sum (ignores noise and truncation)"
     else:
-        y = arrays["y"][None, ...] if model.vector else arrays["y"]
-        s = model.clip_statistic(y, arrays["n"])
-    theta = model.conjugate_draws(s, arrays["n"], prior, _size(options, release, "naive"), rng)[0]
-    return pack_draws(observation, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
+        y = arrays["y"][None, ...] if expfam.vector else arrays["y"]
+        s = expfam.clip_statistic(y, arrays["n"])
+    theta = expfam.conjugate_draws(s, arrays["n"], prior, _size(options, release, "naive"), rng)[0]
+    return pack_draws(model, "naive", theta, _attrs(prior, naive_statistic=note), iid=True)
 
 
 def _confidential_statistic(release, conf) -> np.ndarray:
@@ -137,19 +138,22 @@ def _confidential_statistic(release, conf) -> np.ndarray:
     return value[None, ...] if value.ndim == 1 else value.reshape(1)
 
 
-def non_private(release, prior, options):
-    """Engine ``non-private``: conjugate posterior given the confidential (full) statistics."""
+def non_private(model, options):
+    """Engine ``non-private``: conjugate posterior given the confidential (full) statistics (reads the model's
+    release for n and the statistic's name, and its parsed prior)."""
+    release, prior = model.release, model.prior.spec
     conf = require_confidential(options, "non-private")
-    observation = release.observation_model(prior)
     s = _confidential_statistic(release, conf)
     theta = release.expfam.conjugate_draws(s, float(release.n), prior, _size(options, release, "non-private"),
                                            options.rng())[0]
-    return pack_draws(observation, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
+    return pack_draws(model, "non-private", theta, _attrs(prior, note="uses confidential statistics"),
                       iid=True)
 
 
-def ops(release, prior, options):
-    """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each."""
+def ops(model, options):
+    """Engine ``ops`` (binomial): 100 one-posterior samples at epsilon/100 each (reads the model's release for its
+    epsilon and n, and its parsed prior)."""
+    release, prior = model.release, model.prior.spec
     if release.expfam.record_law is not RecordLaw.BERNOULLI:  # its utility is the Bernoulli log-likelihood
         raise RefusedError("method", "ops is implemented for Bernoulli records (the binomial family) only")
     eps = release.noisy_record.epsilon
@@ -157,10 +161,9 @@ def ops(release, prior, options):
         raise RefusedError("method", "ops spends the release's epsilon on its own samples, and this release states "
                            f"none (mechanism {release.noisy_record.mechanism!r}); give ops an epsilon-DP release")
     conf = require_confidential(options, "ops")
-    observation = release.observation_model(prior)
     s = _confidential_statistic(release, conf)
     theta = ops_draws(s, float(release.n), prior, eps, options.rng())[0]
-    return pack_draws(observation, "ops", theta[None, :],
+    return pack_draws(model, "ops", theta[None, :],
                       _attrs(prior, note=f"{OPS_SAMPLES} OPS samples at epsilon/{OPS_SAMPLES}, theta in "
                                          f"[{OPS_A0}, {1 - OPS_A0}]"), iid=True)
 

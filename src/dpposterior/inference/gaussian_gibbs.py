@@ -746,12 +746,12 @@ def check_memory(chains: int, draws: int, warmup: int, method: str = "gibbs") ->
                     other="fewer --chains or a shorter --warmup")
 
 
-def gibbs(release, prior, options) -> Posterior:
-    """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale."""
-    from ..families.gaussian import observation_model
-
+def gibbs(model, options) -> Posterior:
+    """Engine ``gibbs``: exact Gibbs sampler (+ joint move), draws on the data scale.  Reads the model's release (its
+    noisy mean and variance, through :func:`problem_from_release`), parsed prior and the latent statistic's scale
+    (``model.latent.state``); names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     check_memory(options.chains, options.draws, options.warmup)
-    model = observation_model(release, prior)
     joint_update = options.joint_update
     prob = problem_from_release(release, prior, options.constrained)
     seq = np.random.SeedSequence(options.seed)

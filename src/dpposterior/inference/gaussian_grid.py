@@ -236,12 +236,11 @@ def check_grid_memory(size: int, chains: int, draws: int) -> None:
                     other="a smaller grid_size, or fewer --chains")
 
 
-def grid(release, prior, options) -> Posterior:
-    """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws)."""
-    from ..families.gaussian import observation_model
-
+def grid(model, options) -> Posterior:
+    """Engine ``grid``: i.i.d. draws from the brute-force grid posterior (chains x draws).  Reads what ``gibbs``
+    reads (the model's release, parsed prior and data scale); names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     check_grid_memory(options.grid_size, options.chains, options.draws)
-    model = observation_model(release, prior)
     size = options.grid_size
     prob = problem_from_release(release, prior, options.constrained)
     rng_grid, rng_pred = (np.random.default_rng(s) for s in np.random.SeedSequence(options.seed).spawn(2))
@@ -290,14 +289,14 @@ def naive_draws(n, ybar, s2, prior, ndraws, rng, constrained: bool):
     return None
 
 
-def naive(release, prior, options) -> Posterior:
-    """Engine ``naive``: the posterior that ignores the privacy noise (baseline only)."""
-    from ..families.gaussian import observation_model
+def naive(model, options) -> Posterior:
+    """Engine ``naive``: the posterior that ignores the privacy noise (baseline only).  Reads the model's release
+    (its noisy mean and variance taken as exact), parsed prior and data scale; names its draws through the model."""
     from ..memory import check_draws_fit
 
+    release, prior = model.release, model.prior.spec
     check_draws_fit("draws", f"naive: {options.draws} draws x {options.chains} chains", draws=options.draws,
                     chains=options.chains, per_draw=NAIVE_DRAW_BYTES)
-    model = observation_model(release, prior)
     lo, width = release.bounds[0], release.width
     sp = prior.scaled(lo, width)
     ybar = (release.statistics.mean.value - lo) / width

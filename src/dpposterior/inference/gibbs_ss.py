@@ -634,18 +634,20 @@ def check_memory(values: int, chains: int, draws: int, method: str = "gibbs-ss")
                     "imputed statistic)", draws=draws, chains=chains, per_draw=per_draw)
 
 
-def gibbs_ss(release, prior, options) -> Posterior:
-    """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2)."""
+def gibbs_ss(model, options) -> Posterior:
+    """Engine ``gibbs-ss``: the noise-aware posterior (Algorithm 1 / Algorithm 2).  Reads the model's release (its
+    noisy statistic, n, Laplace scale and bounds, as the kernels take them) and parsed prior (``model.prior.spec``),
+    and names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     release.laplace_scale  # refuses any noise but continuous Laplace (the scale mixture needs it)
     arrays = release_arrays(release)
     check_memory(int(np.size(arrays["y"])), options.chains, options.draws)
-    observation = release.observation_model(prior)
-    model = release.expfam
-    y = arrays["y"][None, ...] if model.vector else arrays["y"]
-    out = sample_batch(model, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],
+    expfam = release.expfam
+    y = arrays["y"][None, ...] if expfam.vector else arrays["y"]
+    out = sample_batch(expfam, y, arrays["n"], arrays["scale"], prior, bounds=arrays["bounds"],
                        chains=options.chains, warmup=options.warmup, draws=options.draws, seed=options.seed)
     fallbacks = int(out["fallbacks"].sum())
     attrs = {"algorithm": "Bernstein & Sheldon 2018, " + ("Algorithm 2 + RS-CLT (Algorithm 3)"
-                                                          if model.truncated else "Algorithm 1"),
+                                                          if expfam.truncated else "Algorithm 1"),
              "prior": str(prior.to_dict()), "warmup": options.warmup, "rejection_fallbacks": fallbacks}
-    return pack_draws(observation, "gibbs-ss", out["theta"][0], attrs, sample_stats={"statistic": out["statistic"][0]})
+    return pack_draws(model, "gibbs-ss", out["theta"][0], attrs, sample_stats={"statistic": out["statistic"][0]})

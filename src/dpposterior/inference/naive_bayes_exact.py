@@ -166,8 +166,10 @@ class ExactEnumerationOptions(EngineOptions):
     engine: ClassVar[str] = "exact-enumeration"
 
 
-def exact_engine(release, prior, options):
-    """Method ``exact-enumeration``: exact posterior (mixture of Dirichlets) for I = K = J = 2, n <= 100."""
+def exact_engine(model, options):
+    """Method ``exact-enumeration``: exact posterior (mixture of Dirichlets) for I = K = J = 2, n <= 100.  Reads the
+    model's release (its two noisy 2 x 2 tables) and parsed prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     check_size(release.classes, release.levels, release.n)
     # each feature's draws pick their table from the cumulative posterior of x given n_i: a (draws x chains, n + 1)
     # array and its comparison with the uniforms, with the previous feature's array still alive (17 (n + 1) bytes)
@@ -177,7 +179,7 @@ def exact_engine(release, prior, options):
     size = options.chains * options.draws
     class_prob, feature_prob = sample_exact(ex, release.n, prior.class_alpha, prior.feature_alpha_filled(), size, rng)
     return posterior_from_draws(
-        release, prior, "exact-enumeration", class_prob.reshape(options.chains, options.draws, 2),
+        model, "exact-enumeration", class_prob.reshape(options.chains, options.draws, 2),
         feature_prob.reshape(options.chains, options.draws, 2, 2, 2),
         attrs={"log_evidence": ex.log_evidence},
         extras={"exact": ex, "class_mean": ex.class_mean, "feature_mean": ex.feature_mean})

@@ -418,23 +418,21 @@ def dirichlet_draws(a_c, a_f, mask, chains: int, draws: int, rng):
     return class_prob, feature_prob
 
 
-def make_posterior(release, prior, method: str, a_c, a_f, mask, options, sample_stats=None, attrs=None,
+def make_posterior(model, method: str, a_c, a_f, mask, options, sample_stats=None, attrs=None,
                    extras=None) -> Posterior:
     """Posterior of independent Dirichlet factors q(p) = Dir(a_c) x prod Dir(a_f[k, i])."""
     class_prob, feature_prob = dirichlet_draws(a_c, a_f, mask, options.chains, options.draws, options.rng())
-    return posterior_from_draws(release, prior, method, class_prob, feature_prob, sample_stats, attrs, extras)
+    return posterior_from_draws(model, method, class_prob, feature_prob, sample_stats, attrs, extras)
 
 
-def posterior_from_draws(release, prior, method, class_prob, feature_prob, sample_stats=None, attrs=None,
+def posterior_from_draws(model, method, class_prob, feature_prob, sample_stats=None, attrs=None,
                          extras=None) -> Posterior:
     """``class_prob`` (chain, draw, I), ``feature_prob`` (chain, draw, K, I, Jmax) NaN-padded, named through the
-    release's observation model."""
-    from ..families.naive_bayes import observation_model
-
+    release's observation model ``model``."""
+    release = model.release
     base_attrs = {"scale": release.scale, "noise_scale_counts": release.noise_scale_counts(),
                   "feature_prob_padding": "NaN at levels j >= levels[k]"}
     base_attrs.update(attrs or {})
-    model = observation_model(release, prior)
     # every caller's draws are independent: Dirichlet factors (vb, naive, non-private) or exact mixtures
     post = model.pack({"class_prob": class_prob, "feature_prob": feature_prob}, method,
                       sample_stats=sample_stats or {},
@@ -495,8 +493,10 @@ def check_memory(release, options, method: str, per_draw_extra: float = 0.0, fix
                     other="fewer --chains; tables of fewer levels (the tables are padded to the most levels)")
 
 
-def vb_engine(release, prior, options) -> Posterior:
-    """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4."""
+def vb_engine(model, options) -> Posterior:
+    """Method ``vb`` (auto): the variational posterior of Karwa et al. Sec. 4.  Reads the model's release (the noisy
+    tables, padded) and parsed prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     check_memory(release, options, "vb")
     quiet = options.quiet
     tol, max_iter = options.tol, options.max_iter
@@ -512,20 +512,21 @@ def vb_engine(release, prior, options) -> Posterior:
 
         print(f"warning: vb did not converge in {max_iter} iterations (bound still improving by >= {tol:g})",
               file=sys.stderr)
-    return make_posterior(release, prior, "vb", fit.a_c[0], fit.a_f[0], pb.mask, options,
+    return make_posterior(model, "vb", fit.a_c[0], fit.a_f[0], pb.mask, options,
                           sample_stats={"lower_bound": trace[None, None, :]}, attrs=attrs,
                           extras={"fit": fit, "theta_c": fit.theta_c[0], "theta_f": fit.theta_f[0]})
 
 
-def naive_engine(release, prior, options) -> Posterior:
+def naive_engine(model, options) -> Posterior:
     """Method ``naive``: noisy counts clipped to [0, n], rescaled to total n, plugged into the
-    conjugate Dirichlet posterior as if they were the confidential counts."""
+    conjugate Dirichlet posterior as if they were the confidential counts (reads what ``vb`` reads)."""
+    release, prior = model.release, model.prior.spec
     check_memory(release, options, "naive")
     pb = Problem.from_release(release, prior)
     class_counts, feat = naive_counts(pb)
     a_c = pb.alpha_c + class_counts[0]
     a_f = np.where(pb.mask, pb.alpha_f + feat[0], 0.0)
-    return make_posterior(release, prior, "naive", a_c, a_f, pb.mask, options)
+    return make_posterior(model, "naive", a_c, a_f, pb.mask, options)
 
 
 def confidential_tables(release, confidential) -> np.ndarray:
@@ -553,11 +554,13 @@ def confidential_tables(release, confidential) -> np.ndarray:
     return out
 
 
-def nonprivate_engine(release, prior, options) -> Posterior:
-    """Method ``non-private`` (simulations only): Dirichlet(alpha + n) from the confidential counts."""
+def nonprivate_engine(model, options) -> Posterior:
+    """Method ``non-private`` (simulations only): Dirichlet(alpha + n) from the confidential counts (reads the model's
+    release for the tables' shape, and its parsed prior)."""
+    release, prior = model.release, model.prior.spec
     check_memory(release, options, "non-private")
     tables = confidential_tables(release, options.confidential)
     _, mask = release.released_counts()
     a_c = np.asarray(prior.class_alpha, float) + tables[0].sum(axis=1)
     a_f = np.where(mask, prior.feature_alpha_filled() + tables, 0.0)
-    return make_posterior(release, prior, "non-private", a_c, a_f, mask, options)
+    return make_posterior(model, "non-private", a_c, a_f, mask, options)
