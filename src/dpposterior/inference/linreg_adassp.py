@@ -69,13 +69,17 @@ class AdasspOptions(EngineOptions):
 
     rho: float = option(0.05, "float", "adaSSP's budget share for its eigenvalue bound", low=0.0, high=1.0)
 
-def adassp(release, prior, options):
+def adassp(model, options):
+    """Engine ``adassp``: the adaSSP point estimate (Wang 2018; Alparslan et al. App. C.2). Reads the model's
+    release (its parties' noisy moments, resolved by ``release.regression_data()``) and parsed prior; names its
+    draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     check_dims(data, prior)
     rho = options.rho
     lam = adassp_lambdas(data, float(rho))
     theta = adassp_estimate(data.xtx[None], data.xty[None], lam[None])[0]
-    return make_posterior("adassp", release, prior, data, {"theta": theta[None, None, :]}, options,
+    return make_posterior(model, "adassp", data, {"theta": theta[None, None, :]}, options,
                           attrs={"point_estimate": 1, "adassp_lambda": lam.tolist(), "adassp_rho": float(rho),
                                  "note": "adaSSP is a point estimate: one chain, one draw, no uncertainty"},
                           iid=True)

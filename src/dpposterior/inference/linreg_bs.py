@@ -388,7 +388,11 @@ class BSOptions(MCMCOptions):
     max_rejections: int = option(DEFAULT_MAX_REJECTIONS, "int", "redraws of an infeasible block before it keeps "
                                  "its current value", low=0)
 
-def mcmc_bs(release, prior, options):
+def mcmc_bs(model, options):
+    """Engine ``mcmc-bs``: Gibbs-SS over the data holders (Bernstein & Sheldon 2019; Alparslan et al. App. C.1).
+    Reads the model's release (its parties' noisy moments, resolved by ``release.regression_data()``) and parsed
+    prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     check_dims(data, prior)
     check_memory("mcmc-bs", data, options)
@@ -407,7 +411,7 @@ def mcmc_bs(release, prior, options):
                  options.warmup, rng, theta0, s20, sig0, mu0, laplace_b=lap, constrained=options.constrained,
                  max_rejections=max_rej, keep_w=keep_w)
     extras = {"W": out["W"]} if keep_w else {}
-    return make_posterior("mcmc-bs", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+    return make_posterior(model, "mcmc-bs", data, {"theta": out["theta"], "sigma2": out["sigma2"]},
                           options, sample_stats={"stuck": out["stuck"]}, extras=extras,
                           attrs={"stuck_total": int(out["stuck"].sum()),
                                  "prior_form": "theta | sigma2 ~ N(m, sigma2 C) (conjugate, App. C.1)"})

@@ -279,17 +279,14 @@ def check_memory(method: str, data, options) -> None:
                                               "mcmc-fixeds)" if method == "mcmc-bs" else ""))
 
 
-def make_posterior(method, release, prior, data, variables: dict, options, *, sample_stats=None, attrs=None,
+def make_posterior(model, method, data, variables: dict, options, *, sample_stats=None, attrs=None,
                    extras=None, sigma_x=None, iid: bool = False) -> Posterior:
     """The engine's draws (``variables``: theta, and sigma2 where the engine draws it; ``sigma_x``, the features'
-    covariance, from mcmc-normalx) named through the release's observation model (``data``: its resolved
-    :class:`RegressionData`)."""
-    from ..families.linear_regression.observation import observation_model
-
+    covariance, from mcmc-normalx) named through the release's observation model ``model`` (``data``: the
+    release's resolved :class:`RegressionData`)."""
     draws = dict(variables)
     if sigma_x is not None:
         draws["sigma_x"] = sigma_x
-    model = observation_model(release, prior, data)
     # an engine draws some of the model's variables (adassp and bayes-fixeds-fast: theta only; sigma_x:
     # mcmc-normalx only): its posterior is the model's marginal on those
     drawn = model.marginal(draws)

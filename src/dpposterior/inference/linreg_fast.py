@@ -49,7 +49,11 @@ class FastOptions(EngineOptions):
     sigma2_fixed: float | None = option(None, "float", "fixed noise variance sigma2 (none: estimated from the release)",
                                         low=0.0, nullable=True)
 
-def bayes_fixeds_fast(release, prior, options):
+def bayes_fixeds_fast(model, options):
+    """Engine ``bayes-fixeds-fast``: the fixed-S posterior of theta in closed form (Alparslan et al. Algorithm
+    3). Reads the model's release (its parties' noisy moments, resolved by ``release.regression_data()``) and
+    parsed prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     require_gaussian(data, "bayes-fixeds-fast")
     check_dims(data, prior)
@@ -61,6 +65,6 @@ def bayes_fixeds_fast(release, prior, options):
     eps = rng.standard_normal((options.chains, options.draws, data.d))
     draws = mean[0] + tri_solve_t(np.broadcast_to(L[0], (options.chains, options.draws) + L.shape[1:]), eps)
     cov = tri_solve_t(L[0], tri_solve(L[0], np.eye(data.d)))
-    return make_posterior("bayes-fixeds-fast", release, prior, data, {"theta": draws}, options,
+    return make_posterior(model, "bayes-fixeds-fast", data, {"theta": draws}, options,
                           attrs={"sigma2_fixed": s2, "exact_draws": 1},
                           extras={"mean": mean[0], "cov": 0.5 * (cov + cov.T)}, iid=True)

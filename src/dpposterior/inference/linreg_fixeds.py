@@ -201,7 +201,11 @@ class FixedSOptions(MCMCOptions):
     draw_values: ClassVar = staticmethod(theta_draw_values)
 
 
-def mcmc_fixeds(release, prior, options):
+def mcmc_fixeds(model, options):
+    """Engine ``mcmc-fixeds``: S_j fixed at the nearest PSD matrix (Alparslan et al. Algorithm 2). Reads the
+    model's release (its parties' noisy moments, resolved by ``release.regression_data()``) and parsed prior;
+    names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     require_gaussian(data, "mcmc-fixeds")
     check_dims(data, prior)
@@ -215,6 +219,6 @@ def mcmc_fixeds(release, prior, options):
     theta0 = np.tile(initial_theta(data, prec, shift, s2), (options.chains, 1))
     out = run_fixeds(S, zhat, sz2, prior, options.draws, options.warmup, rng, theta0,
                      np.full(options.chains, s2))
-    return make_posterior("mcmc-fixeds", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+    return make_posterior(model, "mcmc-fixeds", data, {"theta": out["theta"], "sigma2": out["sigma2"]},
                           options, sample_stats={"accept_sigma2": out["accept_sigma2"]},
                           attrs={"sigma2_rw_step": out["sigma2_step"].tolist()})

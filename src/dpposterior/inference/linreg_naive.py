@@ -37,7 +37,10 @@ class NaiveOptions(MCMCOptions):
     draw_values: ClassVar = staticmethod(theta_draw_values)
 
 
-def naive(release, prior, options):
+def naive(model, options):
+    """Engine ``naive``: the noisy moments taken as exact. Reads the model's release (its parties' noisy
+    moments, resolved by ``release.regression_data()``) and parsed prior; names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     check_dims(data, prior)
     check_memory("naive", data, options)
@@ -51,6 +54,6 @@ def naive(release, prior, options):
     L = chol(P)
     theta0 = np.tile(tri_solve_t(L, tri_solve(L, h))[0], (options.chains, 1))
     out = run_fixeds(S, zhat, sz2, prior, options.draws, options.warmup, rng, theta0, np.full(options.chains, s2))
-    return make_posterior("naive", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+    return make_posterior(model, "naive", data, {"theta": out["theta"], "sigma2": out["sigma2"]},
                           options, sample_stats={"accept_sigma2": out["accept_sigma2"]},
                           attrs={"note": "noise ignored: released statistics treated as exact"})

@@ -296,7 +296,11 @@ class NormalXOptions(MCMCOptions):
     engine: ClassVar[str] = "mcmc-normalx"
 
 
-def mcmc_normalx(release, prior, options):
+def mcmc_normalx(model, options):
+    """Engine ``mcmc-normalx``: the features normal, Sigma_x drawn (Alparslan et al. Algorithm 1). Reads the
+    model's release (its parties' noisy moments, resolved by ``release.regression_data()``) and parsed prior;
+    names its draws through the model."""
+    release, prior = model.release, model.prior.spec
     data = release.regression_data()
     require_gaussian(data, "mcmc-normalx")
     check_dims(data, prior)
@@ -324,6 +328,6 @@ def mcmc_normalx(release, prior, options):
         stats["accept_b"] = out["accept_b"]
         attrs["b_step"] = out["b_step"].ravel().tolist()
         attrs["mu_kappa"] = float(prior.mu_kappa)
-    return make_posterior("mcmc-normalx", release, prior, data, {"theta": out["theta"], "sigma2": out["sigma2"]},
+    return make_posterior(model, "mcmc-normalx", data, {"theta": out["theta"], "sigma2": out["sigma2"]},
                           options, sigma_x=out["sigma_x"],
                           sample_stats=stats, attrs=attrs)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
 from ..options import EngineOptions, option
 from ..posterior import Posterior
 
@@ -43,16 +42,6 @@ class RQMCOptions(SimulationOptions):
         from .flows import resolve_device
 
         return str(resolve_device(self.device))
-
-
-def model_for(release, prior):
-    from ..families import get_family
-
-    family = get_family(release.family, field="release.family")
-    hook = family.hooks.get("sbi_model")
-    if hook is None:
-        raise InputError("method", f"family {family.name!r} has no simulator model")
-    return family, hook(release, prior)
 
 
 #: prior draws simulated to time one simulation (after one warm-up call that compiles the simulator)
@@ -103,10 +92,11 @@ def round_progress(total: int, description: str, quiet: bool):
 
 
 def to_posterior(family_name: str, method: str, model, theta: np.ndarray, chains: int, attrs: dict,
-                 extras: dict, sample_stats: dict | None = None) -> Posterior:
+                 extras: dict, sample_stats: dict | None = None, observation=None) -> Posterior:
     """Pack (chains*draws, d) unconstrained draws into named variables of shape (chain, draw, ...): mapped by the
     model's ``posterior_variables``, then dimensioned and labelled by its observation model's ``pack``
-    (:meth:`SimulatorModel.observation_model <dpposterior.sbi.model.SimulatorModel.observation_model>`)."""
+    (``observation``, the one the engine was given; else the simulator model's view,
+    :meth:`SimulatorModel.observation_model <dpposterior.sbi.model.SimulatorModel.observation_model>`)."""
     theta = np.asarray(theta, float)
     n = (len(theta) // chains) * chains
     theta = theta[:n]
@@ -116,8 +106,8 @@ def to_posterior(family_name: str, method: str, model, theta: np.ndarray, chains
     extras.setdefault("theta", theta)
     extras.setdefault("model", model)
     # draws of a trained flow or of weighted ABC particles, not a Markov chain
-    return model.observation_model(family_name).pack(posterior, method, sample_stats=sample_stats or {}, attrs=attrs,
-                                                     iid=True, extras=extras)
+    view = observation if observation is not None else model.observation_model(family_name)
+    return view.pack(posterior, method, sample_stats=sample_stats or {}, attrs=attrs, iid=True, extras=extras)
 
 
 class Stopwatch:

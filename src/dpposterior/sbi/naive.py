@@ -64,9 +64,10 @@ class NaiveNpeOptions(common.SimulationOptions):
     max_epochs: int = option(FlowConfig.max_epochs, "int", "most training epochs per round", low=1)
 
 
-def naive(release, prior, options):
-    """Engine ``naive``: noise-ignoring NPE, 1 round x 1,000 simulations by default."""
-    family, model = common.model_for(release, prior)
+def naive(model, options):
+    """Engine ``naive``: noise-ignoring NPE, 1 round x 1,000 simulations by default.  Runs the simulator model the
+    observation model holds (``model.latent.state``) and names the draws through the observation model."""
+    observation, model = model, model.latent.state
     quiet = options.quiet
     simulations, rounds, num_atoms = options.simulations, options.rounds, options.num_atoms
     config = FlowConfig(max_epochs=options.max_epochs)
@@ -76,5 +77,5 @@ def naive(release, prior, options):
     res = run_naive_npe(model, simulations, rounds, total, options.seed, num_atoms, config, quiet)
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "total_simulations": simulations * rounds,
              "noise_ignored": 1, "release_zscore_max": release_zscore(res.flow, model.observed)}
-    return common.to_posterior(family.name, "naive", model, res.theta, options.chains, attrs,
-                               {"flow": res.flow, "rounds": res.rounds})
+    return common.to_posterior(observation.family, "naive", model, res.theta, options.chains, attrs,
+                               {"flow": res.flow, "rounds": res.rounds}, observation=observation)

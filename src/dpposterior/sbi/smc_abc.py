@@ -166,10 +166,11 @@ class SmcAbcOptions(EngineOptions):
                              high=1.0)
 
 
-def smc_abc(release, prior, options):
-    """Engine ``smc-abc``: ``simulations`` = total budget (default 50,000), ``particles`` = N (1,000)."""
-    family, model = common.model_for(release, prior)
-    return smc_abc_on_model(family.name, model, options)
+def smc_abc(model, options):
+    """Engine ``smc-abc``: ``simulations`` = total budget (default 50,000), ``particles`` = N (1,000).  Runs the
+    simulator model the observation model holds (``model.latent.state``) and names the draws through the observation
+    model."""
+    return smc_abc_on_model(model.family, model.latent.state, options, observation=model)
 
 
 def on_model(model, observed, options):
@@ -177,7 +178,7 @@ def on_model(model, observed, options):
     return smc_abc_on_model(model.name, model.simulator_model(observed), options)
 
 
-def smc_abc_on_model(name: str, model, options):
+def smc_abc_on_model(name: str, model, options, observation=None):
     """SMC-ABC on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     opts = options
     simulations, particles, tolerance, quantile = opts.simulations, opts.particles, opts.tolerance, opts.quantile
@@ -199,4 +200,5 @@ def smc_abc_on_model(name: str, model, options):
     attrs = {"simulations": res.simulations, "particles": particles, "generations": len(res.generations),
              "final_tolerance": res.tolerance, "tolerance_schedule": tolerance}
     return common.to_posterior(name, "smc-abc", model, draws, opts.chains, attrs,
-                               {"population": res.theta, "weights": res.weights, "generations": res.generations})
+                               {"population": res.theta, "weights": res.weights, "generations": res.generations},
+                               observation=observation)

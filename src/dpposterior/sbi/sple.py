@@ -90,10 +90,10 @@ class SpleOptions(common.RQMCOptions):
     max_epochs: int = option(FlowConfig.max_epochs, "int", "most training epochs per round", low=1)
 
 
-def sple(release, prior, options):
-    """Engine ``sple``: Algorithm 2 with the paper's defaults (N = 1000 per round, R = 10)."""
-    family, model = common.model_for(release, prior)
-    return sple_on_model(family.name, model, options)
+def sple(model, options):
+    """Engine ``sple``: Algorithm 2 with the paper's defaults (N = 1000 per round, R = 10).  Runs the simulator model
+    the observation model holds (``model.latent.state``) and names the draws through the observation model."""
+    return sple_on_model(model.family, model.latent.state, options, observation=model)
 
 
 def on_model(model, observed, options):
@@ -101,7 +101,7 @@ def on_model(model, observed, options):
     return sple_on_model(model.name, model.simulator_model(observed), options)
 
 
-def sple_on_model(name: str, model, options):
+def sple_on_model(name: str, model, options, observation=None):
     """SPLE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     quiet = options.quiet
     simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
@@ -114,4 +114,5 @@ def sple_on_model(name: str, model, options):
     attrs = {"simulations_per_round": simulations, "rounds": rounds, "rqmc_points": m, "rqmc": int(rqmc),
              "total_simulations": simulations * rounds, "sampler": "slice (50 vectorised chains)", "device": device}
     return common.to_posterior(name, "sple", model, res.theta, options.chains, attrs,
-                               {"flow": res.flow, "rounds": res.rounds, "log_likelihood": res.log_likelihood})
+                               {"flow": res.flow, "rounds": res.rounds, "log_likelihood": res.log_likelihood},
+                               observation=observation)

@@ -286,11 +286,11 @@ class SppeOptions(common.RQMCOptions):
                            choices=("atomic", "truncated"))
 
 
-def sppe(release, prior, options) -> "Posterior":  # noqa: F821
+def sppe(model, options) -> "Posterior":  # noqa: F821
     """Engine ``sppe``: Algorithm 1 with the paper's defaults (N = 1000 per round, R = 10),
-    atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE)."""
-    family, model = common.model_for(release, prior)
-    return sppe_on_model(family.name, model, options)
+    atomic (APT) rounds unless ``proposal="truncated"`` (TSNPE).  Runs the simulator model the observation model
+    holds (``model.latent.state``) and names the draws through the observation model."""
+    return sppe_on_model(model.family, model.latent.state, options, observation=model)
 
 
 def on_model(model, observed, options):
@@ -298,7 +298,7 @@ def on_model(model, observed, options):
     return sppe_on_model(model.name, model.simulator_model(observed), options)
 
 
-def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
+def sppe_on_model(name: str, model, options, observation=None) -> "Posterior":  # noqa: F821
     """SPPE on a simulator model (a family's, or a user Model's view) -> Posterior named ``name``."""
     quiet = options.quiet
     simulations, rounds, m, rqmc = options.simulations, options.rounds, options.rqmc_points, options.rqmc
@@ -324,4 +324,4 @@ def sppe_on_model(name: str, model, options) -> "Posterior":  # noqa: F821
                      importance_min_ess=res.importance.min_ess,
                      importance_applied=int(res.importance_applied))
     return common.to_posterior(name, "sppe", model, res.theta, options.chains, attrs,
-                               {"flow": res.flow, "rounds": res.rounds})
+                               {"flow": res.flow, "rounds": res.rounds}, observation=observation)
