@@ -21,6 +21,7 @@ import dpposterior as dp
 from dpposterior.errors import InputError
 from dpposterior.families import FAMILY_MODULES, EngineSpec, get_family, resolve
 from dpposterior.model import MODEL_METHODS
+from dpposterior.observation import ObservationModel
 from dpposterior.options import EngineOptions, InferenceOptions
 
 from _doc_tables import check_table, rewrite_table
@@ -103,7 +104,7 @@ def test_constrained_recorded_only_where_applied():
 
 def test_options_are_typed_before_the_engine_runs(monkeypatch):
     """The orchestrator builds the engine's typed options (refusing what it does not take); the engine receives
-    that object, never the untyped run."""
+    that object, never the untyped run, beside the release's observation model."""
     import dpposterior.inference.gibbs_ss as module
 
     fam = get_family("binomial")
@@ -114,13 +115,16 @@ def test_options_are_typed_before_the_engine_runs(monkeypatch):
     seen = {}
     engine = module.gibbs_ss
 
-    def spy(release, prior, options):
-        seen["options"] = options
-        return engine(release, prior, options)
+    def spy(model, options):
+        seen["model"], seen["options"] = model, options
+        return engine(model, options)
 
     monkeypatch.setattr(module, "gibbs_ss", spy)
     dp.infer(_release("binomial"), method="gibbs-ss", draws=10, chains=1, warmup=10, seed=1)
     assert isinstance(seen["options"], cls) and seen["options"].draws == 10 and seen["options"].warmup == 10
+    model = seen["model"]
+    assert isinstance(model, ObservationModel) and model.family == "binomial" and model.release.family == "binomial"
+    assert [v.name for v in model.variables] == ["p"] and model.prior.spec == fam.parse_prior(None, model.release)
 
 
 def options_table() -> str:
