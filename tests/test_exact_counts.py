@@ -108,6 +108,23 @@ def test_contract_binomial_auto_is_exact_for_integer_noise_and_gibbs_ss_for_lapl
     assert dp.infer(lap, seed=1, draws=200, warmup=100).method == "gibbs-ss"
 
 
+def test_competence_is_judged_on_the_observation_model():
+    """``exact`` declares its competence for the release's observation model: competent where the latent statistic
+    can be enumerated and the measurement's noise is additive and symmetric, not competent for the same release's
+    model with enumeration taken from its latent statistic."""
+    import dataclasses
+
+    from dpposterior.inference.exact_counts import competence
+    from dpposterior.observation import MOMENTS, SIMULATE
+
+    model = dp.load_release(BINOMIAL_DG).observation_model(None)
+    assert competence(model).ok
+    without = dataclasses.replace(model, latent=dataclasses.replace(model.latent,
+                                                                    capabilities=frozenset({MOMENTS, SIMULATE})))
+    verdict = competence(without)
+    assert not verdict.ok and verdict.reason.startswith("cannot enumerate")
+
+
 # --------------------------------------------------------------------------- multinomial
 def multinomial_reference(release: dict, alpha: np.ndarray):
     n = release["n"]

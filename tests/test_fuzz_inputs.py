@@ -525,7 +525,7 @@ def test_engine_returning_nan_is_refused_and_nothing_written(monkeypatch, tmp_pa
 
     fam = get_family("binomial")
 
-    def broken(release, prior, options):
+    def broken(model, options):
         return Posterior("binomial", "gibbs-ss", {"p": np.full((options.chains, options.draws), np.nan)})
     from dpposterior.families import EngineSpec
 

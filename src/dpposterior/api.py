@@ -1,8 +1,8 @@
 """The orchestrator: a release (or a user Model) in, a checked Posterior out.
 
 ``infer`` validates the release, looks its family up once, asks the family which engine
-``method`` names, parses the prior, builds the release's observation model and runs ``engine(model, options)`` on the scheduler's
-executor and checks the result (``dpposterior.checks``).  :func:`naive_companion` is the
+``method`` names, parses the prior, builds the release's observation model and runs ``engine(model, options)`` on
+the scheduler's executor and checks the result (``dpposterior.checks``).  :func:`naive_companion` is the
 noise-ignoring posterior shown beside it, by ``dpposterior infer`` and by ``dpposterior report``.
 Engines never import this module; it sits above them (docs/architecture.md).
 """
@@ -70,10 +70,14 @@ def infer(release, prior=None, method: str = "auto", *, observed=None, constrain
     engine_options = family.engine_options(resolved).from_inference(options, f"{family.name}/{resolved}")
     prior_obj = family.parse_prior(prior, release)
     check_stored_draws(family, release, engine_options)
-    # the one description of what was released, built once (on the scheduler's executor, as the engine's own work):
-    # the engine reads it, and names its draws through it
-    post = _run(lambda: engine(release.observation_model(prior_obj, **engine_options.model_choices()), engine_options),
-                options, engine_options, family, prior_obj, release)
+    choices = engine_options.model_choices()
+
+    def compute():
+        # the one description of what was released, built once (on the scheduler's executor, as the engine's own
+        # work): the engine reads it, and names its draws through it
+        return engine(release.observation_model(prior_obj, **choices), engine_options)
+
+    post = _run(compute, options, engine_options, family, prior_obj, release)
     post.attrs.setdefault("prior", describe_prior(prior, prior_obj))
     post.attrs.setdefault("release_sha256", release.sha256)
     if hasattr(engine_options, "constrained"):  # recorded only where the engine applies it

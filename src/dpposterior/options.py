@@ -12,7 +12,7 @@ dataclass whose fields are all the options the engine takes, with types, ranges 
 ``XOptions.from_inference(options, "family/method")``, which refuses, in one line naming the option and the
 engine, every option the engine does not take -- ``warmup`` for engines with no warm-up and ``constrained``
 for engines that do not honour it included -- and hands the engine this typed object: an engine is
-``engine(release, prior, options: XOptions)`` and never sees the untyped run.
+``engine(model, options: XOptions)`` (``model``: the release's observation model) and never sees the untyped run.
 """
 
 from __future__ import annotations

@@ -64,9 +64,9 @@ class EngineSpec:
     """How a family names one engine, by ``"module:name"`` strings resolved on first use.
 
     ``run``: ``engine(model, options) -> Posterior`` (``model``: the release's
-    :class:`~dpposterior.observation.ObservationModel`, holding the release and the parsed prior).  ``options``: the engine's options class
-    (a subclass of :class:`dpposterior.options.EngineOptions`): every option the engine takes, with
-    types, ranges and defaults; the orchestrator builds it before any work and refuses any other
+    :class:`~dpposterior.observation.ObservationModel`, holding the release and the parsed prior).  ``options``:
+    the engine's options class (a subclass of :class:`dpposterior.options.EngineOptions`): every option the engine
+    takes, with types, ranges and defaults; the orchestrator builds it before any work and refuses any other
     option (docs/architecture.md).  ``batch`` (optional): the engine's
     vectorised calibration path, ``batch(sims, prior, method, options) -> array (trials, draws, d)`` of the
     unconstrained theta of every simulated release at once (``options``: the method's typed options, built
@@ -77,7 +77,8 @@ class EngineSpec:
     run: str
     options: str
     batch: str | None = None
-    #: optional ``"module:function"``: ``competence(release) -> Competence``, asked by ``auto`` (``Family.auto_order``)
+    #: optional ``"module:function"``: ``competence(model) -> Competence`` (``model``: the release's observation model,
+    #: built with the family's default prior), asked by ``auto`` (``Family.auto_order``)
     competence: str | None = None
 
     @classmethod
@@ -211,20 +212,26 @@ class Family:
         if method != "auto":
             return method
         if release is not None:
+            model = None
             for candidate in self.auto_order:
                 spec = self.methods[candidate]
                 if given and not set(given) <= set(resolve(spec.options).names()):
                     continue
-                if spec.competence is None or resolve(spec.competence)(release).ok:
+                if spec.competence is None:
+                    return candidate
+                model = model if model is not None else release.observation_model(None)
+                if resolve(spec.competence)(model).ok:
                     return candidate
         if release is not None and self.auto_rule is not None:
             return self.auto_rule(release)
         return self.auto_method
 
     def competence(self, method: str, release) -> Competence:
-        """What ``method``'s engine says about ``release`` (competent when it declares nothing)."""
+        """What ``method``'s engine says about ``release``'s observation model (competent when it declares nothing)."""
         spec = self.spec(method, release=release)
-        return Competence(True) if spec.competence is None else resolve(spec.competence)(release)
+        if spec.competence is None:
+            return Competence(True)
+        return resolve(spec.competence)(release.observation_model(None))
 
 
 def available_families() -> list[str]:

@@ -70,25 +70,29 @@ class ExactOptions(EngineOptions):
 AUTO_MAX_WORK = 2e8
 
 
-def competence(release):
-    """Whether ``exact`` analyses this count release exactly and affordably (``Family.auto_order``): additive
-    symmetric noise, and an enumeration of at most :data:`AUTO_MAX_WORK` (a truncated sum: an FFT support of at
-    most :data:`MAX_POISSON_SUPPORT`)."""
+def competence(model):
+    """Whether ``exact`` analyses this count model exactly and affordably (``Family.auto_order``): a latent statistic
+    it can enumerate, one measurement with additive symmetric noise, and an enumeration of at most
+    :data:`AUTO_MAX_WORK` (a truncated sum: an FFT support of at most :data:`MAX_POISSON_SUPPORT`)."""
     from ..families import Competence
+    from ..observation import ENUMERATE
 
-    mech = release.mechanism
+    if ENUMERATE not in model.latent.capabilities:
+        return Competence(False, reason=f"cannot enumerate {model.latent.describe}")
+    (measurement,) = model.measurements
+    mech = measurement.mechanism
     if not getattr(mech, "additive_symmetric", False):
         return Competence(False, reason=f"needs additive symmetric noise; {mech.name!r} is not")
-    n = int(release.n)
+    n = int(model.n)
     points = min(2.0 * float(mech.tail_window(1e-12)) + 1.0, n + 1.0)
-    model = release.expfam
-    if model.truncated:
-        support = n * float(release.bounds[1])
+    bounds = model.latent.state.bounds
+    if bounds is not None:  # a truncated sum
+        support = n * float(bounds[1])
         if support > MAX_POISSON_SUPPORT:
             return Competence(False, support, f"the truncated sum's support {support:.3g} is above "
                               f"{MAX_POISSON_SUPPORT:.3g}")
         return Competence(True, support * max(1.0, math.log2(max(support, 2.0))))
-    counts = int(np.asarray(release.released).size)
+    counts = int(np.asarray(measurement.values).size)
     work = points if counts == 1 else counts * (n + 1.0) * points
     if work > AUTO_MAX_WORK:
         return Competence(False, work, f"the enumeration would take about {work:.3g} steps (more than "
