@@ -110,6 +110,10 @@ from .mcmc_common import counter_uniform, pick_from_log_weights
 
 #: noise kinds of the compiled sweep
 KIND_TABLE, KIND_GAUSSIAN, KIND_LAPLACE = 0, 1, 2
+#: up to this many levels the record sweep sums an attribute's log weights level by level; above it, term by term over
+#: all levels (both orders add the same terms in the same order, so the draws do not depend on it): level by level
+#: was 1.3x faster on Adult's 10 attributes (2-16 levels), term by term 1.6x faster on its 14 (up to 100 levels)
+FEW_LEVELS = 16
 #: the flat prior's upper end of n (no bound: far beyond any table the records can hold)
 N_UNBOUNDED = 2 ** 62
 #: the fewest birth/death moves per sweep (the default's floor)
@@ -207,26 +211,41 @@ def record_sweep(rec, u, sizes,
                 mb[j] = m_off[m] + base
                 ms[j] = sa
                 t[mb[j] + cur * sa] -= 1
-            # each level's log weight, one term (group, then measurement) at a time over all levels: the same
-            # sum in the same order as level by level, with each group's table and stride read once per attribute
-            for v in range(d):
-                w[v] = 0.0
-            for j in range(ng):
-                g = a_g[a_g_ptr[a] + j]
-                sign, lg_off, base, stride = g_sign[g], g_lg_off[g], gb[j], gs[j]
-                for v in range(d):
-                    w[v] += sign * lg[lg_off + gc[base + v * stride]]
-            for j in range(nm):
-                m = a_m[a_m_ptr[a] + j]
-                kind, inv, t_off, t_lo, t_len = m_kind[m], m_inv[m], m_tab_off[m], m_tab_lo[m], m_tab_len[m]
-                base, stride = mb[j], ms[j]
-                for v in range(d):
-                    cell = base + v * stride
-                    w[v] += _noise_step(kind, inv, tab, t_off, t_lo, t_len, y[cell] - t[cell], 1.0)
             top = -np.inf
-            for v in range(d):
-                if w[v] > top:
-                    top = w[v]
+            if d <= FEW_LEVELS:
+                for v in range(d):
+                    lw = 0.0
+                    for j in range(ng):
+                        g = a_g[a_g_ptr[a] + j]
+                        lw += g_sign[g] * lg[g_lg_off[g] + gc[gb[j] + v * gs[j]]]
+                    for j in range(nm):
+                        m = a_m[a_m_ptr[a] + j]
+                        cell = mb[j] + v * ms[j]
+                        lw += _noise_step(m_kind[m], m_inv[m], tab, m_tab_off[m], m_tab_lo[m], m_tab_len[m],
+                                          y[cell] - t[cell], 1.0)
+                    w[v] = lw
+                    if lw > top:
+                        top = lw
+            else:
+                # many levels: one term (group, then measurement) at a time over all levels -- the same sums in
+                # the same order, with each group's table offset and stride read once, not once per level
+                for v in range(d):
+                    w[v] = 0.0
+                for j in range(ng):
+                    g = a_g[a_g_ptr[a] + j]
+                    sign, lg_off, base, stride = g_sign[g], g_lg_off[g], gb[j], gs[j]
+                    for v in range(d):
+                        w[v] += sign * lg[lg_off + gc[base + v * stride]]
+                for j in range(nm):
+                    m = a_m[a_m_ptr[a] + j]
+                    kind, inv, t_off, t_lo, t_len = m_kind[m], m_inv[m], m_tab_off[m], m_tab_lo[m], m_tab_len[m]
+                    base, stride = mb[j], ms[j]
+                    for v in range(d):
+                        cell = base + v * stride
+                        w[v] += _noise_step(kind, inv, tab, t_off, t_lo, t_len, y[cell] - t[cell], 1.0)
+                for v in range(d):
+                    if w[v] > top:
+                        top = w[v]
             new = pick_from_log_weights(w, d, top, u[r, a]) if top > -np.inf else cur
             rec[r, a] = new
             for j in range(ng):
