@@ -1,5 +1,6 @@
 """Up-front memory estimates: an engine that would need more memory than the machine has is refused in one
-line (:class:`~dpposterior.errors.MemoryRefusedError`, a ``RefusedError``) before it allocates, stating its estimate and what would fit.
+line (:class:`~dpposterior.errors.MemoryRefusedError`, a ``RefusedError``) before it allocates, stating its estimate
+and what would fit.
 
 The estimates count the engine's large arrays (stored draws, per-area variables, enumeration windows, noise
 tables) times the copies that exist at its peak; they are meant to be within a factor 2 of the measured
