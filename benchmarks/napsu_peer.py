@@ -153,12 +153,13 @@ def ours_worker(spec: dict) -> dict:
     rel = load_release(record)
     cost = rel.privacy()
     t0 = time.perf_counter()
-    post = dpposterior.infer(rel, method="da", seed=int(spec["seed"]))
+    post = dpposterior.infer(rel, method=spec.get("ours_method", "da"), prior=spec.get("ours_prior"),
+                             seed=int(spec["seed"]))
     infer_seconds = time.perf_counter() - t0
     out = {"method": "ours", "import_seconds": import_seconds, "infer_seconds": infer_seconds,
            "epsilon_per_measurement": eps_each, "release_epsilon": float(cost.epsilon),
            "release_delta": float(cost.delta), "draws": int(post.nchains * post.ndraws)}
-    for key, attrs in (("unmeasured", UNMEASURED), ("measured", MEASURED)):
+    for key, attrs in (("unmeasured", tuple(spec.get("unmeasured", UNMEASURED))), ("measured", MEASURED)):
         d = np.asarray(post.marginal(list(attrs)).values)
         out[key] = _summ(d.reshape(-1, *d.shape[2:]), _truth(df, sizes, attrs))
     try:
@@ -354,7 +355,7 @@ def napsu_small_worker(spec: dict) -> dict:
     all_cells = {(",".join(c), cell) for c in cliques
                  for cell in itertools.product(*[range(sizes[a]) for a in c])}
     out["dropped"] = sorted(f"{k}{list(v)}" for k, v in all_cells - set(keys))
-    for key, attrs in (("unmeasured", UNMEASURED), ("measured", MEASURED)):
+    for key, attrs in (("unmeasured", tuple(spec.get("unmeasured", UNMEASURED))), ("measured", MEASURED)):
         axes = tuple(i + 1 for i, a in enumerate(SMALL_COLUMNS) if a not in attrs)
         t = p.sum(axis=axes)
         order = [a for a in SMALL_COLUMNS if a in attrs]
@@ -480,6 +481,15 @@ def main(argv=None) -> None:
     ap.add_argument("--no-adult", action="store_true")
     ap.add_argument("--adult-epsilon", type=float, default=1.0)
     ap.add_argument("--adult-timeout", type=float, default=600)
+    ap.add_argument("--cliques", default=None,
+                    help="the small part's cliques, e.g. 'age,income;sex,income;age,sex' (each in the columns' "
+                         "order: age, education, sex, income); default: " + ";".join(",".join(c)
+                                                                                 for c in SMALL_CLIQUES))
+    ap.add_argument("--unmeasured", default=",".join(UNMEASURED),
+                    help="the attributes of the table the small part compares (default: age,sex)")
+    ap.add_argument("--ours-method", default="da", help="dpposterior's method in the small part (default: da)")
+    ap.add_argument("--ours-prior", default=None,
+                    help="dpposterior's prior in the small part, as JSON (e.g. '{\"kind\": \"log-linear\"}')")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--table", type=Path, default=None, help="print the markdown tables of a saved run and exit")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -499,14 +509,21 @@ def main(argv=None) -> None:
     sys.path.insert(0, str(HERE))
     from _out import scratch
 
+    cliques = ([tuple(c.split(",")) for c in args.cliques.split(";")] if args.cliques else list(SMALL_CLIQUES))
+    unmeasured = tuple(args.unmeasured.split(","))
+    for c in cliques + [unmeasured]:
+        if [a for a in c if a not in SMALL_COLUMNS] or list(c) != sorted(c, key=SMALL_COLUMNS.index):
+            sys.exit(f"napsu_peer: {','.join(c)}: attributes of {', '.join(SMALL_COLUMNS)}, in that order")
+    ours_prior = json.loads(args.ours_prior) if args.ours_prior else None
+
     out_path = args.out or scratch() / "napsu_peer.json"
     doc = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg_start": loadavg(),
                     "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
                     "ours_python": sys.executable, "napsu_python": args.napsu_python,
                     "small": {"data": str(args.small_data), "columns": SMALL_COLUMNS,
-                              "cliques": [list(c) for c in SMALL_CLIQUES], "unmeasured": list(UNMEASURED),
+                              "cliques": [list(c) for c in cliques], "unmeasured": list(unmeasured),
                               "measured": list(MEASURED), "epsilons": args.epsilons, "seeds": args.seeds,
-                              "level": LEVEL}},
+                              "level": LEVEL, "ours_method": args.ours_method, "ours_prior": ours_prior}},
            "small": [], "adult": None}
     try:
         import importlib.metadata as md
@@ -523,7 +540,7 @@ def main(argv=None) -> None:
         df, sizes = _small_frame(args.small_data)
         n = len(df)
         delta = float(n) ** -2
-        sig = run_worker(args.napsu_python, "napsu-sigma", {"cliques": SMALL_CLIQUES, "epsilons": args.epsilons,
+        sig = run_worker(args.napsu_python, "napsu-sigma", {"cliques": cliques, "epsilons": args.epsilons,
                                                              "delta": delta}, napsu_env(), 300)
         if sig["status"] != "ok":
             sys.exit(f"napsu_peer: the side interpreter failed: {sig.get('stderr_tail')}")
@@ -533,9 +550,10 @@ def main(argv=None) -> None:
             for s in range(args.seeds):
                 seed = int(np.random.SeedSequence([args.base_seed, int(round(eps * 1e6)), s]).generate_state(1)[0])
                 seed %= 2 ** 31
-                spec = {"data": str(args.small_data), "cliques": [list(c) for c in SMALL_CLIQUES], "epsilon": eps,
+                spec = {"data": str(args.small_data), "cliques": [list(c) for c in cliques], "epsilon": eps,
                         "delta": delta, "seed": seed, "sigma": sig["sigma"][str(eps)],
-                        "z": draw_z(SMALL_CLIQUES, sizes, np.random.SeedSequence([args.base_seed, seed]))}
+                        "unmeasured": list(unmeasured), "ours_method": args.ours_method, "ours_prior": ours_prior,
+                        "z": draw_z(cliques, sizes, np.random.SeedSequence([args.base_seed, seed]))}
                 row = {"epsilon": eps, "repeat": s, "seed": seed, "sigma": spec["sigma"], "runs": []}
                 doc["small"].append(row)
                 runs = [("ours", sys.executable, "ours", ours_env())]

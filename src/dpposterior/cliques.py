@@ -13,7 +13,10 @@ on each conditional table p(. | x_S); with pseudo-counts alpha_C(x_C) = A / |dom
 clique, so the laws agree on every separator) it is conjugate: given complete data with clique counts t_C the
 posterior is hyper-Dirichlet with alpha_C + t_C.  :class:`JunctionTree` draws from it, evaluates the log
 conditionals a record-level Gibbs step needs, computes any marginal of the joint by variable elimination
-(``numpy.einsum``) and samples records forward from the root.
+(``numpy.einsum``) and samples records forward from the root.  For a log-linear law on the tree's graph,
+p(x) proportional to exp(sum of log-potentials on cliques), it gives the same conditionals by sum-product
+(Lauritzen & Spiegelhalter 1988, "Local computations with probabilities on graphical structures", JRSS B 50),
+in numpy or in JAX.
 
 Only numpy here: the module sits beside :mod:`dpposterior.posterior`, whose ``marginal`` uses it.
 """
@@ -196,6 +199,58 @@ class JunctionTree:
                     log_t = np.where(np.isfinite(log_s), log_t - log_s, -np.inf)
                 out.append(log_t)
         return out
+
+    # ------------------------------------------------------------------ a log-linear law on the tree
+    def potential_log_conditionals(self, log_potentials, xp, logsumexp) -> list:
+        """For p(x) proportional to exp(sum_k phi_k(x_{C_k})), ``log_potentials[k]`` = phi_k over clique k's
+        axes (clique order): log p_root(x_root) and log p(x_{C \\ S} | x_S) of each other clique, over the
+        clique's axes, as :meth:`log_conditionals` gives them for tables.  Sum-product towards the roots
+        (Lauritzen & Spiegelhalter 1988): the message of clique k to its parent is
+        m_k(x_S) = log sum_{x_{C \\ S}} exp(phi_k + the messages of k's children), and
+        p(x_{C \\ S} | x_S) = exp(phi_k + children's messages - m_k(x_S)).  ``xp``: numpy or jax.numpy, with
+        its ``logsumexp`` (scipy's or jax's), so the log-linear model's tables are differentiable."""
+        K = len(self.cliques)
+        children: list[list[int]] = [[] for _ in range(K)]
+        for k in range(K):
+            if self.parents[k] >= 0:
+                children[self.parents[k]].append(k)
+        up: list = [None] * K  # m_k over clique k's axes (kept as size-1 axes where summed out)
+        out: list = [None] * K
+        for k in reversed(range(K)):
+            c = self.cliques[k]
+            belief = log_potentials[k]
+            for j in children[k]:
+                belief = belief + self._onto(up[j], self.cliques[j], self.separators[j], c, xp)
+            if self.parents[k] < 0:
+                out[k] = belief - logsumexp(belief)
+                continue
+            drop = tuple(i for i, a in enumerate(c) if a not in self.separators[k])
+            up[k] = logsumexp(belief, axis=drop, keepdims=True) if drop else belief
+            out[k] = belief - up[k]
+        return out
+
+    def _onto(self, table, clique, attrs, target, xp):
+        """``table`` over ``clique``'s axes, size 1 off ``attrs`` (a subset of ``target``), as an array over
+        ``target``'s axes (size 1 off ``attrs``)."""
+        inner = table.reshape(self.shape(attrs)) if attrs else table.reshape(())
+        order = sorted(range(len(attrs)), key=lambda i: target.index(attrs[i]))
+        if len(order) > 1 and order != sorted(order):
+            inner = xp.transpose(inner, order)
+        return inner.reshape(tuple(self.sizes[a] if a in attrs else 1 for a in target))
+
+    def tables_of_log_conditionals(self, log_conds: list[np.ndarray]) -> list[np.ndarray]:
+        """The clique tables p_C from :meth:`potential_log_conditionals`'s (numpy) log conditionals, root first:
+        p_C = p(x_{C \\ S} | x_S) p_S(x_S), p_S the parent's table's marginal."""
+        tables: list[np.ndarray] = []
+        for k, c in enumerate(self.cliques):
+            cond = np.exp(log_conds[k])
+            if self.parents[k] < 0:
+                tables.append(cond)
+                continue
+            sep = self.separators[k]
+            p_sep = self.marginal_of_table(tables[self.parents[k]], self.cliques[self.parents[k]], sep)
+            tables.append(cond * self._onto(p_sep, sep, sep, c, np))
+        return tables
 
     @staticmethod
     def marginal_of_table(table: np.ndarray, clique, attrs) -> np.ndarray:

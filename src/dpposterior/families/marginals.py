@@ -23,6 +23,15 @@ Posterior variables: the joint table of each clique of the junction tree, ``p[a,
 The latent statistic is the confidential records (their marginal tables are the exact integer counts), which the
 ``da`` engine resamples one attribute at a time given every measurement's exact noise law.
 
+The log-linear prior (``prior.kind = "log-linear"``): p(x) proportional to exp(sum_m lambda_m(x_m)) over the
+measured cliques m (and the prior's ``cliques``), each log-potential cell lambda_m(x_m) independent N(0, s^2)
+(``prior.scale``, default NAPSU-MQ's s = 10: Räisä, Jälkö, Kaski & Honkela, AISTATS 2023, Sec. 3).  This is the
+maximum-entropy model itself, not its decomposable cover: where the measured cliques form a cycle (a triangle of
+pairs) it has no interaction beyond the measured ones, where the hyper-Dirichlet's cover holds the triangle's whole
+three-way table.  It has no conjugate update, so only ``clt`` samples it; the posterior variables are the same
+clique tables (computed from the potentials by sum-product over the junction tree,
+:meth:`JunctionTree.potential_log_conditionals`).
+
 A release without ``n``: the total is a parameter too, with a prior P(n) -- flat (improper) on the integers n >= 1
 by default, or uniform on the prior's ``n_range`` [lo, hi] -- and the posterior has a variable ``n``.  The flat
 prior gives a proper posterior because every measurement's table sum is n plus noise of finite variance, so the
@@ -58,6 +67,9 @@ MAX_ATTRIBUTES = 64
 MAX_CATEGORIES = 100_000
 #: the default prior's weight against the records: A is at most this share of n (and at least one pseudo-record)
 DEFAULT_PRIOR_SHARE = 0.02
+#: the log-linear prior's default sd of each log-potential cell (NAPSU-MQ's ``prior_sigma``)
+DEFAULT_LOG_LINEAR_SCALE = 10.0
+PRIOR_KINDS = ("hyper-dirichlet", "log-linear")
 
 
 def default_concentration(tree, n) -> float:
@@ -221,11 +233,17 @@ class MarginalsRelease(ReleaseBase):
 
 # --------------------------------------------------------------------------- prior and model
 class MarginalsPrior:
-    """The hyper-Dirichlet prior: total concentration ``concentration`` (A) and the model's cliques beyond the
-    measured ones (``cliques``).  For ``dpposterior calibrate``: ``domain`` and ``measure`` (the cliques a
-    simulated release measures)."""
+    """The hyper-Dirichlet prior (``kind`` "hyper-dirichlet"): total concentration ``concentration`` (A), or the
+    log-linear prior (``kind`` "log-linear"): normal log-potentials of sd ``scale`` on the measured cliques; and the
+    model's cliques beyond the measured ones (``cliques``).  For ``dpposterior calibrate``: ``domain`` and
+    ``measure`` (the cliques a simulated release measures)."""
 
-    def __init__(self, concentration: float | None = None, cliques=(), domain=None, measure=None, n_range=None):
+    def __init__(self, concentration: float | None = None, cliques=(), domain=None, measure=None, n_range=None,
+                 kind: str = "hyper-dirichlet", scale: float | None = None):
+        self.kind = kind
+        #: the log-linear prior's sd of each log-potential cell (None for the hyper-Dirichlet)
+        self.scale = (float(scale) if scale is not None else DEFAULT_LOG_LINEAR_SCALE) if kind == "log-linear" \
+            else None
         #: None: :func:`default_concentration` of the model's junction tree and n (:meth:`resolved`)
         self.concentration = None if concentration is None else float(concentration)
         self.cliques = tuple(tuple(c) for c in cliques)
@@ -237,12 +255,32 @@ class MarginalsPrior:
 
     def resolved(self, tree, n) -> "MarginalsPrior":
         """This prior with its concentration fixed for a model (the default's value where none was given)."""
-        if self.concentration is not None:
+        if self.concentration is not None or self.kind == "log-linear":
             return self
         return MarginalsPrior(default_concentration(tree, n), self.cliques, self.domain, self.measure, self.n_range)
 
+    def potentials(self, measured) -> list[tuple[str, ...]]:
+        """The log-linear model's cliques: the measured ones and the prior's, each once (as a set of
+        attributes), in that order, less those inside another (a potential on a subset adds no law the larger
+        one lacks, only a redundant direction)."""
+        out, seen = [], set()
+        for c in list(measured) + list(self.cliques):
+            if frozenset(c) not in seen:
+                seen.add(frozenset(c))
+                out.append(tuple(c))
+        return [c for c in out if not any(set(c) < set(d) for d in out)]
+
+    def draw_tables(self, tree, measured, rng) -> list[np.ndarray]:
+        """One draw of the junction tree's clique tables from this prior."""
+        if self.kind == "hyper-dirichlet":
+            return tree.prior_draw(self.concentration, rng)
+        return log_linear_tables(tree, self.potentials(measured),
+                                 [rng.normal(0.0, self.scale, tree.shape(c)) for c in self.potentials(measured)])
+
     def to_dict(self) -> dict:
-        out: dict[str, Any] = {"kind": "hyper-dirichlet"}
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.scale is not None:
+            out["scale"] = self.scale
         if self.concentration is not None:
             out["concentration"] = self.concentration
         if self.cliques:
@@ -263,17 +301,31 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
     elif isinstance(prior, MarginalsPrior):
         out = prior
     elif isinstance(prior, dict):
-        allowed = {"kind", "concentration", "cliques", "domain", "measure", "n_range"}
+        allowed = {"kind", "concentration", "scale", "cliques", "domain", "measure", "n_range"}
         for key in prior:
             if key not in allowed:
                 raise InputError(f"prior.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
         kind = prior.get("kind", "hyper-dirichlet")
-        if kind != "hyper-dirichlet":
-            raise InputError("prior.kind", f"must be 'hyper-dirichlet' (got {kind!r})")
+        if kind not in PRIOR_KINDS:
+            raise InputError("prior.kind", f"must be one of {', '.join(repr(k) for k in PRIOR_KINDS)} (got {kind!r})")
         conc = prior.get("concentration")
         if conc is not None and (isinstance(conc, bool) or not isinstance(conc, (int, float)) or not math.isfinite(conc)
                                  or conc <= 0):
             raise InputError("prior.concentration", f"must be a finite number > 0 (got {conc!r})")
+        scale = prior.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or not math.isfinite(scale) or scale <= 0):
+            raise InputError("prior.scale", f"must be a finite number > 0 (got {scale!r})")
+        if kind == "log-linear" and conc is not None:
+            raise InputError("prior.concentration", "the log-linear prior has no concentration (its log-potentials "
+                                                    "are normal with sd 'scale'); drop it or use kind "
+                                                    "'hyper-dirichlet'")
+        if kind == "hyper-dirichlet" and scale is not None:
+            raise InputError("prior.scale", "the hyper-Dirichlet prior has no scale (its weight is 'concentration'); "
+                                            "drop it or use kind 'log-linear'")
+        if kind == "log-linear" and prior.get("n_range") is not None:
+            raise InputError("prior.n_range", "the log-linear prior is sampled by clt, which needs the release's n; "
+                                              "a prior on n needs kind 'hyper-dirichlet' (method da)")
         cliques = prior.get("cliques", [])
         if not isinstance(cliques, list) or not all(isinstance(c, list) and c and all(isinstance(a, str) for a in c)
                                                      for c in cliques):
@@ -286,9 +338,10 @@ def parse_prior(prior, release=None) -> MarginalsPrior:
         if measure is not None and (not isinstance(measure, list) or not all(isinstance(c, list) and c
                                                                               for c in measure)):
             raise InputError("prior.measure", "must be a list of cliques (lists of attribute names)")
-        out = MarginalsPrior(conc, cliques, domain, measure, _parse_n_range(prior.get("n_range")))
+        out = MarginalsPrior(conc, cliques, domain, measure, _parse_n_range(prior.get("n_range")), kind, scale)
     else:
-        raise InputError("prior", f"must be a table of hyper-dirichlet settings (got {type(prior).__name__})")
+        raise InputError("prior", f"must be a table of prior settings (kind, concentration or scale, cliques; "
+                                  f"got {type(prior).__name__})")
     if release is not None:
         if out.n_range is not None and release.n is not None:
             raise InputError("prior.n_range", f"the release states n = {release.n}: a prior on n applies only to a "
@@ -326,6 +379,18 @@ class MarginalQuery:
         return np.bincount(flat, minlength=math.prod(self.shape)).reshape(self.shape).astype(float)
 
 
+def log_linear_tables(tree: JunctionTree, potentials, log_tables) -> list[np.ndarray]:
+    """The junction tree's clique tables of p(x) proportional to exp(sum_m log_tables[m](x_m)), ``potentials[m]``
+    the attributes of ``log_tables[m]`` (each inside a clique of the tree)."""
+    from scipy.special import logsumexp
+
+    phi = [np.zeros(tree.shape(c)) for c in tree.cliques]
+    for attrs, table in zip(potentials, log_tables):
+        k = tree.containing(attrs)
+        phi[k] = phi[k] + tree._onto(np.asarray(table, float), attrs, attrs, tree.cliques[k], np)
+    return tree.tables_of_log_conditionals(tree.potential_log_conditionals(phi, np, logsumexp))
+
+
 def variable_name(clique) -> str:
     """The posterior variable holding a junction-tree clique's joint table: ``p[age,income]``."""
     return "p[" + ",".join(clique) + "]"
@@ -350,8 +415,10 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
                                      MarginalQuery(m.clique, release.attributes, release.domain), release.mechanism(j))
                          for j, m in enumerate(release.measurements))
 
+    measured = [tuple(m.clique) for m in release.measurements]
+
     def sample(rng):
-        tables = tree.prior_draw(prior.concentration, rng)
+        tables = prior.draw_tables(tree, measured, rng)
         out = {variable_name(c): t for c, t in zip(tree.cliques, tables)}
         if release.n is None and prior.n_range is not None:  # the flat prior on n has no draws
             out["n"] = int(rng.integers(prior.n_range[0], prior.n_range[1] + 1))
@@ -366,13 +433,15 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
     else:
         attrs["n_prior"] = ("flat on n >= 1" if prior.n_range is None else
                             f"uniform on {prior.n_range[0]}..{prior.n_range[1]}")
-    return ObservationModel("marginals", variables, Prior(sample, prior.to_dict(), describe="hyper-Dirichlet"),
+    describe = ("hyper-Dirichlet" if prior.kind == "hyper-dirichlet" else
+                f"log-linear over the measured cliques, normal(0, {prior.scale:g}) log-potentials")
+    return ObservationModel("marginals", variables, Prior(sample, prior.to_dict(), describe=describe),
                             latent, measurements, release.n, attrs)
 
 
 # --------------------------------------------------------------------------- simulation (calibrate)
 def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelease:
-    """theta from the hyper-Dirichlet prior over the simulation domain, n records, and each measured marginal
+    """theta from the prior (hyper-Dirichlet or log-linear) over the simulation domain, n records, and each measured marginal
     released through ``mechanism`` at an equal share of the budget (default: discrete-gaussian given ``rho``,
     discrete-laplace given ``epsilon``).  A prior with ``n_range``: n is drawn uniformly from it instead (the
     given n is not used), is part of theta, and the release states no n."""
@@ -387,7 +456,7 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelea
     attrs = tuple(domain)
     tree = JunctionTree.build(attrs, list(measure) + list(prior.cliques), domain)
     prior = prior.resolved(tree, None if unknown else n)  # the concentration the inference will use
-    tables = tree.prior_draw(prior.concentration, rng)
+    tables = prior.draw_tables(tree, measure, rng)
     records = tree.sample_records(tables, int(n), rng)
     sens = SENSITIVITY[kind.sensitivity_norm]
     share_eps = None if epsilon is None else float(epsilon) / len(measure)
@@ -556,13 +625,26 @@ FAMILY = Family(
 )
 
 
+#: Monte Carlo draws (and their seed) for the log-linear prior's moments: a cell's sd is then within about 2%
+PRIOR_MOMENT_DRAWS = 2000
+PRIOR_MOMENT_SEED = 20230
+
+
 def prior_moments(prior, release) -> dict:
-    """Each clique table's cells: the hyper-Dirichlet's clique marginal is Dirichlet(alpha_C) (Dawid & Lauritzen
+    """Each clique table's cells (the log-linear prior's by Monte Carlo).  The hyper-Dirichlet's clique marginal is Dirichlet(alpha_C) (Dawid & Lauritzen
     1993, Sec. 7), so a cell has mean alpha / A and sd sqrt(alpha (A - alpha) / (A^2 (A + 1)))."""
     prior = parse_prior(prior, release)
     tree = junction_tree(release, prior)
     prior = prior.resolved(tree, release.n)
     out = {}
+    if prior.kind == "log-linear":  # no closed form: Monte Carlo, a fixed stream (the same moments every call)
+        rng = np.random.default_rng(PRIOR_MOMENT_SEED)
+        measured = [tuple(m.clique) for m in release.measurements]
+        draws = [prior.draw_tables(tree, measured, rng) for _ in range(PRIOR_MOMENT_DRAWS)]
+        for k, c in enumerate(tree.cliques):
+            t = np.stack([d[k] for d in draws])
+            out[variable_name(c)] = (t.mean(axis=0), t.std(axis=0, ddof=1))
+        return out
     total = prior.concentration
     for c, alpha in zip(tree.cliques, tree.prior_alpha(total)):
         out[variable_name(c)] = (alpha / total, np.sqrt(alpha * (total - alpha) / (total ** 2 * (total + 1.0))))

@@ -29,6 +29,11 @@ Dirichlet(alpha_C(x_S, .)) laws, and a Dirichlet(alpha) in additive log-ratio co
 sum_k alpha_k log p_k + const ((alpha_k - 1) from the density, one more from the Jacobian prod_k p_k).  With
 alpha_C = A / |dom C| on every cell, the log prior is sum_C (A / |dom C|) sum_cells log p(x_{C \\ S} | x_S).
 
+Under the log-linear prior (``prior.kind = "log-linear"``, :class:`LogLinearLayout`) theta is instead every cell
+of each potential's log-table lambda_m, p(x) proportional to exp(sum_m lambda_m(x_m)) over the measured cliques --
+NAPSU-MQ's maximum-entropy model (Sec. 3) and its N(0, s^2) prior on each cell -- and the same junction-tree
+conditionals follow from the potentials by sum-product, so the likelihood above is unchanged.
+
 **Sampling.** The mode theta* by L-BFGS (scipy) on the jitted log density and its gradient (JAX); H the Hessian
 of the negative log density there (JAX), W = V diag(lambda^-1/2) from its eigen-decomposition (eigenvalues
 clipped at 1e-10 of the largest); NUTS on z, theta = theta* + W z, whose posterior is near N(0, I) where the
@@ -84,8 +89,8 @@ class Layout:
             self.blocks.append({
                 "clique": tuple(c), "shape": shape, "parent": tree.parents[k], "sep": tuple(sep),
                 "n_sep": n_sep, "n_rest": n_rest, "offset": off, "size": n_sep * (n_rest - 1),
-                "grouped": tuple(shape[i] for i in order), "to_clique": tuple(int(np.argsort(order)[i])
-                                                                           for i in range(len(c)))})
+                "grouped": tuple(shape[i] for i in order), "order": order,
+                "to_clique": tuple(int(np.argsort(order)[i]) for i in range(len(c)))})
             off += n_sep * (n_rest - 1)
         self.dim = off
         self.measured = [tuple(m) for m in measured_cliques]
@@ -105,7 +110,7 @@ class Layout:
         remaining = [i for i in range(len(clique)) if i in keep]
         return xp.transpose(out, [remaining.index(i) for i in keep])
 
-    def log_conditionals(self, xp, theta, log_softmax):
+    def log_conditionals(self, xp, theta, log_softmax, logsumexp=None):
         """Each block's log p(rest | sep) as (n_sep, n_rest)."""
         out = []
         for b in self.blocks:
@@ -132,6 +137,52 @@ class Layout:
 
     def start(self) -> np.ndarray:
         return np.zeros(self.dim)
+
+    def log_prior(self, xp, theta, logc, data):
+        """The hyper-Dirichlet in additive log-ratio coordinates: sum_C alpha_C sum log p(rest | sep)."""
+        return sum(data["alpha"][k] * xp.sum(lc) for k, lc in enumerate(logc))
+
+    def key(self) -> tuple:
+        return ("hyper-dirichlet",)
+
+
+class LogLinearLayout(Layout):
+    """The log-linear (maximum-entropy) model: theta holds every cell of each potential's log-table
+    lambda_m (the measured cliques and the prior's), p(x) proportional to exp(sum_m lambda_m(x_m)), each cell
+    N(0, scale^2) a priori (NAPSU-MQ's prior; the tables are over-parameterised -- a constant moved between
+    overlapping potentials leaves p unchanged -- and the prior makes the posterior proper in those directions).
+    The junction tree's conditionals follow by sum-product (:meth:`JunctionTree.potential_log_conditionals`),
+    in the grouped layout of :class:`Layout`, so the tables, means and covariance are the hyper-Dirichlet
+    engine's own."""
+
+    def __init__(self, tree: JunctionTree, measured_cliques, potentials):
+        super().__init__(tree, measured_cliques)
+        self.potentials = [tuple(p) for p in potentials]
+        self.pieces = []
+        off = 0
+        for p in self.potentials:
+            k = tree.containing(p)
+            if k is None:
+                raise InputError("prior.cliques", f"no clique of the model holds ({', '.join(p)})")
+            size = int(math.prod(tree.shape(p)))
+            self.pieces.append((p, k, off, size))
+            off += size
+        self.dim = off
+
+    def log_conditionals(self, xp, theta, log_softmax, logsumexp=None):
+        tree = self.tree
+        phi = [xp.zeros(tree.shape(c)) for c in tree.cliques]
+        for p, k, off, size in self.pieces:
+            phi[k] = phi[k] + tree._onto(theta[off:off + size].reshape(tree.shape(p)), p, p, tree.cliques[k], xp)
+        logc = tree.potential_log_conditionals(phi, xp, logsumexp)
+        return [xp.transpose(lc, b["order"]).reshape(b["n_sep"], b["n_rest"]) if len(b["order"]) > 1
+                else lc.reshape(b["n_sep"], b["n_rest"]) for b, lc in zip(self.blocks, logc)]
+
+    def log_prior(self, xp, theta, logc, data):
+        return -0.5 * xp.sum(theta * theta) / (data["scale"] * data["scale"])
+
+    def key(self) -> tuple:
+        return ("log-linear", tuple(self.potentials))
 
 
 def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
@@ -192,21 +243,22 @@ class Compiled:
         import jax.numpy as jnp
         from jax.nn import log_softmax
         from jax.scipy.linalg import solve_triangular
+        from jax.scipy.special import logsumexp
 
         self.layout = layout
 
         def log_density(theta, data):
             """log prior + log CLT likelihood (plug-in covariance ``data["chol"]``, its Cholesky factor)."""
-            logc = layout.log_conditionals(jnp, theta, log_softmax)
+            logc = layout.log_conditionals(jnp, theta, log_softmax, logsumexp)
             mu = layout.means(jnp, layout.tables(jnp, logc))
             w = solve_triangular(data["chol"], data["y"] - data["n"] * mu, lower=True)
-            prior = sum(data["alpha"][k] * jnp.sum(lc) for k, lc in enumerate(logc))
-            return prior - 0.5 * jnp.dot(w, w)
+            return layout.log_prior(jnp, theta, logc, data) - 0.5 * jnp.dot(w, w)
 
         self.log_density = jax.jit(log_density)
         self.neg_value_and_grad = jax.jit(jax.value_and_grad(lambda t, d: -log_density(t, d)))
         self.neg_hessian = jax.jit(jax.hessian(lambda t, d: -log_density(t, d)))
-        self.tables = jax.jit(jax.vmap(lambda t: layout.tables(jnp, layout.log_conditionals(jnp, t, log_softmax))))
+        self.tables = jax.jit(jax.vmap(lambda t: layout.tables(jnp, layout.log_conditionals(jnp, t, log_softmax,
+                                                                                            logsumexp))))
         self._log_density = log_density
         self._samplers: dict = {}
 
@@ -247,12 +299,15 @@ class Compiled:
 _COMPILED: dict = {}
 
 
-def compiled(tree: JunctionTree, measured) -> Compiled:
+def compiled(tree: JunctionTree, measured, potentials=None) -> Compiled:
+    """The compiled functions of the hyper-Dirichlet model (``potentials`` None) or of the log-linear model over
+    ``potentials``."""
     import json
 
-    key = (json.dumps(tree.to_record(), sort_keys=True), tuple(tuple(m) for m in measured))
+    layout = Layout(tree, measured) if potentials is None else LogLinearLayout(tree, measured, potentials)
+    key = (json.dumps(tree.to_record(), sort_keys=True), tuple(tuple(m) for m in measured), layout.key())
     if key not in _COMPILED:
-        _COMPILED[key] = Compiled(Layout(tree, measured))
+        _COMPILED[key] = Compiled(layout)
     return _COMPILED[key]
 
 
@@ -281,19 +336,24 @@ def marginals_clt(model, options: MarginalsCLTOptions):
     noise_var = np.concatenate([np.full(int(np.asarray(m.values).size), float(m.mechanism.noise_variance))
                                 for m in model.measurements])
     table_cells = sum(int(math.prod(tree.shape(c))) for c in tree.cliques)
-    comp = compiled(tree, measured)  # (jitted on first call, not here)
+    spec = model.prior.spec
+    log_linear = spec.kind == "log-linear"
+    comp = compiled(tree, measured, spec.potentials(measured) if log_linear else None)  # (jitted on first call)
     layout = comp.layout
     _memory_check(layout.dim, len(y), options.chains, options.draws, table_cells)
-    # the hyper-Dirichlet's pseudo-count, uniform within each clique: one number per clique
-    alpha = np.array([float(a.flat[0]) for a in tree.prior_alpha(float(model.prior.parameters["concentration"]))])
+    if log_linear:
+        prior_data = {"scale": float(spec.scale)}
+    else:  # the hyper-Dirichlet's pseudo-count, uniform within each clique: one number per clique
+        prior_data = {"alpha": np.array([float(a.flat[0]) for a in tree.prior_alpha(
+            float(model.prior.parameters["concentration"]))])}
     quiet = options.quiet
 
     with jax.enable_x64(True):
 
         def data_for(theta):
             cov = clt_covariance(tree, tables_np(layout, theta), measured, n, noise_var)
-            return {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.asarray(alpha),
-                    "chol": jnp.asarray(np.linalg.cholesky(cov))}
+            return {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "chol": jnp.asarray(np.linalg.cholesky(cov)),
+                    **{k: jnp.asarray(v) for k, v in prior_data.items()}}
 
         theta = layout.start()
         for rnd in range(2):  # S at the uniform table, then at the mode found with it
@@ -338,7 +398,8 @@ def marginals_clt(model, options: MarginalsCLTOptions):
     draws = {variable_name(c): t.reshape(options.chains, options.draws, *tree.shape(c))
              for c, t in zip(tree.cliques, flat)}
     stats = {"diverging": np.stack(div), "n_steps": np.stack(steps)}
-    attrs = {"algorithm": "hyper-Dirichlet posterior under the central-limit likelihood of the noisy marginals "
+    model_name = "log-linear (maximum-entropy) model" if log_linear else "hyper-Dirichlet"
+    attrs = {"algorithm": f"{model_name} posterior under the central-limit likelihood of the noisy marginals "
                           "(exact noise variances, covariance at the posterior mode); NUTS in Laplace-whitened "
                           "coordinates",
              "options_warmup": options.warmup, "options_thin": options.thin,
@@ -348,6 +409,6 @@ def marginals_clt(model, options: MarginalsCLTOptions):
 
 def tables_np(layout: Layout, theta) -> list[np.ndarray]:
     """The clique tables of one theta (numpy)."""
-    from scipy.special import log_softmax
+    from scipy.special import log_softmax, logsumexp
 
-    return layout.tables(np, layout.log_conditionals(np, np.asarray(theta, float), log_softmax))
+    return layout.tables(np, layout.log_conditionals(np, np.asarray(theta, float), log_softmax, logsumexp))

@@ -852,6 +852,14 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
     return out, counts, loglik, n_draws, accept
 
 
+def _require_hyper_dirichlet(model, method: str) -> None:
+    """``da`` and ``naive`` draw p by the hyper-Dirichlet's conjugate update; the log-linear prior has none."""
+    kind = model.prior.parameters.get("kind", "hyper-dirichlet")
+    if kind != "hyper-dirichlet":
+        raise InputError("method", f"{method} samples the hyper-Dirichlet model (conjugate given the records); the "
+                                   f"prior is {kind!r}: use method clt")
+
+
 def marginals_da(model, options: MarginalsDAOptions):
     """Engine ``da`` (marginals): the sampler of the module docstring, over the model's junction tree
     (``model.latent.state``), measurements (the noisy tables and their noise laws), ``n`` (None: n is sampled) and
@@ -860,6 +868,7 @@ def marginals_da(model, options: MarginalsDAOptions):
     from .mcmc_common import chain_workers, map_chains
 
     model.competent({"records"}, "da")
+    _require_hyper_dirichlet(model, "da")
     if model.n is not None and options.n_moves is not None:
         raise InputError("n_moves", f"birth/death moves apply only to a release without n; this one states "
                          f"n = {model.n}: drop n_moves")
@@ -904,6 +913,7 @@ def marginals_naive(model, options: MarginalsNaiveOptions):
     model's junction tree, measurements, ``n`` and concentration; the draws are named through the model."""
     from ..families.marginals import variable_name
 
+    _require_hyper_dirichlet(model, "naive")
     tree: JunctionTree = model.latent.state
     conc = float(model.prior.parameters["concentration"])
     alpha = tree.prior_alpha(conc)
