@@ -274,6 +274,8 @@ def resumed_rows(args, meta: dict) -> list:
     differ = [k for k in RESUME_KEYS if old["meta"].get(k) != meta.get(k)]
     if old["meta"].get("concentration", args.concentration) != args.concentration:
         differ.append("concentration")
+    if old["meta"].get("prior_kind", "hyper-dirichlet") != args.prior_kind:
+        differ.append("prior_kind")
     if differ:
         sys.exit(f"marginals_adult: --resume {args.resume} was run with other settings: {', '.join(differ)}")
     meta["resumed_from"] = {"file": str(args.resume), "started": old["meta"].get("started"),
@@ -391,7 +393,7 @@ def worker(args) -> None:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         post = dpposterior.infer(rel, method=args.method, draws=args.draws, warmup=args.warmup, chains=args.chains,
-                                 prior=None if args.concentration is None else {"concentration": args.concentration},
+                                 prior=_prior(args),
                                  seed=seed, **({} if args.group_moves is None else {"group_moves": args.group_moves}))
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
@@ -466,11 +468,20 @@ def child_env(cores: int) -> dict:
     return env
 
 
+def _prior(args) -> dict | None:
+    """The analysis's prior: the package's default, a hyper-Dirichlet of the given concentration, or the
+    log-linear prior (NAPSU-MQ's model and N(0, 10^2) prior)."""
+    if args.prior_kind == "log-linear":
+        return {"kind": "log-linear"}
+    return None if args.concentration is None else {"concentration": args.concentration}
+
+
 def run_child(extra: list[str], args, cores: int) -> dict:
     cmd = [sys.executable, __file__, "--data", str(args.data), "--draws", str(args.draws), "--warmup",
            str(args.warmup), "--chains", str(args.chains), "--seed", str(args.seed), "--attributes",
            str(args.attributes), "--mbi-iters", str(args.mbi_iters),
            *([] if args.concentration is None else ["--concentration", repr(args.concentration)]),
+           "--prior-kind", args.prior_kind,
            *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--method", args.method,
            "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
@@ -613,6 +624,9 @@ def main(argv=None) -> None:
     ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per blanket cell, "
                     "per attribute and sweep (default: the package's, 0: the record sweep alone)")
     ap.add_argument("--method", default="da", choices=("da", "clt"), help="the marginals engine (default da)")
+    ap.add_argument("--prior-kind", default="hyper-dirichlet", choices=("hyper-dirichlet", "log-linear"),
+                    help="the prior (default: the package's hyper-Dirichlet; log-linear: NAPSU-MQ's maximum-entropy "
+                         "model with N(0, 10^2) log-potentials, method clt)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)
@@ -650,13 +664,15 @@ def main(argv=None) -> None:
     if args.attributes == 10 and max(args.m) > args.draws * args.chains:
         sys.exit(f"marginals_adult: --m {max(args.m)} needs that many posterior draws; draws x chains = "
                  f"{args.draws * args.chains}")
+    if args.prior_kind == "log-linear" and (args.method != "clt" or args.concentration is not None):
+        sys.exit("marginals_adult: --prior-kind log-linear is sampled by --method clt and has no --concentration")
     if args.attributes == 10 and min(args.m) < 2:
         sys.exit("marginals_adult: --m must be >= 2 (the combining rules need two data sets)")
     out = out_path(args.out, f"marginals_adult_{args.attributes}.json", args.update_results)
     cores = len(os.sched_getaffinity(0))
     meta = {"attributes": args.attributes, "epsilons": args.epsilons, "repeats": args.repeats, "draws": args.draws,
             "warmup": args.warmup, "chains": args.chains, "method": args.method, "m": args.m, "levels": args.levels,
-            "seed": args.seed, "concentration": args.concentration,
+            "seed": args.seed, "concentration": args.concentration, "prior_kind": args.prior_kind,
             "peer": args.peer, "mbi_iters": args.mbi_iters, "data": str(args.data), "cores": cores,
             "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),

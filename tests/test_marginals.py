@@ -117,6 +117,34 @@ def test_triangulation_adds_a_chord_to_a_four_cycle_and_the_tree_has_running_int
         assert set(tree.separators[k]) == set(c) & earlier
 
 
+#: Adult's 14 attributes as Private-PGM codes them, and an MST selection of pairs (a tree) made on it
+ADULT14_SIZES = {"age": 85, "workclass": 9, "fnlwgt": 100, "education-num": 16, "marital-status": 7,
+                 "occupation": 15, "relationship": 6, "race": 5, "sex": 2, "capital-gain": 100, "capital-loss": 100,
+                 "hours-per-week": 99, "native-country": 42, "income>50K": 2}
+ADULT14_MST = [("marital-status", "relationship"), ("age", "marital-status"), ("relationship", "sex"),
+               ("education-num", "occupation"), ("workclass", "occupation"), ("occupation", "hours-per-week"),
+               ("relationship", "income>50K"), ("age", "hours-per-week"), ("age", "fnlwgt"),
+               ("capital-gain", "income>50K"), ("capital-gain", "capital-loss"), ("fnlwgt", "native-country"),
+               ("fnlwgt", "race")]
+
+
+def test_a_chordal_graph_gets_no_fill_in():
+    """A tree of measured pairs is chordal: its cliques are the model's, with no interaction that no measurement
+    informs.  Eliminating the vertex of the fewest cells first (min-weight alone) eliminated relationship, an inner
+    vertex of few levels, before the leaves and made (age, marital-status, income>50K) a clique here."""
+    cliques = triangulate(list(ADULT14_SIZES), ADULT14_MST, ADULT14_SIZES)
+    assert {frozenset(c) for c in cliques} == {frozenset(c) for c in ADULT14_MST}
+    # a chordal graph with a triangle and a 4-clique: the maximal cliques come back as they are
+    attrs = ["a", "b", "c", "d", "e", "f"]
+    given = [("a", "b", "c", "d"), ("c", "d", "e"), ("e", "f"), ("b", "f")]  # (b, f) closes a cycle: not chordal
+    chordal = given[:3]
+    sizes = dict(zip(attrs, (2, 3, 2, 4, 2, 3)))
+    assert {frozenset(c) for c in triangulate(attrs, chordal, sizes)} == {frozenset(c) for c in chordal}
+    tri = triangulate(attrs, given, sizes)
+    assert all(any(set(g) <= set(c) for c in tri) for g in given)
+    assert len(tri) >= 2
+
+
 def test_marginal_by_elimination_equals_the_full_joint():
     rng = np.random.default_rng(4)
     attrs = ["a", "b", "c", "d"]

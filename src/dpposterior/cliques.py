@@ -40,10 +40,18 @@ def _cells(attrs, sizes: dict) -> int:
     return int(math.prod(int(sizes[a]) for a in attrs))
 
 
+def _is_clique(vertices: set, adjacent: dict) -> bool:
+    return all(b in adjacent[a] for a in vertices for b in vertices if a != b)
+
+
 def triangulate(attributes: list[str], cliques: list[tuple[str, ...]], sizes: dict[str, int]) -> list[tuple[str, ...]]:
-    """The maximal cliques of a chordal graph containing every pair in ``cliques`` (greedy elimination, each step
-    removing the vertex whose elimination clique has the fewest cells: the min-weight heuristic).  Attributes in
-    no clique come back as singletons.  Cliques list attributes in ``attributes`` order."""
+    """The maximal cliques of a chordal graph containing every pair in ``cliques`` (greedy elimination).  Each step
+    removes a simplicial vertex (its neighbours already a clique: no fill-in) where there is one, else the vertex
+    whose elimination clique has the fewest cells (the min-weight heuristic); among simplicial vertices, also the
+    fewest cells.  Every chordal graph has a simplicial vertex and stays chordal without it, so a graph that is
+    already chordal (a tree of measured pairs, as MST selects) gets no fill: its cliques are the model's cliques,
+    with no interaction that no measurement informs.  Attributes in no clique come back as singletons.  Cliques
+    list attributes in ``attributes`` order."""
     position = {a: i for i, a in enumerate(attributes)}
     adjacent: dict[str, set[str]] = {a: set() for a in attributes}
     for clique in cliques:
@@ -52,7 +60,8 @@ def triangulate(attributes: list[str], cliques: list[tuple[str, ...]], sizes: di
     remaining = set(attributes)
     found: list[frozenset] = []
     while remaining:
-        best = min(remaining, key=lambda v: (_cells([v, *adjacent[v]], sizes), position[v]))
+        best = min(remaining, key=lambda v: (not _is_clique(adjacent[v], adjacent), _cells([v, *adjacent[v]], sizes),
+                                             position[v]))
         clique = frozenset([best, *adjacent[best]])
         neighbours = list(adjacent[best])
         for i, a in enumerate(neighbours):  # fill in: the neighbours become a clique
