@@ -23,7 +23,10 @@ Privacy (replace-one): one person replaced changes, in every (level, query), at 
 removed person's and the added person's), so the zCDP cost of the (level, query) is at most
 (1/sigma_a^2 + 1/sigma_b^2)/2 over its two smallest sigmas, and the release composes these over every (level,
 query) (Bun & Steinke 2016, Prop. 1.6 and Lemma 2.3).  Invariants are published exactly (as the Census's are);
-the privacy statement covers the noisy measurements given them.
+the privacy statement covers the noisy measurements given them.  So are ``structural_zeros`` (cells that hold no
+one in any block) and ``bounds`` (exact limits on the persons of query cells of geounits, the DAS's
+``hhgq_total_lb`` / ``hhgq_total_ub``: ``census_table.check_bounds``); the posterior is restricted to where every
+one of them holds.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def count_rows(path: Path) -> int:
     return max(lines - 1, 0)
 
 
-def read_table(path: Path, field_name: str = "measurements", columns: tuple = COLUMNS, may_be_empty: tuple = ()) -> dict:
+def read_table(path: Path, field_name: str = "measurements", columns: tuple = COLUMNS,
+               may_be_empty: tuple = ()) -> dict:
     """The measurement columns of a parquet or CSV file (geocodes and cells read as text, so leading zeros stay).
     A file whose rows would not fit in the memory available is refused before it is read.  ``columns``: the
     columns read (a bounds table's: ``census_table.BOUND_COLUMNS``); ``may_be_empty``: those whose cells may be

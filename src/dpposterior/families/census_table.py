@@ -10,6 +10,10 @@ query's attribute order (C order), labelled by the categories joined by ``|`` (`
 noisy cell of one query at one geounit, the sum of x over the geounit's blocks and the query cell's histogram
 cells plus discrete-Gaussian noise of stated variance.
 
+Exact facts published beside the noisy cells, outside the DP guarantee: invariants (totals), structural zeros (cells
+that hold no one in any block) and bounds (:class:`CensusBounds`, lower and upper limits on the persons of a query
+cell of a geounit: the DAS's ``hhgq_total_lb`` / ``hhgq_total_ub`` constraints, ``Constraints_PL94.py``).
+
 :class:`CensusStructure` holds all of it as arrays: what the family, its engines, the GLS baseline and the
 simulator share.  It is built (and every field checked) by :func:`build_structure`.
 """

@@ -20,6 +20,13 @@ The block-level parameters (block means, block mixes) are integrated out, so the
    d is enumerated over a window that grows from the current value (and from the likelihood's peak) until the
    log-density falls 30 below its maximum on both sides, the boundary values (an empty cell, where the
    Dirichlet-multinomial's mass can spike) always checked -- mass left out is below e^-30 relative per value;
+   **bounds** (``census_table.CensusBounds``: exact lower and upper limits on the persons of a query cell of a
+   geounit, published outside the DP guarantee -- the DAS's ``hhgq_total_lb`` / ``hhgq_total_ub`` in
+   ``Constraints_PL94.py``, structural zeros of some blocks only) restrict the posterior to the set where each
+   holds, so each move's range [dlo, dhi] (non-negativity's) is narrowed to the d that keep every bound it
+   touches (:func:`_bound_window`), from running sums of the bounds kept as the measurement sums are; a draw on
+   that range is the exact full conditional of the restricted posterior.  Without bounds the bound arrays are
+   empty and the kernels skip them, so such a release gives the draws it always did;
 2. **hyperparameters** given x: M_g, tau and alpha by slice sampling (Neal 2003, Ann. Statist. 31, stepping out
    and shrinkage) on the log scale; eta_t exactly (normal-normal conjugate); beta by slice sampling; each tract's
    mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, which under
@@ -33,7 +40,9 @@ the partition level, the geounits are conditionally independent: no measurement 
 pair inside a geounit reaches another one, and the block parameters are integrated out.  A partitioned sweep is
 (1) in the client, the moves that change those totals -- cells alone, cell pairs, block pairs at the levels
 above -- then (2) each geounit's block pairs at the partition level and below, with its own generator seeded
-from (sweep, geounit), as Dask tasks over runs of geounits (:class:`UnitPart`), then (3) the hyperparameters.
+from (sweep, geounit), as Dask tasks over runs of geounits (:class:`UnitPart`: with the bounds at the partition
+level and below and their sums; a bound above it never changes inside a partition geounit), then (3) the
+hyperparameters.
 Every step is an exact Gibbs move, and a geounit's moves depend only on its own blocks, stream and the values
 sent, so the draws are the same for any number of partitions and workers (another chain than the one-pass
 sweep's, with the same target).
@@ -671,7 +680,11 @@ class Problem:
     (``allowed``, ``C``, ``query_cell`` -- the histogram-to-query-cell map restricted to those columns), so no move
     proposes them and the tract mixes and block Dirichlet-multinomials run over the allowed cells only.
     :meth:`full` puts the zeros back for the output.  Without structural zeros the index is the histogram's own
-    and every array is the one the kernels always read."""
+    and every array is the one the kernels always read.
+
+    Bounds: ``btab`` (laid out as ``mtab``: level, geounit, query, query cell -> bound index, -1 where none),
+    ``blow`` and ``bupp`` their limits; all three empty when the release has none.  :meth:`initial_counts` gives a
+    start that meets them."""
 
     def __init__(self, structure, prior):
         from ..families.census import bg_parent, pooling_levels
@@ -757,7 +770,8 @@ class Problem:
         """x (over the engine's cells) from the block-level detailed-cell measurements where they exist (clipped at
         0; those of structural zeros left out), else each block's noisy total spread over the cells; then the
         invariants met exactly (persons added or removed at random among the geounit's blocks and cells, deepest
-        invariant level first)."""
+        invariant level first); then the bounds met, invariants kept (:meth:`_meet_bounds`, deterministic: no
+        random numbers drawn, so a release without bounds starts where it always did)."""
         s = self.structure
         C = self.C
         x = np.zeros((s.B, C), dtype=np.int64)
