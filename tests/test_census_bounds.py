@@ -169,6 +169,35 @@ def test_partitioned_draws_meet_the_bounds_and_are_the_same_for_any_partitioning
         assert np.all(draws[:, 1, 2] == 0)
 
 
+@pytest.fixture
+def local_cluster():
+    pytest.importorskip("distributed")
+    import logging
+
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.CRITICAL) as lc:
+        yield lc.scheduler_address
+
+
+@pytest.mark.filterwarnings("ignore::dpposterior.PosteriorWarning")
+def test_the_bounds_travel_to_dask_partitions_with_the_same_draws(local_cluster):
+    """On a Dask LocalCluster (2 workers) the parts get their bounds and sums each sweep: the draws are those of
+    the same partitioned sweep in this process."""
+    import dpposterior as dp
+
+    blocks = geography(2, 1, 2, 3)
+    _, x = _release()
+    release, _ = _release(bounds=_bounds_of(x, blocks))
+    run = dict(draws=8, warmup=6, chains=2, seed=3, quiet=True, partition="county")
+    here = dp.infer(release, **run)
+    there = dp.infer(release, scheduler=local_cluster, partitions=2, **run)
+    assert there.attrs["partitions"] == 2
+    for name in here.posterior:
+        assert np.array_equal(here.posterior[name], there.posterior[name]), name
+
+
 def test_the_start_is_repaired_to_meet_the_bounds():
     """The start from the noisy cells breaks bounds that the truth meets; it is moved onto them, invariant kept."""
     blocks = geography(2, 1, 2, 3)
