@@ -50,7 +50,8 @@ def test_one_branch_reads_into_a_structure():
     assert manifest["family"] == "census" and "measurements" not in manifest
     assert manifest["levels"] == ["state", "county", "tract", "block_group", "block"]
     assert manifest["queries"] == {"total": [], "votingage * hispanic": ["votingage", "hispanic"],
-                                   "detailed": ["hhgq", "votingage", "hispanic", "cenrace"]}
+                                   "detailed": ["hhgq", "votingage", "hispanic", "cenrace"],
+                                   "hhgq": ["hhgq"]}  # (for the files' hhgq_total bounds)
     assert manifest["attributes"] == PL94_PERSON
     con = pq.read_table(next((PRODUCT / "State.parquet" / "Constraint" / "State=044").glob("*.parquet")))
     total = [r["value"][0] for r in con.to_pylist() if r["query_name"] == "total_con"][0]
@@ -233,3 +234,45 @@ def test_nurse_nva_0_becomes_a_structural_zero(tmp_path):
     with pytest.raises(InputError) as err:
         _read(root, state="044", levels=["Block"])
     assert err.value.field == "nmf.value" and "nurse_nva_0_con" in err.value.reason
+
+
+def test_hhgq_total_bounds_become_bounds_on_the_hhgq_query(tmp_path):
+    """``hhgq_total_lb_con`` / ``hhgq_total_ub_con`` Constraint rows (the DAS's bounds on each group-quarters
+    type's population, a vector over the 8 hhgq categories) are read as the manifest's bounds on an ``hhgq`` query,
+    element k bounding category k; they index into a structure; a value of the wrong length is refused."""
+    root = tmp_path / "US_Person_PL_PROD"
+    shutil.copytree(PRODUCT, root)
+    written = {}
+    for level in ("State", "Block"):
+        path = next((root / f"{level}.parquet" / "Constraint" / "State=044").glob("*.parquet"))
+        table = pq.read_table(path)
+        rows = table.to_pylist()
+        for i, r in enumerate(rows):
+            if r["query_name"] == "hhgq_total_lb_con":
+                r["value"] = [0 if k == 5 else k % 3 for k in range(8)]
+            elif r["query_name"] == "hhgq_total_ub_con":
+                r["value"] = [0 if k == 5 else k % 3 + 4 + i for k in range(8)]
+            written[(level, r["geocode"], r["query_name"])] = r["value"]
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+    manifest, rows = _read(root, state="044")
+    assert manifest["queries"]["hhgq"] == ["hhgq"]
+    bounds = manifest["bounds"]
+    blocks = [g for (lv, g, q) in written if lv == "Block" and q == "hhgq_total_lb_con"]
+    assert len(bounds) == 8 * (len(blocks) + 1)
+    das = blocks[0]
+    geoid = das[-16:-5] + das[-4:]
+    mine = [b for b in bounds if b["level"] == "block" and b["geocode"] == geoid]
+    assert [b["cell"] for b in mine] == PL94_PERSON["hhgq"]
+    assert [b["lower"] for b in mine] == written[("Block", das, "hhgq_total_lb_con")]
+    assert [b["upper"] for b in mine] == written[("Block", das, "hhgq_total_ub_con")]
+    assert {b["geocode"] for b in bounds if b["level"] == "state"} == {"44"}
+    s = build_structure(manifest["attributes"], manifest["queries"], manifest["levels"], rows,
+                        manifest.get("invariants"), bounds=bounds)
+    assert s.bounds.size == len(bounds) and s.bounds.upper[s.bounds.cell == 5].max() == 0
+    path = next((root / "Block.parquet" / "Constraint" / "State=044").glob("*.parquet"))
+    bad = pq.read_table(path).to_pylist()
+    next(r for r in bad if r["query_name"] == "hhgq_total_ub_con")["value"] = [1, 2, 3]
+    pq.write_table(pa.Table.from_pylist(bad, schema=pq.read_table(path).schema), path)
+    with pytest.raises(InputError) as err:
+        _read(root, state="044", levels=["Block"])
+    assert err.value.field == "nmf.value" and "one per hhgq category" in err.value.reason

@@ -23,7 +23,10 @@ Privacy (replace-one): one person replaced changes, in every (level, query), at 
 removed person's and the added person's), so the zCDP cost of the (level, query) is at most
 (1/sigma_a^2 + 1/sigma_b^2)/2 over its two smallest sigmas, and the release composes these over every (level,
 query) (Bun & Steinke 2016, Prop. 1.6 and Lemma 2.3).  Invariants are published exactly (as the Census's are);
-the privacy statement covers the noisy measurements given them.
+the privacy statement covers the noisy measurements given them.  So are ``structural_zeros`` (cells that hold no
+one in any block) and ``bounds`` (exact limits on the persons of query cells of geounits, the DAS's
+``hhgq_total_lb`` / ``hhgq_total_ub``: ``census_table.check_bounds``); the posterior is restricted to where every
+one of them holds.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from ..errors import InputError, shown
 from ..observation import (ENUMERATE, RECORDS, SIMULATE, LatentStatistic, Measurement, ObservationModel, Prior,
                            TableLaws, Variable)
 from ..release import ReleaseBase
-from .census_table import CensusStructure, build_structure
+from .census_table import BOUND_COLUMNS, CensusStructure, build_structure
 
 #: the columns of a measurements table
 COLUMNS = ("level", "geocode", "query", "cell", "noisy_value", "variance")
@@ -72,9 +75,12 @@ def count_rows(path: Path) -> int:
     return max(lines - 1, 0)
 
 
-def read_table(path: Path, field_name: str = "measurements") -> dict:
+def read_table(path: Path, field_name: str = "measurements", columns: tuple = COLUMNS,
+               may_be_empty: tuple = ()) -> dict:
     """The measurement columns of a parquet or CSV file (geocodes and cells read as text, so leading zeros stay).
-    A file whose rows would not fit in the memory available is refused before it is read."""
+    A file whose rows would not fit in the memory available is refused before it is read.  ``columns``: the
+    columns read (a bounds table's: ``census_table.BOUND_COLUMNS``); ``may_be_empty``: those whose cells may be
+    empty, read as text from CSV and as Python lists (None where empty)."""
     from ..errors import check_input_file
     from ..memory import check_fits
 
@@ -97,16 +103,20 @@ def read_table(path: Path, field_name: str = "measurements") -> dict:
             import pyarrow as pa
             import pyarrow.csv as pacsv
 
-            text = {c: pa.string() for c in ("level", "geocode", "query", "cell")}
+            text = {c: pa.string() for c in ("level", "geocode", "query", "cell") + tuple(may_be_empty)}
             table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
                 column_types=text, strings_can_be_null=False, quoted_strings_can_be_null=False))
     except Exception as exc:  # pyarrow's parse errors: one line naming the file
         raise InputError(field_name, f"{path.name} could not be read ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in COLUMNS if c not in table.column_names]
+    missing = [c for c in columns if c not in table.column_names and c not in may_be_empty]
     if missing:
-        raise InputError(field_name, f"{path.name} has no column {missing[0]!r} (needs: {', '.join(COLUMNS)})")
+        raise InputError(field_name, f"{path.name} has no column {missing[0]!r} (needs: {', '.join(columns)})")
     out = {}
-    for c in COLUMNS:
+    for c in columns:
+        if c in may_be_empty:
+            if c in table.column_names:
+                out[c] = table.column(c).to_pylist()
+            continue
         col = table.column(c)
         if col.null_count:
             raise InputError(f"{field_name}.{c}", f"{path.name} has an empty {c} in {col.null_count} row(s)")
@@ -131,6 +141,9 @@ class CensusRelease(ReleaseBase):
     blocks: list[str] | None = None
     #: partial cells ({attribute: label or [labels]}) that hold no one in any block: a schema fact (checked on load)
     structural_zeros: Any = None
+    #: exact bounds on query cells of geounits (``census_table.check_bounds``): a parquet or CSV file name,
+    #: relative to the manifest, or the rows themselves
+    bounds: str | list[Any] | None = None
     #: how the noise was allocated (written by ``dpposterior.census.simulate``; provenance only)
     strategy: dict[str, Any] | None = None
     _structure: Any = PrivateAttr(default=None)
@@ -146,8 +159,16 @@ class CensusRelease(ReleaseBase):
             self._sha256 = hashlib.sha256((self._sha256 + digest).encode()).hexdigest()
         else:
             rows = self.measurements
+        bounds = self.bounds
+        if isinstance(bounds, str):
+            path = Path(bounds)
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            bounds = read_table(path, "bounds", BOUND_COLUMNS, ("lower", "upper"))
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            self._sha256 = hashlib.sha256((self._sha256 + digest).encode()).hexdigest()
         self._structure = build_structure(self.attributes, self.queries, self.levels, rows, self.invariants,
-                                          self.blocks, self.structural_zeros)
+                                          self.blocks, self.structural_zeros, bounds)
 
     @property
     def structure(self) -> CensusStructure:
@@ -266,6 +287,17 @@ def write_release(release: "CensusRelease", path) -> Path:
         pq.write_table(table, tmp, compression="zstd")
     manifest = release.to_dict()
     manifest["measurements"] = table_path.name
+    if isinstance(release.bounds, str):
+        # a bounds table is written beside the manifest as the measurements are (the file named was relative to
+        # where the release was read)
+        bounds_path = path.with_suffix(".bounds.parquet")
+        rows = s.bounds.rows(s) if s.bounds is not None else []
+        cols = {c: [r.get(c) for r in rows] for c in BOUND_COLUMNS}
+        bounds_table = pa.table({c: pa.array(cols[c], pa.int64() if c in ("lower", "upper") else pa.string())
+                                 for c in BOUND_COLUMNS})
+        with atomic_path(bounds_path, field="path") as tmp:
+            pq.write_table(bounds_table, tmp)
+        manifest["bounds"] = bounds_path.name
     write_bytes(path, json.dumps(manifest, indent=1) + "\n", field="path")
     return path
 

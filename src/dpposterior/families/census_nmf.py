@@ -64,7 +64,20 @@ The manifest keeps the Bureau's query names (``_dpq`` removed) and the schema's 
   ``DAS_PL94.release/programs/constraints/Constraints_PL94.py``, as read at commit ``b51272816ef2``: "no minors in
   nursing facilities (GQ code 301)", the cross of ``HHGQ_NURSING_TOTAL`` and ``NONVOTING_TOTAL`` set "=" 0; a row
   whose value is not 0 is refused; the row's layout is not verified against a real file); ``hhgq_total_lb_con``
-  and ``hhgq_total_ub_con`` (bounds the post-processing imposed) are not read
+  and ``hhgq_total_ub_con`` -> the manifest's ``bounds`` on the ``hhgq`` query (added to ``queries`` if no
+  ``hhgq_dpq`` was read), one row per hhgq category, ``lower`` from element k of the ``_lb`` row's ``value`` and
+  ``upper`` from the ``_ub`` row's.  The DAS defines them in ``source/programs/constraints/Constraints_PL94.py``
+  (``ConstraintsCreatorPL94Generic.hhgq_total_lb``: ``addToConstraintsDict(name, self.attr_hhgq, rhs, "ge")``,
+  ``hhgq_total_ub`` the same with ``"le"``) at commit ``289ee463936a``, the right-hand side from
+  ``source/programs/constraints/querybase_constraints.py``, ``ConstraintsCreatorwHHGQ.
+  calculateRightHandSideHhgqTotal``: a vector of ``gqt_dim`` = 8 entries, one per hhgq category in the schema's
+  index order, computed from the invariant counts of housing units and facilities of each type (``gqhh_vect``,
+  ``gqhh_tot``) -- lower: the facilities of the type (0 for households, ``Constraints_PL94_2020.py``), or everyone
+  where it is the only type; upper: 0 where the block has no unit of the type, else the state total less the
+  minimum in the other types, or 99999 per unit; ``person_default.ini`` imposes them at Block
+  (``theConstraints.Block = hhgq_total_lb, hhgq_total_ub, nurse_nva_0``) and ``person_US.ini`` at State.  Not
+  verified without the real files: that the released Constraint rows hold that vector as ``value``, flattened
+  in that order (the test files write it so), and which levels carry them
 
 Cell k of a query is element k of ``value``: the query's attributes are in the histogram's order, and its cells in
 C order over them, as the census family's labels are (``census_table``).
@@ -132,7 +145,8 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
     histogram order (``{attribute: [labels], ...}``).
 
     Returns ``(manifest, rows)``: the manifest has ``format``, ``family``, ``attributes``, ``queries``, ``levels``
-    and, when total constraints were read, ``invariants`` (``measurements`` is the caller's); ``rows`` has the
+    and, when such constraints were read, ``invariants``, ``structural_zeros`` and ``bounds`` (with an ``hhgq``
+    query added for them if none was measured; ``measurements`` is the caller's); ``rows`` has the
     columns ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value``, ``variance``, as ``build_structure`` takes
     them.  Queries that are not marginals of the histogram (``hhinstlevels``) are left out with a warning.
     """
@@ -175,6 +189,16 @@ def read_nmf(path, *, state=None, attributes_map=None, levels=None) -> tuple[dic
     zeros = _structural_zeros(cons, attributes)
     if zeros:
         manifest["structural_zeros"] = zeros
+    bounds = _bounds(cons, attributes, to_geoid)
+    if bounds:
+        hhgq = attributes["names"][attributes["_bureau"].index("hhgq")]
+        if "hhgq" not in queries:
+            # the bounds' query: the hhgq marginal, measured or not
+            manifest["queries"] = {**queries, "hhgq": [hhgq]}
+        elif queries["hhgq"] != [hhgq]:
+            raise InputError("nmf.query_name", "a query named hhgq that is not the hhgq marginal: the "
+                             "hhgq_total bounds need that name")
+        manifest["bounds"] = bounds
     return manifest, rows
 
 
@@ -573,6 +597,36 @@ def _structural_zeros(cons, attributes) -> list[dict]:
         axes = {attributes["_bureau"].index(a): k for a, k in _STRUCTURAL_ZEROS[qname].items()}
         out.append({attributes["names"][i]: attributes["labels"][i][k] for i, k in sorted(axes.items())})
     return out
+
+
+#: the PL94 schema's bounds on each group-quarters type's population: Constraint name -> the side it bounds
+_HHGQ_BOUNDS = {"hhgq_total_lb" + _CON: "lower", "hhgq_total_ub" + _CON: "upper"}
+
+
+def _bounds(cons, attributes, to_geoid) -> list[dict]:
+    """The ``hhgq_total_lb_con`` / ``hhgq_total_ub_con`` Constraint rows as the manifest's bounds on the ``hhgq``
+    query: one row per (level, geocode, hhgq category), its lower and upper bound from element k of the two rows'
+    ``value`` (the DAS's right-hand side over the hhgq categories in index order, module docstring); only for the
+    PL94 person histogram, whose schema defines them."""
+    if attributes["_bureau"] != list(PL94_PERSON):
+        return []
+    axis = attributes["_bureau"].index("hhgq")
+    labels = attributes["labels"][axis]
+    found: dict[tuple, dict] = {}
+    for lv, g, qname, vals in zip(cons["level"], cons["geocode"], cons["query_name"], cons["values"]):
+        side = _HHGQ_BOUNDS.get(qname)
+        if side is None or lv not in to_geoid:
+            continue
+        if len(vals) != len(labels):
+            raise InputError("nmf.value", f"{qname} at {lv} {g} has {len(vals)} values, not one per hhgq category "
+                             f"({len(labels)})")
+        for k, v in enumerate(vals):
+            row = found.setdefault((lv, g, k), {"level": BUREAU_LEVELS[lv], "geocode": to_geoid[lv][g],
+                                                "query": "hhgq", "cell": labels[k]})
+            if side in row:
+                raise InputError("nmf.value", f"{qname} at {lv} {g} is given twice")
+            row[side] = int(v)
+    return list(found.values())
 
 
 def _invariants(cons, to_geoid) -> dict:

@@ -10,6 +10,10 @@ query's attribute order (C order), labelled by the categories joined by ``|`` (`
 noisy cell of one query at one geounit, the sum of x over the geounit's blocks and the query cell's histogram
 cells plus discrete-Gaussian noise of stated variance.
 
+Exact facts published beside the noisy cells, outside the DP guarantee: invariants (totals), structural zeros (cells
+that hold no one in any block) and bounds (:class:`CensusBounds`, lower and upper limits on the persons of a query
+cell of a geounit: the DAS's ``hhgq_total_lb`` / ``hhgq_total_ub`` constraints, ``Constraints_PL94.py``).
+
 :class:`CensusStructure` holds all of it as arrays: what the family, its engines, the GLS baseline and the
 simulator share.  It is built (and every field checked) by :func:`build_structure`.
 """
@@ -46,6 +50,9 @@ class CensusStructure:
 
     Structural zeros: ``structural_zero[c]`` is True where histogram cell c can hold no one in any block (a schema
     fact, e.g. no minors in nursing facilities); None when every cell is allowed.
+
+    Bounds: ``bounds``, exact lower and upper bounds on query cells of geounits (:class:`CensusBounds`); None when
+    the release has none.
     """
 
     attributes: dict[str, list[str]]
@@ -64,6 +71,7 @@ class CensusStructure:
     sigma: np.ndarray
     invariants: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     structural_zero: np.ndarray | None = None
+    bounds: "CensusBounds | None" = None
 
     @property
     def query_names(self) -> list[str]:
@@ -265,14 +273,14 @@ def check_structural_zeros(spec, attributes: dict[str, list[str]]) -> np.ndarray
 
 
 def build_structure(attributes, queries, levels, rows: dict, invariants=None, blocks=None,
-                    structural_zeros=None) -> CensusStructure:
+                    structural_zeros=None, bounds=None) -> CensusStructure:
     """Check a release's parts and index them.
 
     ``rows``: the measurement table's columns ``level``, ``geocode``, ``query``, ``cell``, ``noisy_value``,
     ``variance`` (equal-length sequences).  ``blocks``: the block geocodes, when given (else every 15-digit
     geocode of the table, at any level, and the blocks its upper-level geocodes imply are not invented).
     ``invariants``: ``{"<level>_total": {geocode: persons}}``.  ``structural_zeros``: the partial cells that are
-    zero in every block (:func:`check_structural_zeros`).
+    zero in every block (:func:`check_structural_zeros`).  ``bounds``: rows of exact bounds (:func:`check_bounds`).
     """
     attributes = check_attributes(attributes)
     zero = check_structural_zeros(structural_zeros, attributes)
@@ -391,10 +399,12 @@ def build_structure(attributes, queries, levels, rows: dict, invariants=None, bl
         raise InputError("structural_zeros", "together they zero every cell: no cell may hold a person")
     # (a measured query cell made only of structural zeros has true value 0; its noisy value is noise, so it
     # is kept, not refused)
-    return CensusStructure(attributes=attributes, queries=queries, levels=levels, units=units, block_unit=block_unit,
-                           query_cell=qc, query_sizes=sizes, level=lidx, unit=uidx, query=qidx, cell=cidx,
-                           noisy=noisy, variance=variance, sigma=sigma_of_variance(variance), invariants=inv,
-                           structural_zero=zero)
+    out = CensusStructure(attributes=attributes, queries=queries, levels=levels, units=units, block_unit=block_unit,
+                          query_cell=qc, query_sizes=sizes, level=lidx, unit=uidx, query=qidx, cell=cidx,
+                          noisy=noisy, variance=variance, sigma=sigma_of_variance(variance), invariants=inv,
+                          structural_zero=zero)
+    out.bounds = check_bounds(bounds, out)
+    return out
 
 
 def _index_of(values: np.ndarray, names: list[str]) -> np.ndarray:
@@ -452,3 +462,185 @@ def _check_invariants(invariants, levels, units) -> dict[str, tuple[np.ndarray, 
             vals.append(int(v))
         out[key[:-6]] = (np.asarray(idx, dtype=np.int64), np.asarray(vals, dtype=np.int64))
     return out
+
+
+#: the columns of a bounds table (``lower`` and ``upper`` may be empty)
+BOUND_COLUMNS = ("level", "geocode", "query", "cell", "lower", "upper")
+#: the stored ``upper`` of a bound without one (no count comes near it)
+NO_UPPER = 2 ** 62
+
+
+@dataclass
+class CensusBounds:
+    """Exact bounds ``lower[k] <= (sum of x over geounit unit[k] at level[k] and cell cell[k] of query query[k])
+    <= upper[k]`` (``NO_UPPER`` where there is no upper bound), published outside the DP guarantee like the
+    invariants (the DAS's ``hhgq_total_lb`` / ``hhgq_total_ub`` constraints; a structural zero of some blocks only
+    is an upper bound of 0 on their cells).  One row per (level, geounit, query, cell): rows naming the same one
+    are merged (the largest lower, the smallest upper)."""
+
+    level: np.ndarray
+    unit: np.ndarray
+    query: np.ndarray
+    cell: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.level.shape[0])
+
+    def sums(self, structure: "CensusStructure", x: np.ndarray) -> np.ndarray:
+        """Each bound's sum under block histograms ``x[B, C]`` (over the histogram's cells)."""
+        out = np.zeros(self.size, dtype=np.int64)
+        for li in np.unique(self.level):
+            for qi in np.unique(self.query[self.level == li]):
+                rows = np.flatnonzero((self.level == li) & (self.query == qi))
+                out[rows] = structure.aggregate(x, int(li), int(qi))[self.unit[rows], self.cell[rows]]
+        return out
+
+    def violated(self, structure: "CensusStructure", x: np.ndarray) -> np.ndarray:
+        """The indices of the bounds ``x`` breaks."""
+        got = self.sums(structure, x)
+        return np.flatnonzero((got < self.lower) | (got > self.upper))
+
+    def rows(self, structure: "CensusStructure") -> list[dict]:
+        """The bounds as the manifest's rows (``upper`` left out where there is none)."""
+        out = []
+        for k in range(self.size):
+            li, qi = int(self.level[k]), int(self.query[k])
+            q = structure.query_names[qi]
+            row = {"level": structure.levels[li], "geocode": str(structure.units[li][self.unit[k]]), "query": q,
+                   "cell": structure.cell_labels(q)[int(self.cell[k])], "lower": int(self.lower[k])}
+            if self.upper[k] < NO_UPPER:
+                row["upper"] = int(self.upper[k])
+            out.append(row)
+        return out
+
+
+def _bound_value(v, name: str, default: int) -> int:
+    """A bound's ``lower`` or ``upper``: a whole number >= 0, or ``default`` where empty."""
+    if v is None or (isinstance(v, str) and v.strip() == "") or (isinstance(v, float) and math.isnan(v)):
+        return default
+    if isinstance(v, (bool, np.bool_)):
+        raise InputError(name, f"must be a whole number of persons (got {v!r})")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InputError(name, f"must be a whole number of persons (got {v!r})") from None
+    if not math.isfinite(f) or f != int(f):
+        raise InputError(name, f"must be a whole number of persons (got {v!r})")
+    if f < 0:
+        raise InputError(name, f"must be >= 0 (got {v!r}): counts are not negative")
+    if f >= NO_UPPER:
+        raise InputError(name, f"{v!r} is too large")
+    return int(f)
+
+
+def check_bounds(spec, s: CensusStructure) -> CensusBounds | None:
+    """The bounds of ``spec`` -- rows (a list of ``{level, geocode, query, cell, lower, upper}``, or a dict of
+    those columns as a bounds table is read) -- checked against the release ``s``: known level, geounit, query and
+    cell; ``lower`` and ``upper`` whole numbers >= 0 (``lower`` empty = 0, ``upper`` empty = none), lower <=
+    upper; none contradicting a structural zero (a positive lower bound on a cell that holds only zeros) or an
+    invariant (a lower bound above the exact total of a geounit holding the bound's, an upper bound on a total
+    below the exact totals inside it).  None when ``spec`` is None or has no rows."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        missing = [c for c in ("level", "geocode", "query", "cell") if c not in spec]
+        if missing:
+            raise InputError("bounds", f"has no column {missing[0]!r} (needs: {', '.join(BOUND_COLUMNS)})")
+        n = len(spec["level"])
+        cols = {c: list(spec[c]) if c in spec else [None] * n for c in BOUND_COLUMNS}
+        for c in BOUND_COLUMNS:
+            if len(cols[c]) != n:
+                raise InputError(f"bounds.{c}", f"has {len(cols[c])} rows, not {n}")
+        rows = [{c: cols[c][i] for c in BOUND_COLUMNS} for i in range(n)]
+
+        def name(i, c):
+            return f"bounds.{c}[{i}]"
+    elif isinstance(spec, (list, tuple)):
+        rows = list(spec)
+
+        def name(i, c):
+            return f"bounds[{i}].{c}" if c else f"bounds[{i}]"
+    else:
+        raise InputError("bounds", "must be a table file's name or a list of rows {level, geocode, query, cell, "
+                         "lower, upper}")
+    if not rows:
+        return None
+    labels = {q: {lab: k for k, lab in enumerate(s.cell_labels(q))} for q in s.queries}
+    zero_cells = {q: s.zero_query_cells(q) for q in s.queries}
+    merged: dict[tuple, list] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(name(i, ""), f"must be a row {{level, geocode, query, cell, lower, upper}} (got {row!r})")
+        unknown = [k for k in row if k not in BOUND_COLUMNS]
+        if unknown:
+            raise InputError(name(i, unknown[0]), f"unknown field (the fields: {', '.join(BOUND_COLUMNS)})")
+        lv = row.get("level")
+        if lv not in s.levels:
+            raise InputError(name(i, "level"), f"{lv!r} is not one of the manifest's levels ({', '.join(s.levels)})")
+        li = s.levels.index(lv)
+        g = row.get("geocode")
+        g = "" if g is None else str(g)
+        pos = int(np.searchsorted(s.units[li], g))
+        if pos >= len(s.units[li]) or s.units[li][pos] != g:
+            raise InputError(name(i, "geocode"), f"{g!r} is not a geounit of the release at level {lv}")
+        q = row.get("query")
+        if q not in s.queries:
+            raise InputError(name(i, "query"), f"{q!r} is not a key of queries ({', '.join(s.queries)})")
+        c = row.get("cell")
+        c = "" if c is None or (isinstance(c, float) and math.isnan(c)) else str(c)
+        if c not in labels[q]:
+            raise InputError(name(i, "cell"), f"{c!r} is not a cell of query {q} (its attributes' labels joined "
+                             f"by '|' in the order {s.queries[q]})")
+        k = labels[q][c]
+        lower = _bound_value(row.get("lower"), name(i, "lower"), 0)
+        upper = _bound_value(row.get("upper"), name(i, "upper"), NO_UPPER)
+        if lower > upper:
+            raise InputError(name(i, "lower"), f"{lower} is above its upper bound {upper}")
+        if lower > 0 and zero_cells[q][k]:
+            raise InputError(name(i, "lower"), f"{lower} persons in {lv} {g} {q} cell {c!r}, but structural_zeros "
+                             "leave that cell empty everywhere")
+        key = (li, pos, s.query_names.index(q), k)
+        have = merged.get(key)
+        if have is None:
+            merged[key] = [lower, upper, i]
+        else:
+            have[0], have[1] = max(have[0], lower), min(have[1], upper)
+            if have[0] > have[1]:
+                raise InputError(name(i, "lower"), f"{lv} {g} {q} cell {c!r} is bounded again: together its rows "
+                                 f"ask for at least {have[0]} and at most {have[1]} persons")
+    keys = np.array(list(merged), dtype=np.int64).reshape(-1, 4)
+    vals = np.array([v for v in merged.values()], dtype=np.int64).reshape(-1, 3)
+    bounds = CensusBounds(level=keys[:, 0].copy(), unit=keys[:, 1].copy(), query=keys[:, 2].copy(),
+                          cell=keys[:, 3].copy(), lower=vals[:, 0].copy(), upper=vals[:, 1].copy())
+    _check_bounds_against_invariants(bounds, vals[:, 2], s, name)
+    return bounds
+
+
+def _check_bounds_against_invariants(bounds: CensusBounds, row_of: np.ndarray, s: CensusStructure, name) -> None:
+    """A lower bound above the exact total of a geounit that holds the bound's geounit, or an upper bound on a
+    total below the sum of the exact totals of geounits inside it, contradicts the invariants: refused."""
+    first = [np.searchsorted(s.block_unit[li], np.arange(len(s.units[li]))) for li in range(s.L)]
+    total_query = s.query_sizes[bounds.query] == 1
+    for lv, (units, totals) in s.invariants.items():
+        li = s.levels.index(lv)
+        exact = np.full(len(s.units[li]), -1, dtype=np.int64)
+        exact[units] = totals
+        for k in range(bounds.size):
+            bl = int(bounds.level[k])
+            if bl >= li:  # the invariant's geounit holds the bound's
+                v = s.block_unit[li, first[bl][bounds.unit[k]]]
+                if exact[v] >= 0 and bounds.lower[k] > exact[v]:
+                    raise InputError(name(int(row_of[k]), "lower"), f"{int(bounds.lower[k])} persons, but "
+                                     f"invariants.{lv}_total gives {s.units[li][v]} exactly {int(exact[v])}")
+        # the exact totals inside each bound's geounit, for bounds on a total
+        for k in np.flatnonzero(total_query & (bounds.level <= li)):
+            bl = int(bounds.level[k])
+            inside = s.block_unit[bl, first[li][units]] == bounds.unit[k]
+            held = int(totals[inside].sum())
+            if held > bounds.upper[k]:
+                raise InputError(name(int(row_of[k]), "upper"), f"{int(bounds.upper[k])} persons, but "
+                                 f"invariants.{lv}_total puts {held} in {s.levels[bl]} "
+                                 f"{s.units[bl][bounds.unit[k]]}")

@@ -20,6 +20,13 @@ The block-level parameters (block means, block mixes) are integrated out, so the
    d is enumerated over a window that grows from the current value (and from the likelihood's peak) until the
    log-density falls 30 below its maximum on both sides, the boundary values (an empty cell, where the
    Dirichlet-multinomial's mass can spike) always checked -- mass left out is below e^-30 relative per value;
+   **bounds** (``census_table.CensusBounds``: exact lower and upper limits on the persons of a query cell of a
+   geounit, published outside the DP guarantee -- the DAS's ``hhgq_total_lb`` / ``hhgq_total_ub`` in
+   ``Constraints_PL94.py``, structural zeros of some blocks only) restrict the posterior to the set where each
+   holds, so each move's range [dlo, dhi] (non-negativity's) is narrowed to the d that keep every bound it
+   touches (:func:`_bound_window`), from running sums of the bounds kept as the measurement sums are; a draw on
+   that range is the exact full conditional of the restricted posterior.  Without bounds the bound arrays are
+   empty and the kernels skip them, so such a release gives the draws it always did;
 2. **hyperparameters** given x: M_g, tau and alpha by slice sampling (Neal 2003, Ann. Statist. 31, stepping out
    and shrinkage) on the log scale; eta_t exactly (normal-normal conjugate); beta by slice sampling; each tract's
    mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, which under
@@ -33,7 +40,9 @@ the partition level, the geounits are conditionally independent: no measurement 
 pair inside a geounit reaches another one, and the block parameters are integrated out.  A partitioned sweep is
 (1) in the client, the moves that change those totals -- cells alone, cell pairs, block pairs at the levels
 above -- then (2) each geounit's block pairs at the partition level and below, with its own generator seeded
-from (sweep, geounit), as Dask tasks over runs of geounits (:class:`UnitPart`), then (3) the hyperparameters.
+from (sweep, geounit), as Dask tasks over runs of geounits (:class:`UnitPart`: with the bounds at the partition
+level and below and their sums; a bound above it never changes inside a partition geounit), then (3) the
+hyperparameters.
 Every step is an exact Gibbs move, and a geounit's moves depend only on its own blocks, stream and the values
 sent, so the draws are the same for any number of partitions and workers (another chain than the one-pass
 sweep's, with the same target).
@@ -267,12 +276,32 @@ def _apply(S1, S2, s, d, use2):
 
 
 @numba.njit(cache=True, nogil=True)
+def _bound_window(T1, T2, bsum, blow, bupp, dlo, dhi, use2):
+    """[dlo, dhi] narrowed to the d that keep every bound a move touches: the bounds of T1 gain d, those of T2 lose
+    d (positions holding the same bound in both cancel); ``bsum`` the bounds' current sums."""
+    for j in range(T1.shape[0]):
+        k1 = T1[j]
+        k2 = T2[j] if use2 else -1
+        if k1 == k2:
+            continue
+        if k1 >= 0:
+            dlo = max(dlo, blow[k1] - bsum[k1])
+            dhi = min(dhi, bupp[k1] - bsum[k1])
+        if k2 >= 0:
+            dlo = max(dlo, bsum[k2] - bupp[k2])
+            dhi = min(dhi, bsum[k2] - blow[k2])
+    return dlo, dhi
+
+
+@numba.njit(cache=True, nogil=True)
 def cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract, alpha, beta,
-                M, pi, bufL, bufR, S1, S2, lo, hi):
+                M, pi, bufL, bufR, S1, S2, lo, hi, btab, bsum, blow, bupp, T1, T2):
     """Move 1a of the module docstring on blocks ``lo`` to ``hi``: each cell alone, where no invariant covers the
-    block."""
+    block.  ``btab``, ``bsum``, ``blow``, ``bupp``: the bounds (:class:`Problem`), their index laid out as ``mtab``,
+    their current sums and their limits (empty arrays: no bounds); ``T1``, ``T2``: scratch as ``S1``, ``S2``."""
     C = x.shape[1]
     Q = query_cell.shape[0]
+    bounded = bsum.shape[0] > 0
     for b in range(lo, hi):
         if inv_level[b] >= 0:
             continue
@@ -282,21 +311,28 @@ def cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, 
         for c in range(C):
             cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, S1)
             A, Bq = _quadratic(S1, S2, y, s, w, False)
-            d, bufL, bufR = draw_move(-x[b, c], 1 << 40, A, Bq, False, True, float(N[b]), float(x[b, c]),
+            dlo, dhi = -x[b, c], np.int64(1 << 40)
+            if bounded:
+                cell_measurements(b, c, block_unit, query_cell, btab, off, Q, K, T1)
+                dlo, dhi = _bound_window(T1, T2, bsum, blow, bupp, dlo, dhi, False)
+            d, bufL, bufR = draw_move(dlo, dhi, A, Bq, False, True, float(N[b]), float(x[b, c]),
                                       beta * pi[t, c], lq, False, 0.0, 0.0, 1.0, 0.0, alpha, beta, bufL, bufR)
             if d != 0:
                 x[b, c] += d
                 N[b] += d
                 _apply(S1, S2, s, d, False)
+                if bounded:
+                    _apply(T1, T2, bsum, d, False)
     return bufL, bufR
 
 
 @numba.njit(cache=True, nogil=True)
 def cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL, bufR, S1, S2,
-               lo, hi):
+               lo, hi, btab, bsum, blow, bupp, T1, T2):
     """Move 1b on blocks ``lo`` to ``hi``: a person moved between two cells of one block."""
     C = x.shape[1]
     Q = query_cell.shape[0]
+    bounded = bsum.shape[0] > 0
     for b in range(lo, hi):
         if N[b] == 0:
             continue
@@ -311,23 +347,32 @@ def cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract,
             cell_measurements(b, c1, block_unit, query_cell, mtab, off, Q, K, S1)
             cell_measurements(b, c2, block_unit, query_cell, mtab, off, Q, K, S2)
             A, Bq = _quadratic(S1, S2, y, s, w, True)
-            d, bufL, bufR = draw_move(-x[b, c1], x[b, c2], A, Bq, True, True, float(N[b]), float(x[b, c1]),
+            dlo, dhi = -x[b, c1], x[b, c2]
+            if bounded:
+                cell_measurements(b, c1, block_unit, query_cell, btab, off, Q, K, T1)
+                cell_measurements(b, c2, block_unit, query_cell, btab, off, Q, K, T2)
+                dlo, dhi = _bound_window(T1, T2, bsum, blow, bupp, dlo, dhi, True)
+            d, bufL, bufR = draw_move(dlo, dhi, A, Bq, True, True, float(N[b]), float(x[b, c1]),
                                       beta * pi[t, c1], 0.0, True, float(N[b]), float(x[b, c2]), beta * pi[t, c2],
                                       0.0, alpha, beta, bufL, bufR)
             if d != 0:
                 x[b, c1] += d
                 x[b, c2] -= d
                 _apply(S1, S2, s, d, True)
+                if bounded:
+                    _apply(T1, T2, bsum, d, True)
     return bufL, bufR
 
 
 @numba.njit(cache=True, nogil=True)
 def block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level, block_bg,
-                block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, lo, hi, lmax, lmin):
+                block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, lo, hi, lmax, lmin, btab, bsum, blow, bupp, T1,
+                T2):
     """Move 1c on blocks ``lo`` to ``hi``, at levels ``lmax`` down to ``lmin``: a person moved between two blocks
     of one geounit of the level (the partner drawn among the geounit's blocks)."""
     C = x.shape[1]
     Q = query_cell.shape[0]
+    bounded = bsum.shape[0] > 0
     for l in range(lmax, lmin - 1, -1):
         for b in range(lo, hi):
             ulo = unit_start[l, block_unit[l, b]]
@@ -349,7 +394,12 @@ def block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start,
                 cell_measurements(b, c, block_unit, query_cell, mtab, off, Q, K, S1)
                 cell_measurements(p, c, block_unit, query_cell, mtab, off, Q, K, S2)
                 A, Bq = _quadratic(S1, S2, y, s, w, True)
-                d, bufL, bufR = draw_move(-x[b, c], x[p, c], A, Bq, False, True, float(N[b]), float(x[b, c]),
+                dlo, dhi = -x[b, c], x[p, c]
+                if bounded:
+                    cell_measurements(b, c, block_unit, query_cell, btab, off, Q, K, T1)
+                    cell_measurements(p, c, block_unit, query_cell, btab, off, Q, K, T2)
+                    dlo, dhi = _bound_window(T1, T2, bsum, blow, bupp, dlo, dhi, True)
+                d, bufL, bufR = draw_move(dlo, dhi, A, Bq, False, True, float(N[b]), float(x[b, c]),
                                           beta * pi[t1, c], lq1, True, float(N[p]), float(x[p, c]), beta * pi[t2, c],
                                           lq2, alpha, beta, bufL, bufR)
                 if d != 0:
@@ -358,23 +408,26 @@ def block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start,
                     N[b] += d
                     N[p] -= d
                     _apply(S1, S2, s, d, True)
+                    if bounded:
+                        _apply(T1, T2, bsum, d, True)
     return bufL, bufR
 
 
 @numba.njit(cache=True, nogil=True)
 def sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
-                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2):
+                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, btab, bsum, blow, bupp, T1, T2):
     """Step 1 of the module docstring: every move on x once (cells alone, pairs of cells, pairs of blocks at
     every level above the block, deepest first).  ``s`` (the measurements' current sums) is kept equal to the
-    sums of x."""
+    sums of x, and ``bsum`` (the bounds') to their sums."""
     B = x.shape[0]
     L = block_unit.shape[0]
     bufL, bufR = cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract,
-                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B)
+                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B, btab, bsum, blow, bupp, T1, T2)
     bufL, bufR = cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL,
-                            bufR, S1, S2, 0, B)
+                            bufR, S1, S2, 0, B, btab, bsum, blow, bupp, T1, T2)
     return block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
-                       block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B, L - 2, 0)
+                       block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B, L - 2, 0, btab, bsum, blow,
+                       bupp, T1, T2)
 
 
 # ------------------------------------------------------------------ hyperparameters
@@ -554,16 +607,19 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
 @numba.njit(cache=True, nogil=True)
 def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
                block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior, bufL, bufR,
-               update_hyper):
+               update_hyper, btab, bsum, blow, bupp):
     """``n`` sweeps (step 1, then step 2 when ``update_hyper``), numba's generator of this thread seeded with
     ``seed`` first."""
     np.random.seed(seed)
     L = block_unit.shape[0]
     S1 = np.empty(L * query_cell.shape[0], dtype=np.int64)
     S2 = np.empty(L * query_cell.shape[0], dtype=np.int64)
+    T1 = np.empty_like(S1)
+    T2 = np.empty_like(S1)
     for _ in range(n):
         bufL, bufR = sweep_counts(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
-                                  inv_level, block_bg, block_tract, hyp[0], hyp[1], M, pi, bufL, bufR, S1, S2)
+                                  inv_level, block_bg, block_tract, hyp[0], hyp[1], M, pi, bufL, bufR, S1, S2, btab,
+                                  bsum, blow, bupp, T1, T2)
         if update_hyper:
             sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior)
     return bufL, bufR
@@ -571,38 +627,42 @@ def run_sweeps(n, seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, uni
 
 @numba.njit(cache=True, nogil=True)
 def global_moves(seed, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end, inv_level,
-                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin):
+                 block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin, btab, bsum, blow, bupp):
     """The partitioned sweep's moves that change a partition geounit's cell totals: cells alone and pairs of
     cells in every block, pairs of blocks at the levels above the partition level ``lmin``."""
     np.random.seed(seed)
     B = x.shape[0]
     S1 = np.empty(block_unit.shape[0] * query_cell.shape[0], dtype=np.int64)
     S2 = np.empty_like(S1)
+    T1 = np.empty_like(S1)
+    T2 = np.empty_like(S1)
     bufL, bufR = cells_alone(x, N, s, y, w, block_unit, query_cell, mtab, off, K, inv_level, block_bg, block_tract,
-                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B)
+                             alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B, btab, bsum, blow, bupp, T1, T2)
     bufL, bufR = cell_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, block_tract, alpha, beta, pi, bufL,
-                            bufR, S1, S2, 0, B)
+                            bufR, S1, S2, 0, B, btab, bsum, blow, bupp, T1, T2)
     if lmin > 0:
         bufL, bufR = block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
                                  inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, 0, B,
-                                 lmin - 1, 0)
+                                 lmin - 1, 0, btab, bsum, blow, bupp, T1, T2)
     return bufL, bufR
 
 
 @numba.njit(cache=True, nogil=True)
 def unit_moves(seeds, starts, ends, x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
-               inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin):
+               inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, lmin, btab, bsum, blow, bupp):
     """The partitioned sweep's moves inside each partition geounit (blocks ``starts[u]`` to ``ends[u]``): pairs
     of blocks at the partition level ``lmin`` and below, each geounit with its own generator seeded ``seeds[u]``
     -- so a geounit's moves are the same whichever other geounits share its partition."""
     L = block_unit.shape[0]
     S1 = np.empty(L * query_cell.shape[0], dtype=np.int64)
     S2 = np.empty_like(S1)
+    T1 = np.empty_like(S1)
+    T2 = np.empty_like(S1)
     for u in range(seeds.shape[0]):
         np.random.seed(seeds[u])
         bufL, bufR = block_pairs(x, N, s, y, w, block_unit, query_cell, mtab, off, K, unit_start, unit_end,
                                  inv_level, block_bg, block_tract, alpha, beta, M, pi, bufL, bufR, S1, S2, starts[u],
-                                 ends[u], L - 2, lmin)
+                                 ends[u], L - 2, lmin, btab, bsum, blow, bupp, T1, T2)
     return bufL, bufR
 
 
@@ -620,7 +680,11 @@ class Problem:
     (``allowed``, ``C``, ``query_cell`` -- the histogram-to-query-cell map restricted to those columns), so no move
     proposes them and the tract mixes and block Dirichlet-multinomials run over the allowed cells only.
     :meth:`full` puts the zeros back for the output.  Without structural zeros the index is the histogram's own
-    and every array is the one the kernels always read."""
+    and every array is the one the kernels always read.
+
+    Bounds: ``btab`` (laid out as ``mtab``: level, geounit, query, query cell -> bound index, -1 where none),
+    ``blow`` and ``bupp`` their limits; all three empty when the release has none.  :meth:`initial_counts` gives a
+    start that meets them."""
 
     def __init__(self, structure, prior):
         from ..families.census import bg_parent, pooling_levels
@@ -667,6 +731,30 @@ class Problem:
         self.prior_vec = np.array([math.log(prior.size_mean), prior.size_sd, prior.tau_scale,
                                    math.log(prior.alpha_median), prior.alpha_log_sd, math.log(prior.beta_median),
                                    prior.beta_log_sd])
+        # the bounds' index, laid out as mtab (a bound is a sum over one geounit and query cell, as a measurement
+        # is); without bounds every bounds array is empty and the kernels skip them
+        bounds = s.bounds
+        if bounds is None or bounds.size == 0:
+            self.btab = np.empty(0, dtype=np.int64)
+            self.blow = np.empty(0, dtype=np.int64)
+            self.bupp = np.empty(0, dtype=np.int64)
+        else:
+            btab = np.full(int(sizes.sum()), -1, dtype=np.int64)
+            btab[self.off[bounds.level] + (bounds.unit * s.Q + bounds.query) * self.K + bounds.cell] = \
+                np.arange(bounds.size)
+            self.btab = btab
+            self.blow = bounds.lower.astype(np.int64)
+            self.bupp = bounds.upper.astype(np.int64)
+
+    @property
+    def bounded(self) -> bool:
+        return self.blow.shape[0] > 0
+
+    def bound_sums(self, x) -> np.ndarray:
+        """Every bound's sum under x (over the engine's cells); empty without bounds."""
+        if not self.bounded:
+            return np.empty(0, dtype=np.int64)
+        return self.structure.bounds.sums(self.structure, self.full(x))
 
     def full(self, x: np.ndarray) -> np.ndarray:
         """Counts over the engine's cells ``[..., C]`` as the histogram's ``[..., structure.C]``: 0 at the
@@ -682,7 +770,8 @@ class Problem:
         """x (over the engine's cells) from the block-level detailed-cell measurements where they exist (clipped at
         0; those of structural zeros left out), else each block's noisy total spread over the cells; then the
         invariants met exactly (persons added or removed at random among the geounit's blocks and cells, deepest
-        invariant level first)."""
+        invariant level first); then the bounds met, invariants kept (:meth:`_meet_bounds`, deterministic: no
+        random numbers drawn, so a release without bounds starts where it always did)."""
         s = self.structure
         C = self.C
         x = np.zeros((s.B, C), dtype=np.int64)
@@ -722,7 +811,120 @@ class Problem:
                                          "more persons than this total")
                     take = rng.multivariate_hypergeometric(flat, -gap)
                     x[free] = (flat - take).reshape(free.size, C)
+        if self.bounded:
+            self._meet_bounds(x)
         return x
+
+    def _cell_bounds(self, b: int, c: int) -> np.ndarray:
+        """The bounds that hold block b's engine cell c."""
+        s = self.structure
+        Q = s.Q
+        units = s.block_unit[:, b]
+        idx = (self.off[:, None] + (units[:, None] * Q + np.arange(Q)[None, :]) * self.K
+               + self.query_cell[:, c][None, :])
+        got = self.btab[idx.ravel()]
+        return np.unique(got[got >= 0])
+
+    def _meet_bounds(self, x: np.ndarray) -> None:
+        """Moves persons (in place) until x meets every bound, keeping every invariant: into the cells of a bound
+        below its lower limit, out of those of one above its upper limit -- from or to outside where no invariant
+        covers the block, or from or to another cell of a block that may trade persons with it (the same block, one
+        in the same geounit of its deepest invariant not covered deeper, or any block no invariant covers where
+        none covers it).  A step moves as many persons as
+        it can without breaking another bound, so the total shortfall falls at every step; when no step is left
+        the bounds are refused (one line) -- they may still be met by a start this greedy search does not find."""
+        s = self.structure
+        bounds = s.bounds
+        bsum = self.bound_sums(x)
+        while True:
+            bad = np.flatnonzero((bsum < self.blow) | (bsum > self.bupp))
+            if bad.size == 0:
+                return
+            if not any(self._repair_step(x, bsum, int(k)) for k in bad):
+                k = int(bad[0])
+                li, qi = int(bounds.level[k]), int(bounds.query[k])
+                q = s.query_names[qi]
+                upper = "" if self.bupp[k] >= 2 ** 62 else f", at most {int(self.bupp[k])}"
+                raise RefusedError("bounds", f"no start meets every bound and invariant: {s.levels[li]} "
+                                   f"{s.units[li][bounds.unit[k]]} {q} cell {s.cell_labels(q)[bounds.cell[k]]!r} "
+                                   f"needs at least {int(self.blow[k])}{upper} persons and moving persons one step "
+                                   f"at a time cannot give it that (it holds {int(bsum[k])}); check the bounds "
+                                   "against the invariants and structural zeros")
+
+    def _partners(self, b: int) -> np.ndarray:
+        """The blocks block b may trade persons with and keep every invariant (b itself first): those of the
+        geounit of its deepest invariant not covered deeper, or, where none covers it, every block none covers."""
+        lv = int(self.inv_level[b])
+        s = self.structure
+        u = s.block_unit[max(lv, 0), b]
+        members = np.arange(self.unit_start[max(lv, 0), u], self.unit_end[max(lv, 0), u])
+        members = members[(self.inv_level[members] == lv) & (members != b)]
+        return np.concatenate([[b], members])
+
+    def _repair_step(self, x: np.ndarray, bsum: np.ndarray, k: int) -> bool:
+        """One step of :meth:`_meet_bounds` toward bound k; False when none is possible."""
+        s = self.structure
+        bounds = s.bounds
+        li, u = int(bounds.level[k]), int(bounds.unit[k])
+        cells = np.flatnonzero(self.query_cell[bounds.query[k]] == bounds.cell[k])
+        blocks = np.arange(self.unit_start[li, u], self.unit_end[li, u])
+        short = int(self.blow[k] - bsum[k])
+        if short > 0:  # persons into the bound's cells
+            for b in blocks:
+                for c in cells:
+                    dst = self._cell_bounds(b, c)
+                    if self.inv_level[b] < 0:
+                        amt = min(short, int((self.bupp[dst] - bsum[dst]).min()))
+                        if amt > 0:
+                            x[b, c] += amt
+                            bsum[dst] += amt
+                            return True
+                    for p in self._partners(b):
+                        for c2 in np.flatnonzero(x[p] > 0):
+                            if self._trade(x, bsum, k, short, (p, c2), (b, c), dst=dst):
+                                return True
+            return False
+        excess = int(bsum[k] - self.bupp[k])
+        for b in blocks:
+            for c in cells:
+                if x[b, c] == 0:
+                    continue
+                src = self._cell_bounds(b, c)
+                if self.inv_level[b] < 0:
+                    amt = min(excess, int(x[b, c]), int((bsum[src] - self.blow[src]).min()))
+                    if amt > 0:
+                        x[b, c] -= amt
+                        bsum[src] -= amt
+                        return True
+                for p in self._partners(b):
+                    for c2 in range(self.C):
+                        if self._trade(x, bsum, k, excess, (b, c), (p, c2), src=src):
+                            return True
+        return False
+
+    def _trade(self, x, bsum, k, need, frm, to, src=None, dst=None) -> bool:
+        """Move up to ``need`` persons from cell ``frm`` to cell ``to`` (block, cell) if that changes bound k and
+        breaks no other bound."""
+        if frm == to:
+            return False
+        src = self._cell_bounds(*frm) if src is None else src
+        dst = self._cell_bounds(*to) if dst is None else dst
+        only_src = np.setdiff1d(src, dst)
+        only_dst = np.setdiff1d(dst, src)
+        if k not in only_src and k not in only_dst:
+            return False
+        amt = min(need, int(x[frm]))
+        if only_src.size:
+            amt = min(amt, int((bsum[only_src] - self.blow[only_src]).min()))
+        if only_dst.size:
+            amt = min(amt, int((self.bupp[only_dst] - bsum[only_dst]).min()))
+        if amt <= 0:
+            return False
+        x[frm] -= amt
+        x[to] += amt
+        bsum[only_src] -= amt
+        bsum[only_dst] += amt
+        return True
 
     def sums(self, x) -> np.ndarray:
         """Every measurement's true sum under x (over the engine's cells)."""
@@ -763,6 +965,7 @@ class UnitPart:
     starts: np.ndarray         # each geounit's first and end block, local
     ends: np.ndarray
     rows: np.ndarray           # global measurement indices of the local ones
+    brows: np.ndarray          # global indices of its bounds (those at the partition level and below)
     g0: int
     g1: int                    # block groups [g0, g1) and tracts [t0, t1) its blocks belong to
     t0: int
@@ -770,18 +973,20 @@ class UnitPart:
     lmin: int
     arrays: dict
 
-    def sweep(self, seeds, x, N, s, M, pi, alpha, beta):
-        """The unit moves of one sweep on this part's counts (updated and returned with the sums)."""
+    def sweep(self, seeds, x, N, s, M, pi, alpha, beta, bsum):
+        """The unit moves of one sweep on this part's counts (updated and returned with the measurement and
+        bound sums)."""
         a = self.arrays
         buf = np.empty(4096), np.empty(4096)
         unit_moves(seeds, self.starts, self.ends, x, N, s, a["y"], a["w"], a["block_unit"], a["query_cell"],
                    a["mtab"], a["off"], a["K"], a["unit_start"], a["unit_end"], a["inv_level"], a["block_bg"],
-                   a["block_tract"], alpha, beta, M, pi, buf[0], buf[1], self.lmin)
-        return x, N, s
+                   a["block_tract"], alpha, beta, M, pi, buf[0], buf[1], self.lmin, a["btab"], bsum, a["blow"],
+                   a["bupp"])
+        return x, N, s, bsum
 
 
-def _part_sweep(part: UnitPart, seeds, x, N, s, M, pi, alpha, beta):
-    return part.sweep(seeds, x, N, s, M, pi, alpha, beta)
+def _part_sweep(part: UnitPart, seeds, x, N, s, M, pi, alpha, beta, bsum):
+    return part.sweep(seeds, x, N, s, M, pi, alpha, beta, bsum)
 
 
 def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
@@ -813,6 +1018,16 @@ def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
         seg = np.concatenate(segs)
         rows = np.unique(seg[seg >= 0])
         mtab = np.where(seg >= 0, np.searchsorted(rows, np.maximum(seg, 0)), -1).astype(np.int64)
+        # the bounds the same way: those above the partition level never change inside a partition geounit
+        if prob.bounded:
+            bseg = np.concatenate([np.full(QK, -1, dtype=np.int64) if li < lmin else
+                                   prob.btab[prob.off[li] + int(s.block_unit[li, lo]) * QK:
+                                             prob.off[li] + (int(s.block_unit[li, hi - 1]) + 1) * QK]
+                                   for li in range(s.L)])
+            brows = np.unique(bseg[bseg >= 0])
+            btab = np.where(bseg >= 0, np.searchsorted(brows, np.maximum(bseg, 0)), -1).astype(np.int64)
+        else:
+            brows, btab = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         U = int(n_loc.max())
         unit_start = np.zeros((s.L, U), dtype=np.int64)
         unit_end = np.zeros((s.L, U), dtype=np.int64)
@@ -825,9 +1040,10 @@ def make_parts(prob, lmin: int, count: int) -> list[UnitPart]:
         arrays = {"y": prob.y[rows], "w": prob.w[rows], "block_unit": block_unit, "query_cell": prob.query_cell,
                   "mtab": mtab, "off": np.array(offs, dtype=np.int64), "K": prob.K, "unit_start": unit_start,
                   "unit_end": unit_end, "inv_level": prob.inv_level[lo:hi].copy(),
-                  "block_bg": prob.block_bg[lo:hi] - g0, "block_tract": prob.block_tract[lo:hi] - t0}
+                  "block_bg": prob.block_bg[lo:hi] - g0, "block_tract": prob.block_tract[lo:hi] - t0,
+                  "btab": btab, "blow": prob.blow[brows], "bupp": prob.bupp[brows]}
         parts.append(UnitPart(lo, hi, np.arange(ua, ub), (starts[ua:ub] - lo).astype(np.int64),
-                              (ends[ua:ub] - lo).astype(np.int64), rows, g0, g1, t0, t1, lmin, arrays))
+                              (ends[ua:ub] - lo).astype(np.int64), rows, brows, g0, g1, t0, t1, lmin, arrays))
     return parts
 
 
@@ -899,9 +1115,9 @@ class PartRunner:
             try:
                 futures = []
                 for h, w, (u, *data) in zip(handles, where, args):
-                    xs, Ns, ss, Ms, ps = self.client.scatter(data, workers=w, hash=False)
+                    xs, Ns, ss, Ms, ps, bs = self.client.scatter(data, workers=w, hash=False)
                     futures.append(self.client.submit(_part_sweep, h, seeds[2 + u], xs, Ns, ss, Ms, ps,
-                                                      float(hyp[0]), float(hyp[1]), pure=False, workers=w,
+                                                      float(hyp[0]), float(hyp[1]), bs, pure=False, workers=w,
                                                       allow_other_workers=True))
                 return self.client.gather(futures)
             except (CancelledError, KilledWorker, OSError, KeyError):
@@ -910,18 +1126,19 @@ class PartRunner:
                     raise
                 self._replace(generation)
 
-    def sweep(self, seeds, x, N, s, M, pi, hyp):
-        args = [(p.units, x[p.lo:p.hi].copy(), N[p.lo:p.hi].copy(), s[p.rows], M[p.g0:p.g1], pi[p.t0:p.t1])
-                for p in self.parts]
+    def sweep(self, seeds, x, N, s, M, pi, hyp, bsum):
+        args = [(p.units, x[p.lo:p.hi].copy(), N[p.lo:p.hi].copy(), s[p.rows], M[p.g0:p.g1], pi[p.t0:p.t1],
+                 bsum[p.brows]) for p in self.parts]
         if self.client is None:
-            out = [_part_sweep(h, seeds[2 + u], xs, Ns, ss, Ms, ps, hyp[0], hyp[1])
-                   for h, (u, xs, Ns, ss, Ms, ps) in zip(self.handles, args)]
+            out = [_part_sweep(h, seeds[2 + u], xs, Ns, ss, Ms, ps, hyp[0], hyp[1], bs)
+                   for h, (u, xs, Ns, ss, Ms, ps, bs) in zip(self.handles, args)]
         else:
             out = self._dask(seeds, args, hyp)
-        for p, (xs, Ns, ss) in zip(self.parts, out):
+        for p, (xs, Ns, ss, bs) in zip(self.parts, out):
             x[p.lo:p.hi] = xs
             N[p.lo:p.hi] = Ns
             s[p.rows] = ss
+            bsum[p.brows] = bs
         if self.client is not None:
             with self._lock:
                 self.sweeps += 1
@@ -931,16 +1148,18 @@ class PartRunner:
 
 
 def partitioned_sweep(prob, runner: PartRunner, seed: int, x, N, sums, M, eta, hyp, pi, bufL, bufR, lmin: int,
-                      update_hyper: bool):
+                      update_hyper: bool, bsum=None):
     """One sweep with the moves split at partition level ``lmin``: the moves that change a partition geounit's
     cell totals over all blocks, then every partition geounit's inner block pairs (independent given those
     totals, so in parallel), then the hyperparameters."""
     s = prob.structure
+    if bsum is None:
+        bsum = prob.bound_sums(x)
     seeds = sweep_seeds(seed, 2 + len(s.units[lmin]))
     bufL, bufR = global_moves(seeds[0], x, N, sums, prob.y, prob.w, s.block_unit, prob.query_cell, prob.mtab, prob.off,
                               prob.K, prob.unit_start, prob.unit_end, prob.inv_level, prob.block_bg, prob.block_tract,
-                              hyp[0], hyp[1], M, pi, bufL, bufR, lmin)
-    runner.sweep(seeds, x, N, sums, M, pi, hyp)
+                              hyp[0], hyp[1], M, pi, bufL, bufR, lmin, prob.btab, bsum, prob.blow, prob.bupp)
+    runner.sweep(seeds, x, N, sums, M, pi, hyp, bsum)
     if update_hyper:
         hyper_step(seeds[1], x, N, prob.block_bg, prob.block_tract, prob.bg_tract, prob.tract_start, prob.tract_end,
                    M, eta, hyp, pi, prob.prior_vec)
@@ -1011,6 +1230,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     x = prob.initial_counts(rng)
     N = x.sum(axis=1)
     sums = prob.sums(x)
+    bsum = prob.bound_sums(x)
     G = int(prob.block_bg.max()) + 1
     T = int(prob.block_tract.max()) + 1
     # start the hyperparameters at their prior medians, block-group means at the data's
@@ -1038,6 +1258,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
             x[...] = saved["x"]
             N = x.sum(axis=1)
             sums = prob.sums(x)
+            bsum = prob.bound_sums(x)
             M, eta, hyp, pi = saved["M"], saved["eta"], saved["hyp"], saved["pi"]
             rng.bit_generator.state = saved["rng"]
             out_x[:kept], out_h[:kept], out_M[:kept], out_pi[:kept] = (saved["out_x"], saved["out_h"],
@@ -1053,11 +1274,12 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
             bufL, bufR = run_sweeps(n, int(rng.integers(2 ** 31)), x, N, sums, prob.y, prob.w, s.block_unit,
                                     prob.query_cell, prob.mtab, prob.off, prob.K, prob.unit_start, prob.unit_end,
                                     prob.inv_level, prob.block_bg, prob.block_tract, prob.bg_tract, prob.tract_start,
-                                    prob.tract_end, M, eta, hyp, pi, prob.prior_vec, bufL, bufR, fixed is None)
+                                    prob.tract_end, M, eta, hyp, pi, prob.prior_vec, bufL, bufR, fixed is None,
+                                    prob.btab, bsum, prob.blow, prob.bupp)
         else:
             for _ in range(n):
                 bufL, bufR = partitioned_sweep(prob, runner, int(rng.integers(2 ** 31)), x, N, sums, M, eta, hyp, pi,
-                                               bufL, bufR, lmin, fixed is None)
+                                               bufL, bufR, lmin, fixed is None, bsum)
         done += n
         if done > options.warmup:
             out_x[kept] = prob.full(x)
