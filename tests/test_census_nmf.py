@@ -35,7 +35,7 @@ def _read(path=PRODUCT, **kw):
 
 def _structure(manifest, rows):
     return build_structure(manifest["attributes"], manifest["queries"], manifest["levels"], rows,
-                           manifest.get("invariants"))
+                           manifest.get("invariants"), bounds=manifest.get("bounds"))
 
 
 def _dpq(level, part, query):
@@ -60,6 +60,7 @@ def test_one_branch_reads_into_a_structure():
     assert list(s.blocks) == ["440070001001001", "440070001001002", "440070001002001", "440090002001001"]
     assert [list(u) for u in s.units[:4]] == [["44"], ["44007", "44009"], ["44007000100", "44009000200"],
                                                ["440070001001", "440070001002", "440090002001"]]
+    assert s.bounds.size == len(manifest["bounds"]) == 8 * (1 + len(s.blocks))  # the files' bounds hold together
 
 
 def test_values_and_variances_round_trip():

@@ -111,10 +111,13 @@ def write_release(root: Path, *, optimized_block_groups: bool = False, seed: int
                 con["sign"].append("=")
                 con["query_shape"].append([1, 1, 1, 1])
             if level in ("State", "Block"):
-                for name, sign in (("hhgq_total_lb_con", "ge"), ("hhgq_total_ub_con", "le")):
+                # bounds that can hold together: upper = lower + 100 to 500, so every category's range is wide
+                lower = rng.integers(0, 5, 8)
+                upper = lower + 100 * (rng.integers(0, 5, 8) + 1)
+                for name, sign, value in (("hhgq_total_lb_con", "ge", lower), ("hhgq_total_ub_con", "le", upper)):
                     con["geocode"].append(code)
                     con["query_name"].append(name)
-                    con["value"].append(rng.integers(0, 5, 8).tolist())
+                    con["value"].append(value.tolist())
                     con["sign"].append(sign)
                     con["query_shape"].append([8, 1, 1, 1])
         for part, (meas, con) in parts.items():
