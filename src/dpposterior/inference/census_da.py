@@ -673,6 +673,149 @@ def hyper_step(seed, x, N, block_bg, block_tract, bg_tract, tract_start, tract_e
 
 
 # --------------------------------------------------------------------------- the problem, in arrays
+@numba.njit(cache=True)
+def _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, out):
+    """out[l * Q + q]: the bound on block b's engine cell c at level l and query q (-1 where none)."""
+    L = block_unit.shape[0]
+    Q = query_cell.shape[0]
+    for l in range(L):
+        u = block_unit[l, b]
+        for q in range(Q):
+            out[l * Q + q] = btab[off[l] + (u * Q + q) * K + query_cell[q, c]]
+
+
+@numba.njit(cache=True)
+def _trade_bounds(x, bsum, blow, bupp, k, need, fb, fc, tb, tc, src, dst):
+    """Move up to ``need`` persons from cell (fb, fc) to (tb, tc) if that changes bound k and breaks no other bound
+    (``src``, ``dst``: the two cells' bounds, position by position; a bound both hold does not change)."""
+    if fb == tb and fc == tc:
+        return False
+    touches = False
+    amt = min(need, x[fb, fc])
+    for j in range(src.shape[0]):
+        if src[j] == dst[j]:
+            continue
+        if src[j] >= 0:
+            touches = touches or src[j] == k
+            amt = min(amt, bsum[src[j]] - blow[src[j]])
+        if dst[j] >= 0:
+            touches = touches or dst[j] == k
+            amt = min(amt, bupp[dst[j]] - bsum[dst[j]])
+    if not touches or amt <= 0:
+        return False
+    x[fb, fc] -= amt
+    x[tb, tc] += amt
+    for j in range(src.shape[0]):
+        if src[j] == dst[j]:
+            continue
+        if src[j] >= 0:
+            bsum[src[j]] -= amt
+        if dst[j] >= 0:
+            bsum[dst[j]] += amt
+    return True
+
+
+@numba.njit(cache=True)
+def _repair_step(x, bsum, blow, bupp, k, btab, off, K, block_unit, query_cell, unit_start, unit_end, inv_level,
+                 blevel, bunit, bquery, bcell, src, dst, cursor):
+    """One step towards bound k (see :meth:`Problem._meet_bounds`); False when none is possible.  The partners
+    of block b: b itself, then the blocks of the geounit of b's deepest invariant that no deeper one covers (where
+    none covers b: every block none covers in b's top-level geounit), in turn from ``cursor[0]``, the last block
+    traded with (so the search does not rescan the blocks already drained or filled: linear, not quadratic, in
+    the blocks over a whole repair)."""
+    C = x.shape[1]
+    li, u, q, cell = blevel[k], bunit[k], bquery[k], bcell[k]
+    short = blow[k] - bsum[k]
+    for b in range(unit_start[li, u], unit_end[li, u]):
+        lv = inv_level[b]
+        l0 = max(lv, 0)
+        pu = block_unit[l0, b]
+        for c in range(C):
+            if query_cell[q, c] != cell:
+                continue
+            if short > 0:  # persons into bound k's cells
+                _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, dst)
+                if lv < 0:
+                    amt = short
+                    for j in range(dst.shape[0]):
+                        if dst[j] >= 0:
+                            amt = min(amt, bupp[dst[j]] - bsum[dst[j]])
+                    if amt > 0:
+                        x[b, c] += amt
+                        for j in range(dst.shape[0]):
+                            if dst[j] >= 0:
+                                bsum[dst[j]] += amt
+                        return True
+                lo, n = unit_start[l0, pu], unit_end[l0, pu] - unit_start[l0, pu]
+                at = cursor[0] - lo if lo <= cursor[0] < lo + n else 0
+                for i in range(-1, n):
+                    p = b if i < 0 else lo + (at + i) % n
+                    if i >= 0 and (p == b or inv_level[p] != lv):
+                        continue
+                    for c2 in range(C):
+                        if x[p, c2] <= 0:
+                            continue
+                        _fill_cell_bounds(p, c2, btab, off, K, block_unit, query_cell, src)
+                        if _trade_bounds(x, bsum, blow, bupp, k, short, p, c2, b, c, src, dst):
+                            cursor[0] = p
+                            return True
+            else:  # persons out of bound k's cells
+                if x[b, c] == 0:
+                    continue
+                excess = bsum[k] - bupp[k]
+                _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, src)
+                if lv < 0:
+                    amt = min(excess, x[b, c])
+                    for j in range(src.shape[0]):
+                        if src[j] >= 0:
+                            amt = min(amt, bsum[src[j]] - blow[src[j]])
+                    if amt > 0:
+                        x[b, c] -= amt
+                        for j in range(src.shape[0]):
+                            if src[j] >= 0:
+                                bsum[src[j]] -= amt
+                        return True
+                lo, n = unit_start[l0, pu], unit_end[l0, pu] - unit_start[l0, pu]
+                at = cursor[0] - lo if lo <= cursor[0] < lo + n else 0
+                for i in range(-1, n):
+                    p = b if i < 0 else lo + (at + i) % n
+                    if i >= 0 and (p == b or inv_level[p] != lv):
+                        continue
+                    for c2 in range(C):
+                        _fill_cell_bounds(p, c2, btab, off, K, block_unit, query_cell, dst)
+                        if _trade_bounds(x, bsum, blow, bupp, k, excess, b, c, p, c2, src, dst):
+                            cursor[0] = p
+                            return True
+    return False
+
+
+@numba.njit(cache=True)
+def meet_bounds(x, bsum, blow, bupp, btab, off, K, block_unit, query_cell, unit_start, unit_end, inv_level, blevel,
+                bunit, bquery, bcell):
+    """The greedy repair of :meth:`Problem._meet_bounds`, in place: the violated bounds in turn, each as long as a
+    step moves it, until a whole round of the bounds moves none; -1 when every bound then holds, else the first
+    violated bound."""
+    J = block_unit.shape[0] * query_cell.shape[0]
+    src = np.empty(J, dtype=np.int64)
+    dst = np.empty(J, dtype=np.int64)
+    cursor = np.zeros(1, dtype=np.int64)
+    nb = bsum.shape[0]
+    k = 0
+    idle = 0  # bounds looked at since the last step
+    while idle < nb:
+        if blow[k] <= bsum[k] <= bupp[k] or not _repair_step(
+                x, bsum, blow, bupp, k, btab, off, K, block_unit, query_cell, unit_start, unit_end, inv_level,
+                blevel, bunit, bquery, bcell, src, dst, cursor):
+            idle += 1
+            k = (k + 1) % nb
+        else:
+            idle = 0
+    for k in range(nb):
+        if not blow[k] <= bsum[k] <= bupp[k]:
+            return k
+    return -1
+
+
 class Problem:
     """The arrays the kernels read, built once from the release's :class:`CensusStructure`.
 
@@ -815,116 +958,29 @@ class Problem:
             self._meet_bounds(x)
         return x
 
-    def _cell_bounds(self, b: int, c: int) -> np.ndarray:
-        """The bounds that hold block b's engine cell c."""
-        s = self.structure
-        Q = s.Q
-        units = s.block_unit[:, b]
-        idx = (self.off[:, None] + (units[:, None] * Q + np.arange(Q)[None, :]) * self.K
-               + self.query_cell[:, c][None, :])
-        got = self.btab[idx.ravel()]
-        return np.unique(got[got >= 0])
-
     def _meet_bounds(self, x: np.ndarray) -> None:
-        """Moves persons (in place) until x meets every bound, keeping every invariant: into the cells of a bound
-        below its lower limit, out of those of one above its upper limit -- from or to outside where no invariant
-        covers the block, or from or to another cell of a block that may trade persons with it (the same block, one
-        in the same geounit of its deepest invariant not covered deeper, or any block no invariant covers where
-        none covers it).  A step moves as many persons as
-        it can without breaking another bound, so the total shortfall falls at every step; when no step is left
-        the bounds are refused (one line) -- they may still be met by a start this greedy search does not find."""
+        """Moves persons (in place) until x meets every bound, keeping every invariant (:func:`meet_bounds`, compiled):
+        into the cells of a bound below its lower limit, out of those of one above its upper limit -- from or to
+        outside where no invariant covers the block, or from or to another cell of a block that may trade persons
+        with it (the same block, one in the same geounit of its deepest invariant not covered deeper, or any block
+        no invariant covers where none covers it).  A step moves as many persons as it can without breaking
+        another bound, so the total shortfall falls at every step; when no step is left the bounds are refused
+        (one line) -- they may still be met by a start this greedy search does not find."""
         s = self.structure
         bounds = s.bounds
         bsum = self.bound_sums(x)
-        while True:
-            bad = np.flatnonzero((bsum < self.blow) | (bsum > self.bupp))
-            if bad.size == 0:
-                return
-            if not any(self._repair_step(x, bsum, int(k)) for k in bad):
-                k = int(bad[0])
-                li, qi = int(bounds.level[k]), int(bounds.query[k])
-                q = s.query_names[qi]
-                upper = "" if self.bupp[k] >= 2 ** 62 else f", at most {int(self.bupp[k])}"
-                raise RefusedError("bounds", f"no start meets every bound and invariant: {s.levels[li]} "
-                                   f"{s.units[li][bounds.unit[k]]} {q} cell {s.cell_labels(q)[bounds.cell[k]]!r} "
-                                   f"needs at least {int(self.blow[k])}{upper} persons and moving persons one step "
-                                   f"at a time cannot give it that (it holds {int(bsum[k])}); check the bounds "
-                                   "against the invariants and structural zeros")
-
-    def _partners(self, b: int) -> np.ndarray:
-        """The blocks block b may trade persons with and keep every invariant (b itself first): those of the
-        geounit of its deepest invariant not covered deeper, or, where none covers it, every block none covers."""
-        lv = int(self.inv_level[b])
-        s = self.structure
-        u = s.block_unit[max(lv, 0), b]
-        members = np.arange(self.unit_start[max(lv, 0), u], self.unit_end[max(lv, 0), u])
-        members = members[(self.inv_level[members] == lv) & (members != b)]
-        return np.concatenate([[b], members])
-
-    def _repair_step(self, x: np.ndarray, bsum: np.ndarray, k: int) -> bool:
-        """One step of :meth:`_meet_bounds` toward bound k; False when none is possible."""
-        s = self.structure
-        bounds = s.bounds
-        li, u = int(bounds.level[k]), int(bounds.unit[k])
-        cells = np.flatnonzero(self.query_cell[bounds.query[k]] == bounds.cell[k])
-        blocks = np.arange(self.unit_start[li, u], self.unit_end[li, u])
-        short = int(self.blow[k] - bsum[k])
-        if short > 0:  # persons into the bound's cells
-            for b in blocks:
-                for c in cells:
-                    dst = self._cell_bounds(b, c)
-                    if self.inv_level[b] < 0:
-                        amt = min(short, int((self.bupp[dst] - bsum[dst]).min()))
-                        if amt > 0:
-                            x[b, c] += amt
-                            bsum[dst] += amt
-                            return True
-                    for p in self._partners(b):
-                        for c2 in np.flatnonzero(x[p] > 0):
-                            if self._trade(x, bsum, k, short, (p, c2), (b, c), dst=dst):
-                                return True
-            return False
-        excess = int(bsum[k] - self.bupp[k])
-        for b in blocks:
-            for c in cells:
-                if x[b, c] == 0:
-                    continue
-                src = self._cell_bounds(b, c)
-                if self.inv_level[b] < 0:
-                    amt = min(excess, int(x[b, c]), int((bsum[src] - self.blow[src]).min()))
-                    if amt > 0:
-                        x[b, c] -= amt
-                        bsum[src] -= amt
-                        return True
-                for p in self._partners(b):
-                    for c2 in range(self.C):
-                        if self._trade(x, bsum, k, excess, (b, c), (p, c2), src=src):
-                            return True
-        return False
-
-    def _trade(self, x, bsum, k, need, frm, to, src=None, dst=None) -> bool:
-        """Move up to ``need`` persons from cell ``frm`` to cell ``to`` (block, cell) if that changes bound k and
-        breaks no other bound."""
-        if frm == to:
-            return False
-        src = self._cell_bounds(*frm) if src is None else src
-        dst = self._cell_bounds(*to) if dst is None else dst
-        only_src = np.setdiff1d(src, dst)
-        only_dst = np.setdiff1d(dst, src)
-        if k not in only_src and k not in only_dst:
-            return False
-        amt = min(need, int(x[frm]))
-        if only_src.size:
-            amt = min(amt, int((bsum[only_src] - self.blow[only_src]).min()))
-        if only_dst.size:
-            amt = min(amt, int((self.bupp[only_dst] - bsum[only_dst]).min()))
-        if amt <= 0:
-            return False
-        x[frm] -= amt
-        x[to] += amt
-        bsum[only_src] -= amt
-        bsum[only_dst] += amt
-        return True
+        k = meet_bounds(x, bsum, self.blow, self.bupp, self.btab, self.off, self.K, s.block_unit, self.query_cell,
+                        self.unit_start, self.unit_end, self.inv_level, bounds.level.astype(np.int64),
+                        bounds.unit.astype(np.int64), bounds.query.astype(np.int64), bounds.cell.astype(np.int64))
+        if k >= 0:
+            li, qi = int(bounds.level[k]), int(bounds.query[k])
+            q = s.query_names[qi]
+            upper = "" if self.bupp[k] >= 2 ** 62 else f", at most {int(self.bupp[k])}"
+            raise RefusedError("bounds", f"no start meets every bound and invariant: {s.levels[li]} "
+                               f"{s.units[li][bounds.unit[k]]} {q} cell {s.cell_labels(q)[bounds.cell[k]]!r} "
+                               f"needs at least {int(self.blow[k])}{upper} persons and moving persons one step "
+                               f"at a time cannot give it that (it holds {int(bsum[k])}); check the bounds "
+                               "against the invariants and structural zeros")
 
     def sums(self, x) -> np.ndarray:
         """Every measurement's true sum under x (over the engine's cells)."""
