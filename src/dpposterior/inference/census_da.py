@@ -725,67 +725,47 @@ def _repair_step(x, bsum, blow, bupp, k, btab, off, K, block_unit, query_cell, u
     the blocks over a whole repair)."""
     C = x.shape[1]
     li, u, q, cell = blevel[k], bunit[k], bquery[k], bcell[k]
-    short = blow[k] - bsum[k]
+    grow = bsum[k] < blow[k]  # persons into bound k's cells, else out of them
+    need = blow[k] - bsum[k] if grow else bsum[k] - bupp[k]
+    mine = dst if grow else src  # the bounds of the cell of bound k that gives or takes
+    other = src if grow else dst  # those of its partner cell
+    sign = 1 if grow else -1
     for b in range(unit_start[li, u], unit_end[li, u]):
         lv = inv_level[b]
         l0 = max(lv, 0)
         pu = block_unit[l0, b]
         for c in range(C):
-            if query_cell[q, c] != cell:
+            if query_cell[q, c] != cell or (not grow and x[b, c] == 0):
                 continue
-            if short > 0:  # persons into bound k's cells
-                _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, dst)
-                if lv < 0:
-                    amt = short
-                    for j in range(dst.shape[0]):
-                        if dst[j] >= 0:
-                            amt = min(amt, bupp[dst[j]] - bsum[dst[j]])
-                    if amt > 0:
-                        x[b, c] += amt
-                        for j in range(dst.shape[0]):
-                            if dst[j] >= 0:
-                                bsum[dst[j]] += amt
-                        return True
-                lo, n = unit_start[l0, pu], unit_end[l0, pu] - unit_start[l0, pu]
-                at = cursor[0] - lo if lo <= cursor[0] < lo + n else 0
-                for i in range(-1, n):
-                    p = b if i < 0 else lo + (at + i) % n
-                    if i >= 0 and (p == b or inv_level[p] != lv):
-                        continue
-                    for c2 in range(C):
-                        if x[p, c2] <= 0:
-                            continue
-                        _fill_cell_bounds(p, c2, btab, off, K, block_unit, query_cell, src)
-                        if _trade_bounds(x, bsum, blow, bupp, k, short, p, c2, b, c, src, dst):
-                            cursor[0] = p
-                            return True
-            else:  # persons out of bound k's cells
-                if x[b, c] == 0:
+            _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, mine)
+            if lv < 0:  # no invariant covers block b: persons come from or go to outside
+                amt = need if grow else min(need, x[b, c])
+                for j in range(mine.shape[0]):
+                    if mine[j] >= 0:
+                        amt = min(amt, bupp[mine[j]] - bsum[mine[j]] if grow else bsum[mine[j]] - blow[mine[j]])
+                if amt > 0:
+                    x[b, c] += sign * amt
+                    for j in range(mine.shape[0]):
+                        if mine[j] >= 0:
+                            bsum[mine[j]] += sign * amt
+                    return True
+            lo, n = unit_start[l0, pu], unit_end[l0, pu] - unit_start[l0, pu]
+            at = cursor[0] - lo if lo <= cursor[0] < lo + n else 0
+            for i in range(-1, n):
+                p = b if i < 0 else lo + (at + i) % n
+                if i >= 0 and (p == b or inv_level[p] != lv):
                     continue
-                excess = bsum[k] - bupp[k]
-                _fill_cell_bounds(b, c, btab, off, K, block_unit, query_cell, src)
-                if lv < 0:
-                    amt = min(excess, x[b, c])
-                    for j in range(src.shape[0]):
-                        if src[j] >= 0:
-                            amt = min(amt, bsum[src[j]] - blow[src[j]])
-                    if amt > 0:
-                        x[b, c] -= amt
-                        for j in range(src.shape[0]):
-                            if src[j] >= 0:
-                                bsum[src[j]] -= amt
-                        return True
-                lo, n = unit_start[l0, pu], unit_end[l0, pu] - unit_start[l0, pu]
-                at = cursor[0] - lo if lo <= cursor[0] < lo + n else 0
-                for i in range(-1, n):
-                    p = b if i < 0 else lo + (at + i) % n
-                    if i >= 0 and (p == b or inv_level[p] != lv):
+                for c2 in range(C):
+                    if grow and x[p, c2] <= 0:
                         continue
-                    for c2 in range(C):
-                        _fill_cell_bounds(p, c2, btab, off, K, block_unit, query_cell, dst)
-                        if _trade_bounds(x, bsum, blow, bupp, k, excess, b, c, p, c2, src, dst):
-                            cursor[0] = p
-                            return True
+                    _fill_cell_bounds(p, c2, btab, off, K, block_unit, query_cell, other)
+                    if grow:
+                        moved = _trade_bounds(x, bsum, blow, bupp, k, need, p, c2, b, c, src, dst)
+                    else:
+                        moved = _trade_bounds(x, bsum, blow, bupp, k, need, b, c, p, c2, src, dst)
+                    if moved:
+                        cursor[0] = p
+                        return True
     return False
 
 
