@@ -247,6 +247,15 @@ class JunctionTree:
             inner = xp.transpose(inner, order)
         return inner.reshape(tuple(self.sizes[a] if a in attrs else 1 for a in target))
 
+    def log_potentials_on_cliques(self, potentials, log_tables, xp) -> list:
+        """phi_k of :meth:`potential_log_conditionals`: each log-table ``log_tables[m]`` over the attributes
+        ``potentials[m]`` added onto the first clique holding them (``xp``: numpy or jax.numpy)."""
+        phi = [xp.zeros(self.shape(c)) for c in self.cliques]
+        for attrs, table in zip(potentials, log_tables):
+            k = self.containing(attrs)
+            phi[k] = phi[k] + self._onto(table.reshape(self.shape(attrs)), attrs, attrs, self.cliques[k], xp)
+        return phi
+
     def tables_of_log_conditionals(self, log_conds: list[np.ndarray]) -> list[np.ndarray]:
         """The clique tables p_C from :meth:`potential_log_conditionals`'s (numpy) log conditionals, root first:
         p_C = p(x_{C \\ S} | x_S) p_S(x_S), p_S the parent's table's marginal."""

@@ -274,8 +274,8 @@ class MarginalsPrior:
         """One draw of the junction tree's clique tables from this prior."""
         if self.kind == "hyper-dirichlet":
             return tree.prior_draw(self.concentration, rng)
-        return log_linear_tables(tree, self.potentials(measured),
-                                 [rng.normal(0.0, self.scale, tree.shape(c)) for c in self.potentials(measured)])
+        potentials = self.potentials(measured)
+        return log_linear_tables(tree, potentials, [rng.normal(0.0, self.scale, tree.shape(c)) for c in potentials])
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"kind": self.kind}
@@ -384,10 +384,7 @@ def log_linear_tables(tree: JunctionTree, potentials, log_tables) -> list[np.nda
     the attributes of ``log_tables[m]`` (each inside a clique of the tree)."""
     from scipy.special import logsumexp
 
-    phi = [np.zeros(tree.shape(c)) for c in tree.cliques]
-    for attrs, table in zip(potentials, log_tables):
-        k = tree.containing(attrs)
-        phi[k] = phi[k] + tree._onto(np.asarray(table, float), attrs, attrs, tree.cliques[k], np)
+    phi = tree.log_potentials_on_cliques(potentials, [np.asarray(t, float) for t in log_tables], np)
     return tree.tables_of_log_conditionals(tree.potential_log_conditionals(phi, np, logsumexp))
 
 
@@ -441,10 +438,10 @@ def observation_model(release: MarginalsRelease, prior=None) -> ObservationModel
 
 # --------------------------------------------------------------------------- simulation (calibrate)
 def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelease:
-    """theta from the prior (hyper-Dirichlet or log-linear) over the simulation domain, n records, and each measured marginal
-    released through ``mechanism`` at an equal share of the budget (default: discrete-gaussian given ``rho``,
-    discrete-laplace given ``epsilon``).  A prior with ``n_range``: n is drawn uniformly from it instead (the
-    given n is not used), is part of theta, and the release states no n."""
+    """theta from the prior (hyper-Dirichlet or log-linear) over the simulation domain, n records, and each
+    measured marginal released through ``mechanism`` at an equal share of the budget (default: discrete-gaussian
+    given ``rho``, discrete-laplace given ``epsilon``).  A prior with ``n_range``: n is drawn uniformly from it
+    instead (the given n is not used), is part of theta, and the release states no n."""
     prior = parse_prior(prior)
     unknown = prior.n_range is not None
     if unknown:
@@ -631,8 +628,9 @@ PRIOR_MOMENT_SEED = 20230
 
 
 def prior_moments(prior, release) -> dict:
-    """Each clique table's cells (the log-linear prior's by Monte Carlo).  The hyper-Dirichlet's clique marginal is Dirichlet(alpha_C) (Dawid & Lauritzen
-    1993, Sec. 7), so a cell has mean alpha / A and sd sqrt(alpha (A - alpha) / (A^2 (A + 1)))."""
+    """Each clique table's cells (the log-linear prior's by Monte Carlo).  The hyper-Dirichlet's clique marginal is
+    Dirichlet(alpha_C) (Dawid & Lauritzen 1993, Sec. 7), so a cell has mean alpha / A and sd
+    sqrt(alpha (A - alpha) / (A^2 (A + 1)))."""
     prior = parse_prior(prior, release)
     tree = junction_tree(release, prior)
     prior = prior.resolved(tree, release.n)

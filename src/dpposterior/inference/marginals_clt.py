@@ -161,19 +161,17 @@ class LogLinearLayout(Layout):
         self.pieces = []
         off = 0
         for p in self.potentials:
-            k = tree.containing(p)
-            if k is None:
+            if tree.containing(p) is None:
                 raise InputError("prior.cliques", f"no clique of the model holds ({', '.join(p)})")
             size = int(math.prod(tree.shape(p)))
-            self.pieces.append((p, k, off, size))
+            self.pieces.append((p, off, size))
             off += size
         self.dim = off
 
     def log_conditionals(self, xp, theta, log_softmax, logsumexp=None):
         tree = self.tree
-        phi = [xp.zeros(tree.shape(c)) for c in tree.cliques]
-        for p, k, off, size in self.pieces:
-            phi[k] = phi[k] + tree._onto(theta[off:off + size].reshape(tree.shape(p)), p, p, tree.cliques[k], xp)
+        phi = tree.log_potentials_on_cliques(self.potentials, [theta[off:off + size] for _, off, size in self.pieces],
+                                             xp)
         logc = tree.potential_log_conditionals(phi, xp, logsumexp)
         return [xp.transpose(lc, b["order"]).reshape(b["n_sep"], b["n_rest"]) if len(b["order"]) > 1
                 else lc.reshape(b["n_sep"], b["n_rest"]) for b, lc in zip(self.blocks, logc)]
