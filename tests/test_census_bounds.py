@@ -329,3 +329,16 @@ def test_a_bounds_table_file_and_the_round_trip(tmp_path):
     with pytest.raises(InputError) as err:
         load_release(path)
     assert err.value.field == "bounds.query[1]"
+
+
+def test_the_memory_estimate_counts_the_bound_index(monkeypatch):
+    """The engine's estimate, refused against before anything is allocated, grows by at least the bound index the
+    kernels read (``btab``, laid out as the measurement index ``mtab``) when the release has bounds."""
+    from dpposterior import memory
+
+    seen = []
+    monkeypatch.setattr(memory, "check_fits", lambda est, *args: seen.append(est))
+    for bounds in (None, TINY_BOUNDS):
+        cd._memory_check(_tiny(False, bounds), 2, 7)
+    btab = cd.Problem(_tiny(False, TINY_BOUNDS), CensusPrior()).btab
+    assert btab.size > 0 and seen[1] - seen[0] >= btab.nbytes

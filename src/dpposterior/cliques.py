@@ -172,22 +172,14 @@ class JunctionTree:
 
     def draw_tables(self, alpha: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
         """One draw of the clique tables p_C from the hyper-Dirichlet law with pseudo-counts ``alpha`` (prior
-        alpha plus complete-data counts for the conditional law given the records)."""
-        tables: list[np.ndarray] = []
+        alpha plus complete-data counts for the conditional law given the records): p_root and each
+        p(x_{C \\ S} | x_S) Dirichlet, independently (Dawid & Lauritzen 1993, Sec. 7)."""
+        conds: list[np.ndarray] = []
         for k, c in enumerate(self.cliques):
             a = np.asarray(alpha[k], float)
-            if self.parents[k] < 0:
-                tables.append(_dirichlet(a, tuple(range(a.ndim)), rng))
-                continue
-            sep = self.separators[k]
-            sep_axes = tuple(c.index(a) for a in sep)
-            rest_axes = tuple(i for i in range(len(c)) if i not in sep_axes)
-            cond = _dirichlet(a, rest_axes, rng)  # p(x_{C \ S} | x_S)
-            p_sep = self.marginal_of_table(tables[self.parents[k]], self.cliques[self.parents[k]], sep)
-            p_sep = np.expand_dims(p_sep, rest_axes) if rest_axes else p_sep
-            # p_sep is in the separator's order, which is the clique's order restricted to S
-            tables.append(cond * p_sep)
-        return tables
+            sep = self.separators[k] if self.parents[k] >= 0 else ()
+            conds.append(_dirichlet(a, tuple(i for i in range(len(c)) if c[i] not in sep), rng))
+        return self.tables_of_conditionals(conds)
 
     def prior_draw(self, concentration: float, rng: np.random.Generator) -> list[np.ndarray]:
         return self.draw_tables(self.prior_alpha(concentration), rng)
@@ -257,17 +249,20 @@ class JunctionTree:
         return phi
 
     def tables_of_log_conditionals(self, log_conds: list[np.ndarray]) -> list[np.ndarray]:
-        """The clique tables p_C from :meth:`potential_log_conditionals`'s (numpy) log conditionals, root first:
-        p_C = p(x_{C \\ S} | x_S) p_S(x_S), p_S the parent's table's marginal."""
+        """The clique tables p_C from :meth:`potential_log_conditionals`'s (numpy) log conditionals."""
+        return self.tables_of_conditionals([np.exp(lc) for lc in log_conds])
+
+    def tables_of_conditionals(self, conds: list[np.ndarray]) -> list[np.ndarray]:
+        """The clique tables p_C from p_root and each clique's p(x_{C \\ S} | x_S) (over the clique's axes), root
+        first: p_C = p(x_{C \\ S} | x_S) p_S(x_S), p_S the parent's table's marginal."""
         tables: list[np.ndarray] = []
         for k, c in enumerate(self.cliques):
-            cond = np.exp(log_conds[k])
             if self.parents[k] < 0:
-                tables.append(cond)
+                tables.append(conds[k])
                 continue
             sep = self.separators[k]
             p_sep = self.marginal_of_table(tables[self.parents[k]], self.cliques[self.parents[k]], sep)
-            tables.append(cond * self._onto(p_sep, sep, sep, c, np))
+            tables.append(conds[k] * self._onto(p_sep, sep, sep, c, np))
         return tables
 
     @staticmethod

@@ -1206,7 +1206,10 @@ def _memory_check(structure, chains: int, draws: int) -> None:
     from ..memory import check_fits
 
     cells = structure.B * structure.C
-    est = 4.0 * cells * chains * draws + 8.0 * cells * (chains + 2) + 8.0 * structure.M * 6
+    # the measurement index (and the bounds', laid out alike): one int64 per geounit x query x query cell
+    index = sum(len(u) for u in structure.units) * structure.Q * int(structure.query_sizes.max())
+    tables = 1 + (structure.bounds is not None and structure.bounds.size > 0)
+    est = 4.0 * cells * chains * draws + 8.0 * cells * (chains + 2) + 8.0 * structure.M * 6 + 8.0 * index * tables
     check_fits(est, "draws", f"{draws} draws x {chains} chains of {cells:,} block cells",
                "give fewer --draws or --chains, or a larger --thin with fewer draws")
 
