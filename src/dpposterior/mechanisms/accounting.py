@@ -277,9 +277,15 @@ def _pld_usable(losses) -> bool:
 EXACT_PAIR_MAX_WORK = 5e7
 
 
+def gaussian_tail_window(sigma: float, tail: float) -> int:
+    """Half-width of N_Z(0, sigma^2) beyond which the two tails together hold below ``tail``: the discrete
+    Gaussian is sub-Gaussian with variance proxy sigma^2 (Canonne, Kamath & Steinke 2020), so
+    P(|k| >= t) <= 2 exp(-t^2 / (2 sigma^2)); plus one."""
+    return int(math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 / tail)))) + 1
+
+
 def _pair_window(sigma: float) -> int:
-    """Half-width of N_Z(0, sigma^2) beyond which each tail holds below 1e-18 (``DiscreteGaussian.tail_window``)."""
-    return int(math.ceil(sigma * math.sqrt(2.0 * math.log(2.0 / 1e-18)))) + 1
+    return gaussian_tail_window(sigma, 1e-18)
 
 
 def _pair_sum_pmf(sigma: float, shifts) -> "np.ndarray":

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import check_number, require
 from .base import NoiseShape
-from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, zcdp_epsilon
+from .accounting import PLD_MAX_SIGMA, Loss, PrivacyCost, check_delta, gaussian_tail_window, zcdp_epsilon
 from .discrete_laplace import opendp_integer_vector
 from .integer import REPORT_DELTA, IntegerNoise, two_sided_geometric
 
@@ -123,7 +123,7 @@ class DiscreteGaussian(IntegerNoise):
         return self._log_norm
 
     def tail_window(self, tail=1e-12):
-        return int(math.ceil(self.sigma * math.sqrt(2.0 * math.log(2.0 / tail)))) + 1
+        return gaussian_tail_window(self.sigma, tail)
 
     def draw(self, shape, rng):
         """CKS Algorithm 3, vectorised: discrete-Laplace proposals, Bernoulli acceptance."""
