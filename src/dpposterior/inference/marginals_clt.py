@@ -64,7 +64,8 @@ class MarginalsCLTOptions(MCMCOptions):
 
     draws: int = option(1000, "int", "posterior draws per chain", low=1)
     chains: int = option(4, "int", "chains (run one after another)", low=1)
-    warmup: int = option(500, "int", "NUTS warm-up iterations per chain (step size and diagonal mass adapted)",
+    # Stan's and PyMC's default: on Adult's weak-prior posteriors 500 left R-hat at 1.3 (docs/benchmarks.md)
+    warmup: int = option(1000, "int", "NUTS warm-up iterations per chain (step size and diagonal mass adapted)",
                          low=1)
     thin: int = option(1, "int", "NUTS iterations per kept draw", low=1)
     target_accept: float = option(0.8, "float", "NUTS target acceptance probability", low=0.5, high=0.99)
