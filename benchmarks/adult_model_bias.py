@@ -3,14 +3,14 @@
 NAPSU-MQ's protocol (benchmarks/marginals_adult.py) fits income ~ age + race + gender on synthetic data from a
 model of ten measured two-way marginals. In that model's junction tree age meets race and gender only through
 income (the cliques (age, income), (race, gender, income), and age's other cliques with marital-status and
-workclass, which touch nothing else), so the model says age is independent of (race, gender) given income
-(Lauritzen 1996, Prop. 3.8, separation in a decomposable graph). The real data do not quite obey this. The
-regression fitted to the model's own joint law of (age, race, gender, income), built from the *true* marginals,
-so with no noise and infinitely many synthetic records, therefore differs from the real-data fit: that difference
-is the bias every method sampling this model inherits, whatever its inference. It is computed here two ways, with
-the real (race, gender, income) table and with its maximum-entropy version from the three pairs (iterative
-proportional fitting; the measured pairs do not fix the three-way interaction), by weighted logistic regression
-(Newton's method) on the 100 cells of (age, race, gender, income), checked against the row-level fit.
+workclass, which touch nothing else), so the model says age is independent of (race, gender) given income (the
+global Markov property: income separates them in the graph; Lauritzen 1996, Ch. 3). The real data do not quite obey
+this. The regression fitted to the model's own joint law of (age, race, gender, income), built from the *true*
+marginals, so with no noise and infinitely many synthetic records, therefore differs from the real-data fit: that
+difference is the bias every method sampling this model inherits, whatever its inference. It is computed here two
+ways, with the real (race, gender, income) table and with its maximum-entropy version from the three pairs
+(iterative proportional fitting; the measured pairs do not fix the three-way interaction), by weighted logistic
+regression (Newton's method) on the 100 cells of (age, race, gender, income), checked against the row-level fit.
 
 Given results files of marginals_adult.py, it sets beside it the mean error of the combined estimates (m = 50)
 over the repeats at each epsilon.
