@@ -248,10 +248,6 @@ class JunctionTree:
             phi[k] = phi[k] + self._onto(table.reshape(self.shape(attrs)), attrs, attrs, self.cliques[k], xp)
         return phi
 
-    def tables_of_log_conditionals(self, log_conds: list[np.ndarray]) -> list[np.ndarray]:
-        """The clique tables p_C from :meth:`potential_log_conditionals`'s (numpy) log conditionals."""
-        return self.tables_of_conditionals([np.exp(lc) for lc in log_conds])
-
     def tables_of_conditionals(self, conds: list[np.ndarray]) -> list[np.ndarray]:
         """The clique tables p_C from p_root and each clique's p(x_{C \\ S} | x_S) (over the clique's axes), root
         first: p_C = p(x_{C \\ S} | x_S) p_S(x_S), p_S the parent's table's marginal."""

@@ -385,7 +385,7 @@ def log_linear_tables(tree: JunctionTree, potentials, log_tables) -> list[np.nda
     from scipy.special import logsumexp
 
     phi = tree.log_potentials_on_cliques(potentials, [np.asarray(t, float) for t in log_tables], np)
-    return tree.tables_of_log_conditionals(tree.potential_log_conditionals(phi, np, logsumexp))
+    return tree.tables_of_conditionals([np.exp(lc) for lc in tree.potential_log_conditionals(phi, np, logsumexp)])
 
 
 def variable_name(clique) -> str:

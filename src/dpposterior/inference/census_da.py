@@ -796,6 +796,13 @@ def meet_bounds(x, bsum, blow, bupp, btab, off, K, block_unit, query_cell, unit_
     return -1
 
 
+def index_sizes(structure) -> np.ndarray:
+    """Entries per level of :class:`Problem`'s measurement index ``mtab`` (and of its bound index ``btab``, laid
+    out alike): one per geounit x query x cell of the largest query."""
+    K = int(structure.query_sizes.max())
+    return np.array([len(u) * structure.Q * K for u in structure.units], dtype=np.int64)
+
+
 class Problem:
     """The arrays the kernels read, built once from the release's :class:`CensusStructure`.
 
@@ -826,7 +833,7 @@ class Problem:
         self.y = s.noisy.astype(np.float64)
         self.w = 1.0 / (2.0 * s.sigma.astype(np.float64) ** 2)
         self.K = int(s.query_sizes.max())
-        sizes = np.array([len(u) * s.Q * self.K for u in s.units], dtype=np.int64)
+        sizes = index_sizes(s)
         self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         mtab = np.full(int(sizes.sum()), -1, dtype=np.int64)
         mtab[self.off[s.level] + (s.unit * s.Q + s.query) * self.K + s.cell] = np.arange(s.M)
@@ -1206,8 +1213,7 @@ def _memory_check(structure, chains: int, draws: int) -> None:
     from ..memory import check_fits
 
     cells = structure.B * structure.C
-    # the measurement index (and the bounds', laid out alike): one int64 per geounit x query x query cell
-    index = sum(len(u) for u in structure.units) * structure.Q * int(structure.query_sizes.max())
+    index = float(index_sizes(structure).sum())  # int64 entries of the measurement index; the bounds' alike
     tables = 1 + (structure.bounds is not None and structure.bounds.size > 0)
     est = 4.0 * cells * chains * draws + 8.0 * cells * (chains + 2) + 8.0 * structure.M * 6 + 8.0 * index * tables
     check_fits(est, "draws", f"{draws} draws x {chains} chains of {cells:,} block cells",

@@ -165,14 +165,13 @@ class LogLinearLayout(Layout):
             if tree.containing(p) is None:
                 raise InputError("prior.cliques", f"no clique of the model holds ({', '.join(p)})")
             size = int(math.prod(tree.shape(p)))
-            self.pieces.append((p, off, size))
+            self.pieces.append((off, size))
             off += size
         self.dim = off
 
     def log_conditionals(self, xp, theta, log_softmax, logsumexp=None):
         tree = self.tree
-        phi = tree.log_potentials_on_cliques(self.potentials, [theta[off:off + size] for _, off, size in self.pieces],
-                                             xp)
+        phi = tree.log_potentials_on_cliques(self.potentials, [theta[off:off + size] for off, size in self.pieces], xp)
         logc = tree.potential_log_conditionals(phi, xp, logsumexp)
         return [xp.transpose(lc, b["order"]).reshape(b["n_sep"], b["n_rest"]) if len(b["order"]) > 1
                 else lc.reshape(b["n_sep"], b["n_rest"]) for b, lc in zip(self.blocks, logc)]
