@@ -92,14 +92,26 @@ def main() -> None:
         for eps in sorted({r["epsilon"] for r in doc["rows"] if r.get("status") == "ok"}):
             rows = [r for r in doc["rows"] if r.get("status") == "ok" and r["epsilon"] == eps]
             est = np.array([[c["estimate"] for c in r["combined"]["50"]] for r in rows])
+            se = np.sqrt(np.array([[c["variance"] for c in r["combined"]["50"]] for r in rows]))
             label = f"{f.stem.removeprefix('marginals_adult_10_')}, eps {eps}"
             out["observed"][label] = dict(zip(ma.COEFS, (np.nanmean(est, 0) - real).tolist()))
+            # in combined standard errors: the mean error, and the estimates' spread over the releases
+            out.setdefault("in_standard_errors", {})[label] = {
+                k: {"mean_error": float(np.nanmean((est[:, i] - real[i]) / se[:, i])),
+                    "spread": float(np.nanstd(est[:, i]) / np.nanmean(se[:, i]))} for i, k in enumerate(ma.COEFS)}
     print("| coefficient | real | model bias (true three-way) | model bias (maximum entropy) | "
           + " | ".join(f"mean error, {k}" for k in out["observed"]) + " |")
     print("|---" * (4 + len(out["observed"])) + "|")
     for k in ma.COEFS:
         print(f"| {k} | {out['real'][k]:+.4f} | " + " | ".join(f"{out['model_bias'][m][k]:+.4f}" for m in model)
               + "".join(f" | {v[k]:+.4f}" for v in out["observed"].values()) + " |")
+    if out.get("in_standard_errors"):
+        print("\nIn combined standard errors (m = 50), mean error / spread of the estimates over the releases:\n")
+        print("| coefficient | " + " | ".join(out["in_standard_errors"]) + " |")
+        print("|---" * (1 + len(out["in_standard_errors"])) + "|")
+        for k in ma.COEFS:
+            print(f"| {k} | " + " | ".join(f"{v[k]['mean_error']:+.2f} / {v[k]['spread']:.2f}"
+                                         for v in out["in_standard_errors"].values()) + " |")
     path = out_path(args.out, "adult_model_bias.json", args.update_results)
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path}")

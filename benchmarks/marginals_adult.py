@@ -633,7 +633,8 @@ def main(argv=None) -> None:
     ap.add_argument("--resume", type=Path, default=None, help="a results file of an interrupted run with the same "
                     "settings: keep its rows and run only the (epsilon, repeat) pairs it lacks; the seeds depend on "
                     "the pair alone, so the result is the full run's")
-    ap.add_argument("--table", type=Path, default=None, help="only print the markdown table of a results file")
+    ap.add_argument("--table", type=Path, nargs="+", default=None, help="only print the markdown table of a results "
+                    "file; of several (runs with the same settings but --seed: other releases), of their rows pooled")
     add_update_flag(ap)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--solve-eps", type=float, default=None, help=argparse.SUPPRESS)
@@ -643,7 +644,14 @@ def main(argv=None) -> None:
     ap.add_argument("--worker-rho", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.table:
-        doc = json.loads(args.table.read_text())
+        docs = [json.loads(f.read_text()) for f in args.table]
+        doc = docs[0]
+        for f, other in zip(args.table[1:], docs[1:]):
+            differ = [k for k in RESUME_KEYS if k != "seed" and other["meta"].get(k) != doc["meta"].get(k)]
+            if differ or other["meta"]["seed"] == doc["meta"]["seed"]:
+                sys.exit(f"marginals_adult: {f} cannot be pooled with {args.table[0]}: "
+                         + (f"its {', '.join(differ)} differ" if differ else "the same --seed (the same releases)"))
+            doc["rows"] = doc["rows"] + other["rows"]
         meta = doc["meta"]
         if meta.get("truth") and doc["rows"]:  # the summary as this version computes it, from the rows
             doc["summary"] = summarise(doc["rows"], meta["truth"], meta["levels"], meta["m"])
