@@ -24,7 +24,8 @@ Quantities: every cell of both measured tables and of the unmeasured (a, c) marg
 minimum over them; agreement is the largest |posterior mean - exact mean| in Monte Carlo standard errors and in
 posterior standard deviations, against the enumeration reference.
 
-    python benchmarks/marginals_numpyro_peer.py --reps 3 --update-results   # -> benchmarks/results/marginals_numpyro_peer.json
+    python benchmarks/marginals_numpyro_peer.py --reps 3 --update-results
+    # -> benchmarks/results/marginals_numpyro_peer.json; --table FILE prints a results file's table
 """
 
 from __future__ import annotations
@@ -239,7 +240,8 @@ def main(argv=None):
     path = out_path(args.out, "marginals_numpyro_peer.json", args.update_results)
     records = []
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg_start": loadavg(), "chains": CHAINS,
-            "warmup": WARMUP, "draws": DRAWS, "concentration": CONCENTRATION, "reps": args.reps, "nproc": os.cpu_count()}
+            "warmup": WARMUP, "draws": DRAWS, "concentration": CONCENTRATION, "reps": args.reps,
+            "nproc": os.cpu_count()}
     for rep in range(1, args.reps + 1):
         for case in args.cases:
             for engine in ENGINES:
