@@ -56,6 +56,12 @@ FLAG_EXPLAINED = {
         "docs/models.md after the command: ESS ~400 at eps = 10",
     "dpposterior infer reg.json --out reg.nc --method mcmc-normalx --draws 2000 --warmup 1000 --seed 1":
         "docs/linear-regression.md after the command: sigma2 is its prior, sigma_x mixes slowly",
+    "dpposterior infer kalawao.json --draws 5000 --warmup 1000 --seed 1 --out kalawao.nc":
+        "docs/census.md after the command: beta is its prior on one county of 50 blocks",
+    "dpposterior infer kalawao.json --analysis resumable.toml --draws 5000 --warmup 1000 --seed 1 --out kalawao.nc":
+        "docs/census.md after the first Kalawao command: the same posterior",
+    "dpposterior infer kalawao-bounded.json --draws 5000 --warmup 1000 --seed 1 --out bounded.nc":
+        "docs/census.md after the first Kalawao command: the same county, bounded",
     "dpposterior infer measured.json --draws 500 --warmup 300 --out measured.nc":
         "docs/small-area.md after the command: two areas, tau mixes slowly; --draws 1500 runs unflagged",
     "dpposterior infer examples/releases/sir-ebola-liberia-eps10.json --method sppe --simulations 200 --rounds 2 "
