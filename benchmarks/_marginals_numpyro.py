@@ -111,8 +111,9 @@ class ExactMarginals:
 
     # ------------------------------------------------------------------ NumPyro
     def model(self):
-        """The NumPyro model: the clique conditionals as Dirichlet sites ``cond_k``, the joint's clique tables as
-        deterministic sites ``p_<attrs>`` and the enumerated likelihood as one factor."""
+        """The NumPyro model: the clique conditionals as Dirichlet sites ``cond_k``, the joint table of cell
+        probabilities as the deterministic site ``joint`` (any marginal is :meth:`marginal` of it) and the
+        enumerated likelihood as one factor."""
         import jax.numpy as jnp
         import numpyro
         import numpyro.distributions as dist
@@ -128,11 +129,7 @@ class ExactMarginals:
             log_c = jnp.transpose(jnp.log(cond).reshape(sep_shape + free_shape),
                                   np.argsort(sep_axes + free_axes)).reshape(-1)
             log_cell = log_cell + log_c[self.cell_index[k]]
-        p = jnp.exp(log_cell)
-        for c, idx in zip(self.cliques, self.cell_index):
-            numpyro.deterministic("p_" + "_".join(c), jnp.zeros(math.prod(self.clique_shape(c))).at[idx].add(p)
-                                  .reshape(self.clique_shape(c)))
-        numpyro.deterministic("joint", p.reshape(self.shape))
+        numpyro.deterministic("joint", jnp.exp(log_cell).reshape(self.shape))
         numpyro.factor("noisy_marginals", logsumexp(jnp.asarray(self.log_const) + jnp.asarray(self.tables) @ log_cell))
 
     # ------------------------------------------------------------------ the exact reference

@@ -92,7 +92,7 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
         lo, med, hi = np.quantile(tot, [0.05, 0.5, 0.95], method="inverted_cdf")
         t = truth[pick].sum()
         cover.append(bool(lo <= t <= hi))
-        mass.append(float(np.mean((tot >= lo) & (tot <= hi))))
+        mass.append(float(_mass(tot, lo, hi)))
         width.append(float(hi - lo))
         err.append(float(med - t))
         err_mean.append(float(tot.mean() - t))

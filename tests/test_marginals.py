@@ -22,6 +22,10 @@ from dpposterior.families.marginals import SENSITIVITY, MarginalQuery, observati
 from dpposterior.mechanisms.registry import get_mechanism
 
 DOMAIN = {"a": 2, "b": 2, "c": 2}
+#: a - b - c, n = 5: the discrete case every exact check below enumerates
+CHAIN_MEASUREMENTS = [
+    {"clique": ["a", "b"], "value": [[2, 0], [1, 2]], "mechanism": "discrete-gaussian", "sigma": 0.8},
+    {"clique": ["b", "c"], "value": [[1, 2], [0, 3]], "mechanism": "discrete-laplace", "epsilon": 2.0}]
 
 
 def _release(measurements, n=5, domain=None, **extra):
@@ -280,8 +284,7 @@ def test_da_matches_numpyro_nuts_on_the_exact_likelihood():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from _marginals_numpyro import ExactMarginals
 
-    measurements = [{"clique": ["a", "b"], "value": [[2, 0], [1, 2]], "mechanism": "discrete-gaussian", "sigma": 0.8},
-                    {"clique": ["b", "c"], "value": [[1, 2], [0, 3]], "mechanism": "discrete-laplace", "epsilon": 2.0}]
+    measurements = CHAIN_MEASUREMENTS
     raw = _release(measurements, n=5)
     conc = 2.0
     exact = ExactMarginals(raw, conc)
@@ -321,8 +324,7 @@ def test_group_moves_alone_match_enumeration():
     p[a, b], 16 on p[b, c], -19 on the (a, c) margin."""
     from dpposterior.inference.marginals_da import Problem, _run_chain
 
-    measurements = [{"clique": ["a", "b"], "value": [[2, 0], [1, 2]], "mechanism": "discrete-gaussian", "sigma": 0.8},
-                    {"clique": ["b", "c"], "value": [[1, 2], [0, 3]], "mechanism": "discrete-laplace", "epsilon": 2.0}]
+    measurements = CHAIN_MEASUREMENTS
     release = load_release(_release(measurements, n=5))
     conc = 2.0
     tree, exp, exp_ac = _enumeration_posterior(release, conc)
