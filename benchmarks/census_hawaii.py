@@ -17,8 +17,10 @@ posterior has, and the squared error of its mean.
     python benchmarks/census_hawaii.py gls                                        # GLS's time on Hawaii
     python benchmarks/census_hawaii.py tiled --times 100 --scheduler local        # 100x Hawaii on Dask
 
-Coverage is counted per cell over the trials; its Monte Carlo error is binomial over the cells of a level,
-which are not independent within a trial (the tables state the trial-level spread beside it).
+Coverage is counted per cell over the trials; its Monte Carlo error (the ± of the table) is that of the trials'
+own coverages (their sd over sqrt(trials)), since the cells of one release share its noise and are not
+independent coins.  The squared errors of the posterior and of GLS are compared as a paired ratio with a
+jackknife standard error over trials.
 """
 
 from __future__ import annotations
@@ -159,8 +161,8 @@ def table(files: list[str]) -> None:
           f"{results[0]['warmup']} warm-up; sampling {np.median([r['sample_s'] for r in results]):.0f} s (median)")
     print("| level / query | " + " | ".join(f"{m} coverage" for m in methods) + " | " +
           " | ".join(f"{m} width" for m in methods) + " | " + " | ".join(f"{m} RMSE" for m in methods) +
-          " | da interval's posterior mass | da posterior-mean RMSE |")
-    print("|---" * (3 + 3 * len(methods)) + "|")
+          " | da interval's posterior mass | da posterior-mean RMSE | da median / GLS MSE | da mean / GLS MSE |")
+    print("|---" * (5 + 3 * len(methods)) + "|")
     for k in keys:
         cov, wid, rmse = [], [], []
         for m in methods:
@@ -171,7 +173,8 @@ def table(files: list[str]) -> None:
             c = sum(p["covered"] for p in parts)
             n = sum(p["n"] for p in parts)
             per = [p["covered"] / p["n"] for p in parts if p["n"]]
-            cov.append(f"{c / n:.3f} (trials {min(per):.2f}-{max(per):.2f})")
+            se = np.std(per, ddof=1) / np.sqrt(len(per)) if len(per) > 1 else float("nan")
+            cov.append(f"{c / n:.3f} ± {se:.3f} (trials {min(per):.2f}-{max(per):.2f})")
             wid.append(f"{np.median([p['median_width'] for p in parts]):.1f}")
             rmse.append(f"{np.sqrt(sum(p['sq_error'] for p in parts) / n):.2f}")
         da = [r["cells"][k]["da"] for r in results]
@@ -179,8 +182,23 @@ def table(files: list[str]) -> None:
                 else "--")
         mean_rmse = (f"{np.sqrt(sum(p['sq_error_mean'] for p in da) / sum(p['n'] for p in da)):.2f}"
                      if all("sq_error_mean" in p for p in da) else "--")
+        ratios = [_mse_ratio(results, k, key) for key in ("sq_error", "sq_error_mean")]
         print(f"| {k} | " + " | ".join(cov) + " | " + " | ".join(wid) + " | " + " | ".join(rmse) +
-              f" | {held} | {mean_rmse} |")
+              f" | {held} | {mean_rmse} | " + " | ".join(ratios) + " |")
+
+
+def _mse_ratio(results: list[dict], k: str, key: str) -> str:
+    """The posterior's squared error over GLS's, summed over every trial's cells, with its jackknife standard
+    error over trials: both estimates see the same noise in a trial, so the ratio is paired, and the trial (not
+    the cell, as cells of one release share its noise) is the independent unit."""
+    pairs = [(r["cells"][k]["da"].get(key), r["cells"][k].get("gls", {}).get("sq_error")) for r in results]
+    if any(a is None or b is None for a, b in pairs) or len(pairs) < 2:
+        return "--"
+    a, b = np.array(pairs, dtype=float).T
+    t = len(a)
+    jack = (a.sum() - a) / (b.sum() - b)
+    se = np.sqrt((t - 1) / t * np.sum((jack - jack.mean()) ** 2))
+    return f"{a.sum() / b.sum():.3f} ± {se:.3f}"
 
 
 def timing(draws: int, warmup: int, chains: int) -> None:
@@ -340,11 +358,14 @@ def figure(table_md: str, update: bool) -> None:
     labels = {"da": "posterior (da)", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
     fig, ax = plt.subplots(figsize=(10, 4.2))
     for k, m in enumerate(methods):
-        ys = []
+        ys, ses = [], []
         for r in rows:
-            cell = r[1 + k].strip()
-            ys.append(float(cell.split()[0]) if cell not in ("--", "") else np.nan)
-        ax.plot(np.arange(len(names)) + (k - 1.5) * 0.12, ys, "o", label=labels[m], ms=5)
+            cell = r[1 + k].split()
+            ys.append(float(cell[0]) if cell and cell[0] != "--" else np.nan)
+            ses.append(float(cell[2]) if len(cell) > 2 and cell[1] == "±" else 0.0)
+        # the bars: two trial-level standard errors
+        ax.errorbar(np.arange(len(names)) + (k - 1.5) * 0.12, ys, yerr=2 * np.array(ses), fmt="o", label=labels[m],
+                    ms=5, elinewidth=1, capsize=2)
     ax.axhspan(0.85, 0.95, color="0.9", zorder=0)
     ax.axhline(0.9, color="0.5", lw=0.8)
     ax.set_xticks(np.arange(len(names)))
@@ -352,7 +373,8 @@ def figure(table_md: str, update: bool) -> None:
     ax.set_ylabel("coverage of 90% intervals")
     ax.set_ylim(0.35, 1.0)
     ax.legend(fontsize=8, loc="lower left")
-    ax.set_title("Hawaii, 2020 production budget: coverage by level and query (shaded: 0.85-0.95)", fontsize=10)
+    ax.set_title("Hawaii, 2020 production budget: coverage by level and query (shaded: 0.85-0.95; bars: 2 se "
+                 "over trials)", fontsize=10)
     fig.tight_layout()
     out = img_dir(update) / "census_coverage.png"
     fig.savefig(out, dpi=110)
