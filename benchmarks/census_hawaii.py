@@ -12,6 +12,7 @@ posterior has, and the squared error of its mean.
     python benchmarks/census_hawaii.py trial --seed 0 --draws 200 --warmup 200   # one trial -> JSON
     python benchmarks/census_hawaii.py run --trials 20 --workers 16               # trials in processes
     python benchmarks/census_hawaii.py table FILES...                             # the tables of docs/census.md
+    python benchmarks/census_hawaii.py bias FILES...                              # errors per query cell
     python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
     python benchmarks/census_hawaii.py figure TABLE.md                            # the coverage figure
     python benchmarks/census_hawaii.py gls                                        # GLS's time on Hawaii
@@ -63,7 +64,7 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     est = gls(s)
     x = post.posterior["counts"].reshape(-1, s.B, s.C)
     res = {"seed": seed, "draws": draws, "warmup": warmup, "chains": chains, "sample_s": t2 - t1,
-           "setup_s": t1 - t0, "loadavg": loadavg(), "cells": {}}
+           "setup_s": t1 - t0, "loadavg": loadavg(), "cells": {}, "by_cell": {}}
     z = 1.6448536269514722
     for lv in LEVELS:
         for q in QUERIES:
@@ -82,6 +83,8 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
                 fm, flo, fhi = flat_prior(s, lv, q, 0.9)
                 entry["flat"] = _score(true, fm, flo, fhi)
             res["cells"][f"{lv}/{q}"] = entry
+            if lv != "block" and np.isfinite(m).any():
+                res["by_cell"][f"{lv}/{q}"] = _by_cell(true, agg, m, sd, s.cell_labels(q))
     # unions of 50 random blocks within a county
     rng = np.random.default_rng(10_000 + seed)
     ci = s.levels.index("county")
@@ -107,6 +110,52 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     res["rhat"] = {v: float(rhat(post.posterior[v])) for v in ("alpha", "beta", "tau")} if chains > 1 else None
     out.write_text(json.dumps(res))
     return res
+
+
+def _by_cell(true, agg, gls_mean, gls_sd, labels) -> dict:
+    """Per query cell (summed over the level's geounits where GLS has an estimate): the signed and squared errors
+    of the posterior mean and of GLS, and each one's own variance -- where a bias sits, and whether each
+    estimate's stated uncertainty matches its error."""
+    ok = np.isfinite(gls_mean) & np.isfinite(gls_sd)
+    mean, var = agg.mean(axis=0), agg.var(axis=0)
+
+    def cellsum(a):
+        return np.where(ok, a, 0.0).sum(axis=0).tolist()
+
+    return {"labels": list(labels), "units": ok.sum(axis=0).tolist(),
+            "da_error": cellsum(mean - true), "gls_error": cellsum(gls_mean - true),
+            "da_sq_error": cellsum((mean - true) ** 2), "gls_sq_error": cellsum((gls_mean - true) ** 2),
+            "da_variance": cellsum(var), "gls_variance": cellsum(gls_sd ** 2)}
+
+
+def bias(files: list[str]) -> None:
+    """Per level, query and query cell, over the trials: the mean signed error of the posterior mean and of GLS
+    per geounit (each with its standard error over trials), their squared-error ratio, and each one's squared
+    error over its own stated variance (1 where the uncertainty is right)."""
+    results = [json.loads(Path(f).read_text()) for f in files]
+    results = [r for r in results if r.get("by_cell")]
+    if not results:
+        raise SystemExit("census_hawaii bias: no trial file has per-cell errors (rerun the trials)")
+    print(f"{len(results)} trials")
+    print("| level / query | cell | geounits | posterior-mean error | GLS error | MSE posterior ÷ GLS | "
+          "posterior MSE ÷ variance | GLS MSE ÷ variance |")
+    print("|---|---|---|---|---|---|---|---|")
+    for k in results[0]["by_cell"]:
+        parts = [r["by_cell"][k] for r in results]
+        for j, label in enumerate(parts[0]["labels"]):
+            units = np.array([p["units"][j] for p in parts], dtype=float)
+            if units.sum() == 0:
+                continue
+
+            def per_unit(key):
+                v = np.array([p[key][j] for p in parts]) / np.maximum(units, 1)
+                return f"{v.mean():+.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+
+            tot = {key: sum(p[key][j] for p in parts) for key in ("da_sq_error", "gls_sq_error", "da_variance",
+                                                                   "gls_variance")}
+            print(f"| {k} | {label or 'total'} | {int(units[0])} | {per_unit('da_error')} | {per_unit('gls_error')} | "
+                  f"{tot['da_sq_error'] / tot['gls_sq_error']:.3f} | {tot['da_sq_error'] / tot['da_variance']:.3f} | "
+                  f"{tot['gls_sq_error'] / tot['gls_variance']:.3f} |")
 
 
 def _mass(draws, lo, hi) -> np.ndarray:
@@ -343,7 +392,8 @@ def tiled(times: int, sweeps: int, scheduler: str, partitions: int | None) -> No
 
 
 def figure(table_md: str, update: bool) -> None:
-    """Coverage of the 90% intervals by level and query, each method beside, from ``table``'s markdown."""
+    """Coverage of the 90% intervals by level and query, each method beside, and the posterior's squared error
+    over GLS's, from ``table``'s markdown."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -351,30 +401,49 @@ def figure(table_md: str, update: bool) -> None:
 
     from _out import img_dir
 
-    rows = [line.split("|")[1:-1] for line in Path(table_md).read_text().splitlines() if line.startswith("| ")
+    lines = Path(table_md).read_text().splitlines()
+    head = next(line.split("|")[1:-1] for line in lines if line.startswith("| level / query"))
+    head = [h.strip() for h in head]
+    rows = [line.split("|")[1:-1] for line in lines if line.startswith("| ")
             and "/" in line.split("|")[1] and "coverage" not in line]
     names = [r[0].strip() for r in rows]
+    x = np.arange(len(names))
+
+    def value(cell):  # "0.930 ± 0.030 (trials ...)" -> (0.930, 0.030); "--" -> (nan, 0)
+        parts = cell.split()
+        v = float(parts[0]) if parts and parts[0] != "--" else np.nan
+        return v, (float(parts[2]) if len(parts) > 2 and parts[1] == "±" else 0.0)
+
     methods = ("da", "gls", "flat", "naive")
     labels = {"da": "posterior (da)", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
-    fig, ax = plt.subplots(figsize=(10, 4.2))
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(10, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for k, m in enumerate(methods):
-        ys, ses = [], []
-        for r in rows:
-            cell = r[1 + k].split()
-            ys.append(float(cell[0]) if cell and cell[0] != "--" else np.nan)
-            ses.append(float(cell[2]) if len(cell) > 2 and cell[1] == "±" else 0.0)
+        ys, ses = zip(*(value(r[1 + k]) for r in rows))
         # the bars: two trial-level standard errors
-        ax.errorbar(np.arange(len(names)) + (k - 1.5) * 0.12, ys, yerr=2 * np.array(ses), fmt="o", label=labels[m],
-                    ms=5, elinewidth=1, capsize=2)
+        ax.errorbar(x + (k - 1.5) * 0.12, ys, yerr=2 * np.array(ses), fmt="o", label=labels[m], ms=5,
+                    elinewidth=1, capsize=2)
     ax.axhspan(0.85, 0.95, color="0.9", zorder=0)
     ax.axhline(0.9, color="0.5", lw=0.8)
-    ax.set_xticks(np.arange(len(names)))
-    ax.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("coverage of 90% intervals")
     ax.set_ylim(0.35, 1.0)
     ax.legend(fontsize=8, loc="lower left")
-    ax.set_title("Hawaii, 2020 production budget: coverage by level and query (shaded: 0.85-0.95; bars: 2 se "
-                 "over trials)", fontsize=10)
+    ax.set_title("Hawaii, 2020 production budget (shaded: 0.85-0.95; bars: 2 se over trials)", fontsize=10)
+    for k, (col, label) in enumerate((("da median / GLS MSE", "posterior median"),
+                                      ("da mean / GLS MSE", "posterior mean"))):
+        if col not in head:
+            continue
+        ys, ses = zip(*(value(r[head.index(col)]) for r in rows))
+        bx.errorbar(x + (k - 0.5) * 0.15, ys, yerr=2 * np.array(ses), fmt="o", label=label, ms=5, elinewidth=1,
+                    capsize=2)
+    bx.axhline(1.0, color="0.5", lw=0.8)
+    bx.set_yscale("log")
+    ticks = [0.3, 0.4, 0.5, 0.7, 1.0, 1.2]
+    bx.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    bx.minorticks_off()
+    bx.set_ylabel("squared error / GLS's")
+    bx.legend(fontsize=8, loc="lower left")
+    bx.set_xticks(x)
+    bx.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
     fig.tight_layout()
     out = img_dir(update) / "census_coverage.png"
     fig.savefig(out, dpi=110)
@@ -421,6 +490,8 @@ def main() -> None:
     add_update_flag(r)
     tb = sub.add_parser("table")
     tb.add_argument("files", nargs="+")
+    bs = sub.add_parser("bias")
+    bs.add_argument("files", nargs="+")
     tm = sub.add_parser("time")
     tm.add_argument("--draws", type=int, default=500)
     tm.add_argument("--warmup", type=int, default=500)
@@ -443,6 +514,8 @@ def main() -> None:
         run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder)
     elif args.cmd == "table":
         table(args.files)
+    elif args.cmd == "bias":
+        bias(args.files)
     elif args.cmd == "gls":
         gls_time()
     elif args.cmd == "figure":
