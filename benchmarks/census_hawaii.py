@@ -243,6 +243,8 @@ def _mse_ratio(results: list[dict], k: str, key: str) -> str:
     pairs = [(r["cells"][k]["da"].get(key), r["cells"][k].get("gls", {}).get("sq_error")) for r in results]
     if any(a is None or b is None for a, b in pairs) or len(pairs) < 2:
         return "--"
+    if any(r["cells"][k]["da"]["n"] != r["cells"][k]["gls"]["n"] for r in results):
+        return "-- (GLS leaves cells unidentified: not paired)"
     a, b = np.array(pairs, dtype=float).T
     t = len(a)
     jack = (a.sum() - a) / (b.sum() - b)
