@@ -13,6 +13,8 @@ posterior has, and the squared error of its mean.
     python benchmarks/census_hawaii.py run --trials 20 --workers 16               # trials in processes
     python benchmarks/census_hawaii.py table FILES...                             # the tables of docs/census.md
     python benchmarks/census_hawaii.py bias FILES...                              # errors per query cell
+    python benchmarks/census_hawaii.py fit --out FIT.npz                          # hyperparameters on Hawaii
+    python benchmarks/census_hawaii.py run --model-truth FIT.npz --folder DIR     # truths drawn from the model
     python benchmarks/census_hawaii.py time                                       # Hawaii, 2 x (500 + 500)
     python benchmarks/census_hawaii.py figure TABLE.md                            # the coverage figure
     python benchmarks/census_hawaii.py gls                                        # GLS's time on Hawaii
@@ -45,7 +47,7 @@ UNIONS = 10
 UNION_SIZE = 50
 
 
-def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
+def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_truth: Path | None = None) -> dict:
     import dpposterior.census as dc
     from dpposterior.families.census_strategy import read_truth
     from dpposterior.inference.census_da import CensusDAOptions, census_da
@@ -55,7 +57,11 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     geocodes, counts, _ = read_truth()
     order = np.argsort(geocodes, kind="stable")
     truth = counts[order].reshape(len(geocodes), -1)
-    release = dc.simulate(seed=seed)
+    if model_truth is not None:  # a truth drawn from the model at hyperparameters fitted to Hawaii
+        truth = _model_truth(model_truth, seed)
+        release = dc.simulate((geocodes[order], truth), seed=seed)
+    else:
+        release = dc.simulate(seed=seed)
     s = release.structure
     t1 = time.time()
     post = census_da(release.observation_model(None),
@@ -112,6 +118,35 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path) -> dict:
     return res
 
 
+def fit(out: Path, seed: int, draws: int, warmup: int) -> None:
+    """The posterior means of the hyperparameters on one simulated Hawaii release (the production budget), the
+    model a model-truth trial draws its truth from."""
+    import dpposterior.census as dc
+    from dpposterior.inference.census_da import CensusDAOptions, census_da
+
+    release = dc.simulate(seed=seed)
+    post = census_da(release.observation_model(None),
+                     CensusDAOptions(draws=draws, warmup=warmup, chains=1, seed=seed, quiet=True))
+    theta = {k: np.asarray(post.posterior[k], dtype=float).reshape(-1, *np.shape(post.posterior[k])[2:]).mean(0)
+             for k in ("alpha", "beta", "tau", "block_group_mean", "tract_mix")}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, seed=seed, draws=draws, warmup=warmup, **theta)
+    print(f"wrote {out}: alpha {float(theta['alpha']):.3f}, beta {float(theta['beta']):.2f}, "
+          f"tau {float(theta['tau']):.3f}")
+
+
+def _model_truth(fit_file: Path, seed: int) -> np.ndarray:
+    """A block table drawn from the model (``families.census.draw_histograms``) at the fitted hyperparameters, on
+    Hawaii's blocks, in geocode order: (blocks, cells)."""
+    import dpposterior.census as dc
+    from dpposterior.families.census import draw_histograms
+
+    f = np.load(fit_file)
+    theta = {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
+    structure = dc.simulate(seed=0).structure
+    return draw_histograms(theta, structure, np.random.default_rng([20_000, seed]))
+
+
 def _by_cell(true, agg, gls_mean, gls_sd, labels) -> dict:
     """Per query cell (summed over the level's geounits where GLS has an estimate): the signed and squared errors
     of the posterior mean and of GLS, and each one's own variance -- where a bias sits, and whether each
@@ -129,31 +164,34 @@ def _by_cell(true, agg, gls_mean, gls_sd, labels) -> dict:
 
 
 def bias(files: list[str]) -> None:
-    """Per level, query and query cell, over the trials: the mean signed error of the posterior mean and of GLS
-    per geounit (each with its standard error over trials), their squared-error ratio, and each one's squared
-    error over its own stated variance (1 where the uncertainty is right)."""
+    """Per level, query and query cell, over the trials: the mean signed error per geounit of the posterior mean
+    and of GLS, and their paired difference (each with its standard error over trials); their squared-error
+    ratio; and each one's squared error over its own stated variance (1 where the uncertainty is right)."""
     results = [json.loads(Path(f).read_text()) for f in files]
     results = [r for r in results if r.get("by_cell")]
-    if not results:
-        raise SystemExit("census_hawaii bias: no trial file has per-cell errors (rerun the trials)")
+    if len(results) < 2:
+        raise SystemExit("census_hawaii bias: fewer than two trial files have per-cell errors (rerun the trials)")
     print(f"{len(results)} trials")
-    print("| level / query | cell | geounits | posterior-mean error | GLS error | MSE posterior ÷ GLS | "
+    print("| level / query | cell | geounits | posterior-mean error | GLS error | difference | MSE posterior ÷ GLS | "
           "posterior MSE ÷ variance | GLS MSE ÷ variance |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for k in results[0]["by_cell"]:
         parts = [r["by_cell"][k] for r in results]
         for j, label in enumerate(parts[0]["labels"]):
             units = np.array([p["units"][j] for p in parts], dtype=float)
             if units.sum() == 0:
                 continue
+            err = {key: np.array([p[key][j] for p in parts]) / np.maximum(units, 1)
+                   for key in ("da_error", "gls_error")}
+            err["difference"] = err["da_error"] - err["gls_error"]
 
-            def per_unit(key):
-                v = np.array([p[key][j] for p in parts]) / np.maximum(units, 1)
-                return f"{v.mean():+.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+            def shown(v):
+                return f"{v.mean():+.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}"
 
             tot = {key: sum(p[key][j] for p in parts) for key in ("da_sq_error", "gls_sq_error", "da_variance",
                                                                    "gls_variance")}
-            print(f"| {k} | {label or 'total'} | {int(units[0])} | {per_unit('da_error')} | {per_unit('gls_error')} | "
+            print(f"| {k} | {label or 'total'} | {int(units[0])} | {shown(err['da_error'])} | "
+                  f"{shown(err['gls_error'])} | {shown(err['difference'])} | "
                   f"{tot['da_sq_error'] / tot['gls_sq_error']:.3f} | {tot['da_sq_error'] / tot['da_variance']:.3f} | "
                   f"{tot['gls_sq_error'] / tot['gls_variance']:.3f} |")
 
@@ -182,7 +220,8 @@ def _score(true, point, lo, hi, mass=None) -> dict:
     return out
 
 
-def run(trials: int, workers: int, draws: int, warmup: int, chains: int, folder: Path) -> None:
+def run(trials: int, workers: int, draws: int, warmup: int, chains: int, folder: Path,
+        model_truth: Path | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     pending = list(range(trials))
     running: list[subprocess.Popen] = []
@@ -191,7 +230,8 @@ def run(trials: int, workers: int, draws: int, warmup: int, chains: int, folder:
         while pending and len(running) < workers:
             seed = pending.pop(0)
             cmd = [sys.executable, __file__, "trial", "--seed", str(seed), "--draws", str(draws), "--warmup",
-                   str(warmup), "--chains", str(chains), "--out", str(folder / f"trial_{seed:03d}.json")]
+                   str(warmup), "--chains", str(chains), "--out", str(folder / f"trial_{seed:03d}.json"),
+                   *(["--model-truth", str(model_truth)] if model_truth else [])]
             running.append(subprocess.Popen(cmd, env=env))
         time.sleep(1.0)
         for p in list(running):
@@ -481,7 +521,13 @@ def main() -> None:
     a.add_argument("--warmup", type=int, default=200)
     a.add_argument("--chains", type=int, default=1)
     a.add_argument("--out", default=None)
+    a.add_argument("--model-truth", type=Path, default=None, help="a fit file: the truth is drawn from the model")
     add_update_flag(a)
+    ft = sub.add_parser("fit")
+    ft.add_argument("--out", type=Path, required=True)
+    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--draws", type=int, default=300)
+    ft.add_argument("--warmup", type=int, default=200)
     r = sub.add_parser("run")
     r.add_argument("--trials", type=int, default=20)
     r.add_argument("--workers", type=int, default=2)
@@ -489,6 +535,7 @@ def main() -> None:
     r.add_argument("--warmup", type=int, default=200)
     r.add_argument("--chains", type=int, default=1)
     r.add_argument("--folder", default=None)
+    r.add_argument("--model-truth", type=Path, default=None, help="a fit file: each truth is drawn from the model")
     add_update_flag(r)
     tb = sub.add_parser("table")
     tb.add_argument("files", nargs="+")
@@ -510,10 +557,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmd == "trial":
         out = out_path(args.out, f"census_hawaii_trial_{args.seed:03d}.json", args.update_results)
-        trial(args.seed, args.draws, args.warmup, args.chains, Path(out))
+        trial(args.seed, args.draws, args.warmup, args.chains, Path(out), args.model_truth)
+    elif args.cmd == "fit":
+        fit(args.out, args.seed, args.draws, args.warmup)
     elif args.cmd == "run":
         folder = Path(args.folder) if args.folder else out_path(None, "census_hawaii", args.update_results)
-        run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder)
+        run(args.trials, args.workers, args.draws, args.warmup, args.chains, folder, args.model_truth)
     elif args.cmd == "table":
         table(args.files)
     elif args.cmd == "bias":
