@@ -47,7 +47,8 @@ UNIONS = 10
 UNION_SIZE = 50
 
 
-def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_truth: Path | None = None) -> dict:
+def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_truth: Path | None = None,
+          fixed: bool = False) -> dict:
     import dpposterior.census as dc
     from dpposterior.families.census_strategy import read_truth
     from dpposterior.inference.census_da import CensusDAOptions, census_da
@@ -64,11 +65,15 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
         release = dc.simulate(seed=seed)
     s = release.structure
     t1 = time.time()
-    post = census_da(release.observation_model(None),
-                     CensusDAOptions(draws=draws, warmup=warmup, chains=chains, seed=seed, quiet=True))
+    opts = CensusDAOptions(draws=draws, warmup=warmup, chains=chains, seed=seed, quiet=True)
+    if fixed:  # the conditional of x given the hyperparameters that drew the truth: the exact model, known
+        x = _fixed_hyperparameters(release, opts, model_truth, seed)
+        post = None
+    else:
+        post = census_da(release.observation_model(None), opts)
+        x = post.posterior["counts"].reshape(-1, s.B, s.C)
     t2 = time.time()
     est = gls(s)
-    x = post.posterior["counts"].reshape(-1, s.B, s.C)
     res = {"seed": seed, "draws": draws, "warmup": warmup, "chains": chains, "sample_s": t2 - t1,
            "setup_s": t1 - t0, "loadavg": loadavg(), "cells": {}, "by_cell": {}}
     z = 1.6448536269514722
@@ -113,7 +118,9 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
                                            "sq_error_mean": float(np.sum(np.square(err_mean)))}}
     from dpposterior.convergence import rhat
 
-    res["rhat"] = {v: float(rhat(post.posterior[v])) for v in ("alpha", "beta", "tau")} if chains > 1 else None
+    res["rhat"] = ({v: float(rhat(post.posterior[v])) for v in ("alpha", "beta", "tau")}
+                   if chains > 1 and post is not None else None)
+    res["fixed_hyperparameters"] = fixed
     out.write_text(json.dumps(res))
     return res
 
@@ -145,6 +152,20 @@ def _model_truth(fit_file: Path, seed: int) -> np.ndarray:
     theta = {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
     structure = dc.simulate(seed=0).structure
     return draw_histograms(theta, structure, np.random.default_rng([20_000, seed]))
+
+
+def _fixed_hyperparameters(release, opts, fit_file: Path, seed: int) -> np.ndarray:
+    """Draws of x (draws, blocks, cells) from the engine's chain with the hyperparameters held at the fit file's
+    values (``census_da._run_chain(fixed=)``, the path the brute-force reference test checks), one chain."""
+    from dpposterior.families.census import parse_prior
+    from dpposterior.inference import census_da as cd
+
+    if opts.chains != 1:
+        raise SystemExit("census_hawaii: --fixed-hyperparameters runs one chain")
+    f = np.load(fit_file)
+    theta = {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
+    prob = cd.Problem(release.structure, parse_prior(None))
+    return cd._run_chain(prob, opts, np.random.SeedSequence(seed), fixed=theta)[0]
 
 
 def _by_cell(true, agg, gls_mean, gls_sd, labels) -> dict:
@@ -522,6 +543,8 @@ def main() -> None:
     a.add_argument("--chains", type=int, default=1)
     a.add_argument("--out", default=None)
     a.add_argument("--model-truth", type=Path, default=None, help="a fit file: the truth is drawn from the model")
+    a.add_argument("--fixed-hyperparameters", action="store_true",
+                   help="with --model-truth: the posterior of x given the hyperparameters that drew the truth")
     add_update_flag(a)
     ft = sub.add_parser("fit")
     ft.add_argument("--out", type=Path, required=True)
@@ -557,7 +580,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmd == "trial":
         out = out_path(args.out, f"census_hawaii_trial_{args.seed:03d}.json", args.update_results)
-        trial(args.seed, args.draws, args.warmup, args.chains, Path(out), args.model_truth)
+        if args.fixed_hyperparameters and args.model_truth is None:
+            ap.error("--fixed-hyperparameters needs --model-truth (the hyperparameters that drew the truth)")
+        trial(args.seed, args.draws, args.warmup, args.chains, Path(out), args.model_truth, args.fixed_hyperparameters)
     elif args.cmd == "fit":
         fit(args.out, args.seed, args.draws, args.warmup)
     elif args.cmd == "run":
