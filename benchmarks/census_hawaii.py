@@ -148,10 +148,14 @@ def _model_truth(fit_file: Path, seed: int) -> np.ndarray:
     import dpposterior.census as dc
     from dpposterior.families.census import draw_histograms
 
-    f = np.load(fit_file)
-    theta = {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
     structure = dc.simulate(seed=0).structure
-    return draw_histograms(theta, structure, np.random.default_rng([20_000, seed]))
+    return draw_histograms(_load_fit(fit_file), structure, np.random.default_rng([20_000, seed]))
+
+
+def _load_fit(fit_file: Path) -> dict:
+    """The hyperparameters a ``fit`` file holds, as ``draw_histograms`` and ``_run_chain(fixed=)`` take them."""
+    f = np.load(fit_file)
+    return {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
 
 
 def _fixed_hyperparameters(release, opts, fit_file: Path, seed: int) -> np.ndarray:
@@ -162,10 +166,8 @@ def _fixed_hyperparameters(release, opts, fit_file: Path, seed: int) -> np.ndarr
 
     if opts.chains != 1:
         raise SystemExit("census_hawaii: --fixed-hyperparameters runs one chain")
-    f = np.load(fit_file)
-    theta = {k: f[k] if f[k].ndim else float(f[k]) for k in ("alpha", "beta", "block_group_mean", "tract_mix")}
     prob = cd.Problem(release.structure, parse_prior(None))
-    return cd._run_chain(prob, opts, np.random.SeedSequence(seed), fixed=theta)[0]
+    return cd._run_chain(prob, opts, np.random.SeedSequence(seed), fixed=_load_fit(fit_file))[0]
 
 
 def _by_cell(true, agg, gls_mean, gls_sd, labels) -> dict:
