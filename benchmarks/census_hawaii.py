@@ -192,8 +192,8 @@ def bias(files: list[str]) -> None:
     ratio; and each one's squared error over its own stated variance (1 where the uncertainty is right)."""
     results = [json.loads(Path(f).read_text()) for f in files]
     results = [r for r in results if r.get("by_cell")]
-    if len(results) < 2:
-        raise SystemExit("census_hawaii bias: fewer than two trial files have per-cell errors (rerun the trials)")
+    if not results:
+        raise SystemExit("census_hawaii bias: no trial file has per-cell errors (rerun the trials)")
     print(f"{len(results)} trials")
     print("| level / query | cell | geounits | posterior-mean error | GLS error | difference | MSE posterior ÷ GLS | "
           "posterior MSE ÷ variance | GLS MSE ÷ variance |")
@@ -208,8 +208,8 @@ def bias(files: list[str]) -> None:
                    for key in ("da_error", "gls_error")}
             err["difference"] = err["da_error"] - err["gls_error"]
 
-            def shown(v):
-                return f"{v.mean():+.3f} ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}"
+            def shown(v):  # one trial has no standard error
+                return f"{v.mean():+.3f}" + (f" ± {v.std(ddof=1) / np.sqrt(len(v)):.3f}" if len(v) > 1 else "")
 
             tot = {key: sum(p[key][j] for p in parts) for key in ("da_sq_error", "gls_sq_error", "da_variance",
                                                                    "gls_variance")}
