@@ -118,8 +118,11 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
                                            "sq_error_mean": float(np.sum(np.square(err_mean)))}}
     from dpposterior.convergence import rhat
 
-    res["rhat"] = ({v: float(rhat(post.posterior[v])) for v in ("alpha", "beta", "tau")}
-                   if chains > 1 and post is not None else None)
+    scalars = [v for v in ("alpha", "beta", "tau") if post is not None and v in post.posterior]
+    res["rhat"] = {v: float(rhat(post.posterior[v])) for v in scalars} if chains > 1 and scalars else None
+    res["hyperparameters"] = {v: float(np.mean(post.posterior[v])) for v in scalars} if scalars else None
+    if post is not None and "mix_shape" in post.posterior:  # the tract mixes' law, per cell
+        res["mix_shape"] = np.asarray(post.posterior["mix_shape"]).reshape(-1, s.C).mean(axis=0).tolist()
     res["fixed_hyperparameters"] = fixed
     out.write_text(json.dumps(res))
     return res
@@ -135,7 +138,7 @@ def fit(out: Path, seed: int, draws: int, warmup: int) -> None:
     post = census_da(release.observation_model(None),
                      CensusDAOptions(draws=draws, warmup=warmup, chains=1, seed=seed, quiet=True))
     theta = {k: np.asarray(post.posterior[k], dtype=float).reshape(-1, *np.shape(post.posterior[k])[2:]).mean(0)
-             for k in ("alpha", "beta", "tau", "block_group_mean", "tract_mix")}
+             for k in ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "mix_shape", "mix_rate")}
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, seed=seed, draws=draws, warmup=warmup, **theta)
     print(f"wrote {out}: alpha {float(theta['alpha']):.3f}, beta {float(theta['beta']):.2f}, "

@@ -378,7 +378,8 @@ SBC_VARIANCE = {"state": 2.0, "county": 4.0, "tract": 9.0, "block_group": 16.0, 
 
 
 def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None):
-    """Ranks of the truth among a posterior's draws: alpha, beta, tau (da only), a tract total, one block cell."""
+    """Ranks of the truth among a posterior's draws: a tract total, one block cell; (da only) alpha, beta, tau,
+    the first cell's mix shape and log rate and the first tract's mix of it."""
     rng = np.random.default_rng(seed)
     blocks = geography(2, 2, 2, 3)
     base = skeleton(blocks)
@@ -392,7 +393,7 @@ def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None)
         if partition is not None:
             lmin = s.levels.index(partition)
             runner = cd.PartRunner(cd.make_parts(prob, lmin, 2))
-        cx, h, _, _ = cd._run_chain(prob, opts, np.random.SeedSequence(seed), runner=runner, lmin=lmin)
+        cx, h, _, pi = cd._run_chain(prob, opts, np.random.SeedSequence(seed), runner=runner, lmin=lmin)
     else:
         class R:
             structure = s
@@ -407,8 +408,13 @@ def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None)
 
     out = [rank(tract, t_true), rank(cx[:, 0, 0].astype(float), x[0, 0])]
     if h is not None:
-        out += [rank(h[:, 0], theta["alpha"]), rank(h[:, 1], theta["beta"]), rank(h[:, 2], theta["tau"])]
+        out += [rank(h[:, 0], theta["alpha"]), rank(h[:, 1], theta["beta"]), rank(h[:, 2], theta["tau"]),
+                rank(h[:, 3], theta["mix_shape"][0]), rank(h[:, 3 + prob.C], np.log(theta["mix_rate"][0])),
+                rank(pi[:, 0, 0], theta["tract_mix"][0, 0])]
     return out
+
+
+SBC_NAMES = ["tract total", "block cell", "alpha", "beta", "tau", "mix shape", "mix rate", "tract mix"]
 
 
 def _uniform_p(ranks, draws, bins=5):
@@ -418,11 +424,12 @@ def _uniform_p(ranks, draws, bins=5):
 
 def test_sbc_da_passes_and_the_naive_method_fails():
     """40 simulated releases from the prior (reduced; the slow study runs 300): the ranks of alpha, beta, tau, a
-    tract total and a block cell are uniform (chi-square, 5 bins, p > 0.001 each); the naive per-cell posterior's
+    cell's mix shape and rate and its share of a tract's mix, a tract total and a block cell are uniform
+    (chi-square, 5 bins, p > 0.001 each); the naive per-cell posterior's
     ranks of the tract total are not (p < 1e-4)."""
     trials = 40
     ranks = np.array([_sbc_ranks(seed) for seed in range(trials)])
-    for j, name in enumerate(["tract total", "block cell", "alpha", "beta", "tau"]):
+    for j, name in enumerate(SBC_NAMES):
         assert _uniform_p(ranks[:, j], 100) > 1e-3, name
     naive = np.array([_sbc_ranks(seed, method="naive") for seed in range(trials)])
     assert _uniform_p(naive[:, 0], 100) < 1e-4
@@ -431,7 +438,7 @@ def test_sbc_da_passes_and_the_naive_method_fails():
 @pytest.mark.slow
 def test_sbc_da_passes_300_trials():
     ranks = np.array([_sbc_ranks(seed) for seed in range(300)])
-    for j, name in enumerate(["tract total", "block cell", "alpha", "beta", "tau"]):
+    for j, name in enumerate(SBC_NAMES):
         assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
 
 
@@ -439,7 +446,7 @@ def test_sbc_da_passes_300_trials():
 def test_sbc_da_partitioned_passes_200_trials():
     """The partitioned sweep (county partitions, two in-process parts) calibrated as the one-pass sweep is."""
     ranks = np.array([_sbc_ranks(seed, partition="county") for seed in range(200)])
-    for j, name in enumerate(["tract total", "block cell", "alpha", "beta", "tau"]):
+    for j, name in enumerate(SBC_NAMES):
         assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
 
 

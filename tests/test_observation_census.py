@@ -24,7 +24,8 @@ def test_the_family_registers_its_observation_model():
 def test_the_variables_are_the_engines_outputs():
     model = observation_model(RELEASE, None)
     s = RELEASE.structure
-    assert [v.name for v in model.variables] == ["alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts"]
+    assert [v.name for v in model.variables] == ["alpha", "beta", "tau", "block_group_mean", "tract_mix",
+                                                 "mix_shape", "mix_rate", "counts"]
     assert model.variable("counts").coords == {"block": s.blocks, "cell": s.cell_labels()}
     post = cd.census_da(RELEASE.observation_model(None),
                         cd.CensusDAOptions(draws=4, warmup=2, chains=1, seed=1, quiet=True))
@@ -32,6 +33,9 @@ def test_the_variables_are_the_engines_outputs():
     assert post.dims == {v.name: list(v.dims) for v in model.variables if v.dims}
     assert post.coords["block"] == list(s.blocks) and post.coords["cell"] == s.cell_labels()
     assert post.float32_variables == ("tract_mix", "block_group_mean")
+    # the rates are pinned by their log sum, 0 in every draw
+    np.testing.assert_allclose(np.sum(np.log(post.posterior["mix_rate"]), axis=-1), 0.0, atol=1e-9)
+    np.testing.assert_allclose(np.sum(post.posterior["tract_mix"], axis=-1), 1.0, rtol=1e-6)
     naive = cd.census_naive(RELEASE.observation_model(None), cd.CensusNaiveOptions(draws=4, chains=1, seed=1))
     assert list(naive.posterior) == ["counts"] and naive.dims == {"counts": ["block", "cell"]} and naive.iid
 
@@ -58,6 +62,8 @@ def test_the_latent_statistic_and_the_prior():
     assert set(draw) == {v.name for v in model.variables}
     assert draw["counts"].shape == (s.B, s.C) and np.all(draw["counts"] >= 0)
     np.testing.assert_allclose(draw["tract_mix"].sum(axis=1), 1.0)
+    assert np.all(draw["mix_shape"] > 0)
+    assert np.sum(np.log(draw["mix_rate"])) == pytest.approx(0.0, abs=1e-9)
 
 
 @pytest.mark.parametrize("method", ["da", "naive"])
@@ -66,7 +72,7 @@ def test_the_engines_pack_through_the_model_once(method, monkeypatch):
     if method == "da":
         cd.census_da(RELEASE.observation_model(None),
                      cd.CensusDAOptions(draws=3, warmup=2, chains=1, seed=1, quiet=True))
-        names = ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "counts")
+        names = ("alpha", "beta", "tau", "block_group_mean", "tract_mix", "mix_shape", "mix_rate", "counts")
     else:
         cd.census_naive(RELEASE.observation_model(None), cd.CensusNaiveOptions(draws=3, chains=1, seed=1))
         names = ("counts",)

@@ -4,7 +4,7 @@ flat-prior posterior a user who reads each noisy block cell alone would get.
 ``da`` (the default) -- a Gibbs sampler on x (persons per block and cell) and the hyperparameters of the prior in
 ``families/census.py`` (Tanner & Wong 1987's data augmentation; for DP releases Ju, Awan, Gong & Rao, NeurIPS 2022).
 The block-level parameters (block means, block mixes) are integrated out, so the state is x and
-(alpha, beta, M_g, eta_t, tau, pi_t).  One sweep:
+(alpha, beta, M_g, eta_t, tau, pi_t, a, b).  One sweep:
 
 1. **moves on x**, each an exact Gibbs draw of one integer d along a line of the lattice, from its full
    conditional -- the collapsed prior of the one or two blocks it touches (negative-binomial block total times
@@ -29,8 +29,10 @@ The block-level parameters (block means, block mixes) are integrated out, so the
    empty and the kernels skip them, so such a release gives the draws it always did;
 2. **hyperparameters** given x: M_g, tau and alpha by slice sampling (Neal 2003, Ann. Statist. 31, stepping out
    and shrinkage) on the log scale; eta_t exactly (normal-normal conjugate); beta by slice sampling; each tract's
-   mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, which under
-   the uniform Dirichlet prior has a uniform conditional prior.
+   mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, under the
+   tract mixes' scaled Dirichlet prior (``families/census.py``); then, given the tract mixes, each cell's log
+   shape a_c by slice sampling, and the log rates by slice sampling of pair moves log b_c1 += d, log b_c2 -= d
+   (the rates are defined up to a common factor: their log sum is held at 0).
 
 Each chain runs in a thread (compiled, ``nogil``), seeded per chunk of sweeps from its own
 :class:`numpy.random.SeedSequence`, so the draws are the same whatever the number of threads.
@@ -479,15 +481,20 @@ def _tau_logdens(lt, lM, eta, bg_tract, scale):
 
 
 @numba.njit(cache=True, nogil=True)
-def _share_logdens(z, x, lo, hi, c1, c2, bs):
-    """log density of z = logit(u), the share of pi_c1 in pi_c1 + pi_c2 (= s; ``bs`` = beta * s) over one tract's
-    blocks [lo, hi); the uniform Dirichlet prior gives u a uniform conditional, so z gets u (1 - u)."""
+def _share_logdens(z, x, lo, hi, c1, c2, bs, t, pi, shape, rate, dsum):
+    """log density of z = logit(u), the share of pi_c1 in pi_c1 + pi_c2 (= s; ``bs`` = beta * s) over tract t's
+    blocks [lo, hi).  Under the scaled Dirichlet prior of pi_t (shapes a, rates b; ``dsum[t]`` = sum_c b_c pi_t,c)
+    the pair's terms are pi_c1^(a_c1 - 1) pi_c2^(a_c2 - 1) (sum_c b_c pi_t,c)^(-sum_c a_c); on the logit scale z
+    gets u (1 - u) more."""
     u = 1.0 / (1.0 + math.exp(-z))
     a1 = bs * u
     a2 = bs * (1.0 - u)
     if a1 <= 1e-300 or a2 <= 1e-300:
         return -np.inf
-    v = math.log(u) + math.log1p(-u)
+    s = pi[t, c1] + pi[t, c2]
+    rest = dsum[t] - rate[c1] * pi[t, c1] - rate[c2] * pi[t, c2]
+    v = (shape[c1] * math.log(u) + shape[c2] * math.log1p(-u)
+         - shape.sum() * math.log(max(rest, 0.0) + s * (rate[c1] * u + rate[c2] * (1.0 - u))))
     for b in range(lo, hi):
         if x[b, c1] > 0:
             v += math.lgamma(x[b, c1] + a1) - math.lgamma(a1)
@@ -496,14 +503,44 @@ def _share_logdens(z, x, lo, hi, c1, c2, bs):
     return v
 
 
-#: what :func:`_slice_step` samples: a block group's log mean, log tau, log alpha, log beta, a pair's share
-KIND_LOG_M, KIND_LOG_TAU, KIND_LOG_ALPHA, KIND_LOG_BETA, KIND_SHARE = 0, 1, 2, 3, 4
+@numba.njit(cache=True, nogil=True)
+def _shape_logdens(z, c, T, shape, rate, lsum, ldsum, mu, sd):
+    """log density of z = log a_c, the shape of cell c in the scaled Dirichlet of the T tract mixes (``lsum[c]`` =
+    sum_t log pi_t,c, ``ldsum`` = sum_t log sum_c b_c pi_t,c): its normal prior times the T densities, terms free
+    of a_c left out."""
+    a = math.exp(z)
+    A = shape.sum() - shape[c] + a
+    return (-0.5 * ((z - mu) / sd) ** 2 + a * (lsum[c] + T * math.log(rate[c])) - T * math.lgamma(a)
+            + T * math.lgamma(A) - A * ldsum)
+
+
+@numba.njit(cache=True, nogil=True)
+def _rate_logdens(d, c1, c2, pi, shape, rate, dsum, sd):
+    """log density of d, the move log b_c1 += d, log b_c2 -= d of the scaled Dirichlet's log rates (their sum
+    kept: the rates are fixed only up to a common factor, pinned by sum_c log b_c = 0), given the tract mixes."""
+    l1 = math.log(rate[c1]) + d
+    l2 = math.log(rate[c2]) - d
+    T = pi.shape[0]
+    v = -0.5 * (l1 * l1 + l2 * l2) / (sd * sd) + T * (shape[c1] - shape[c2]) * d
+    e1 = math.expm1(d)
+    e2 = math.expm1(-d)
+    A = shape.sum()
+    for t in range(T):
+        v -= A * math.log(max(dsum[t] + rate[c1] * pi[t, c1] * e1 + rate[c2] * pi[t, c2] * e2, 1e-300))
+    return v
+
+
+#: what :func:`_slice_step` samples: a block group's log mean, log tau, log alpha, log beta, a pair's share of a
+#: tract mix, a cell's log shape, a pair of log rates
+KIND_LOG_M, KIND_LOG_TAU, KIND_LOG_ALPHA, KIND_LOG_BETA, KIND_SHARE, KIND_LOG_SHAPE, KIND_LOG_RATES = range(7)
 
 
 @numba.njit(cache=True, nogil=True)
 def _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior, alpha, tau,
-                       g, lo, hi, c1, c2, bs):
-    """The conditional log-density of the hyperparameter ``kind`` at ``z`` (the other arguments: the state)."""
+                       g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum):
+    """The conditional log-density of the hyperparameter ``kind`` at ``z`` (the other arguments: the state; ``g``
+    the block group, or the tract of a share; ``bs`` beta times the pair's sum, or for a shape sum_t log
+    dsum[t])."""
     if kind == KIND_LOG_M:
         return _nb_group(z, n_g[g], S_g[g], alpha, eta[bg_tract[g]], tau)
     if kind == KIND_LOG_TAU:
@@ -512,32 +549,37 @@ def _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g,
         return _alpha_logdens(z, N, block_bg, n_g, S_g, M, prior[3], prior[4])
     if kind == KIND_LOG_BETA:
         return _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
-    return _share_logdens(z, x, lo, hi, c1, c2, bs)
+    if kind == KIND_LOG_SHAPE:
+        return _shape_logdens(z, c1, eta.shape[0], shape, rate, lsum, bs, prior[7], prior[8])
+    if kind == KIND_LOG_RATES:
+        return _rate_logdens(z, c1, c2, pi, shape, rate, dsum, prior[9])
+    return _share_logdens(z, x, lo, hi, c1, c2, bs, g, pi, shape, rate, dsum)
 
 
 @numba.njit(cache=True, nogil=True)
 def _slice_step(kind, x0, width, steps, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
-                alpha, tau, g, lo, hi, c1, c2, bs):
+                alpha, tau, g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum):
     """One slice-sampling update of ``x0`` (Neal 2003: stepping out by ``width``, at most ``steps`` each side,
     then shrinkage); ``x0`` itself when 200 shrinkage proposals are all refused."""
     level = _hyper_log_density(kind, x0, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
-                               alpha, tau, g, lo, hi, c1, c2, bs) + math.log(np.random.random())
+                               alpha, tau, g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum)
+    level += math.log(np.random.random())
     left = x0 - width * np.random.random()
     right = left + width
     for _ in range(steps):
         if _hyper_log_density(kind, left, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
-                              alpha, tau, g, lo, hi, c1, c2, bs) <= level:
+                              alpha, tau, g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum) <= level:
             break
         left -= width
     for _ in range(steps):
         if _hyper_log_density(kind, right, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
-                              alpha, tau, g, lo, hi, c1, c2, bs) <= level:
+                              alpha, tau, g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum) <= level:
             break
         right += width
     for _ in range(200):
         z = left + (right - left) * np.random.random()
         if _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta, pi, prior,
-                              alpha, tau, g, lo, hi, c1, c2, bs) > level:
+                              alpha, tau, g, lo, hi, c1, c2, bs, shape, rate, dsum, lsum) > level:
             return z
         if z < x0:
             left = z
@@ -548,12 +590,21 @@ def _slice_step(kind, x0, width, steps, x, N, block_bg, block_tract, bg_tract, n
 
 @numba.njit(cache=True, nogil=True)
 def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior):
-    """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau] (updated in place); ``prior`` = [log
-    size_mean, size_sd, tau_scale, log alpha_median, alpha_log_sd, log beta_median, beta_log_sd]."""
+    """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau, a_0, ..., a_{C-1}, log b_0, ..., log b_{C-1}]
+    (updated in place; a and b the shapes and rates of the tract mixes' scaled Dirichlet); ``prior`` = [log
+    size_mean, size_sd, tau_scale, log alpha_median, alpha_log_sd, log beta_median, beta_log_sd, log
+    mix_shape_median, mix_shape_log_sd, mix_rate_log_sd]."""
     G = M.shape[0]
     T = eta.shape[0]
     B, C = x.shape
     alpha, beta, tau = hyp[0], hyp[1], hyp[2]
+    shape = hyp[3:3 + C]  # a view: the shape updates write through to hyp
+    rate = np.exp(hyp[3 + C:3 + 2 * C])
+    lsum = np.zeros(C)
+    dsum = np.zeros(T)
+    for t in range(T):
+        for c in range(C):
+            dsum[t] += rate[c] * pi[t, c]
     n_g = np.zeros(G)
     S_g = np.zeros(G)
     for b in range(B):
@@ -563,7 +614,7 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
     lM = np.log(M)
     for g in range(G):
         lM[g] = _slice_step(KIND_LOG_M, lM[g], 1.0, 50, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta,
-                            pi, prior, alpha, tau, g, 0, 0, 0, 0, 0.0)
+                            pi, prior, alpha, tau, g, 0, 0, 0, 0, 0.0, shape, rate, dsum, lsum)
         M[g] = math.exp(lM[g])
     # eta_t: normal-normal conjugate
     sum_t = np.zeros(T)
@@ -577,11 +628,11 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
         eta[t] = mean + np.random.standard_normal() / math.sqrt(prec)
     # tau, alpha, beta: slice on the log scale
     tau = math.exp(_slice_step(KIND_LOG_TAU, math.log(tau), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g, S_g,
-                               M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+                               M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0, shape, rate, dsum, lsum))
     alpha = math.exp(_slice_step(KIND_LOG_ALPHA, math.log(alpha), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g,
-                                 S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+                                 S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0, shape, rate, dsum, lsum))
     beta = math.exp(_slice_step(KIND_LOG_BETA, math.log(beta), 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g,
-                                S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0))
+                                S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, 0.0, shape, rate, dsum, lsum))
     # pi_t: pairs of cells, the share of their sum (z = logit of pi_c1 / (pi_c1 + pi_c2))
     for t in range(T):
         lo, hi = tract_start[t], tract_end[t]
@@ -596,11 +647,40 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
                 continue
             z0 = math.log(u0) - math.log1p(-u0)
             z = _slice_step(KIND_SHARE, z0, 2.0, 40, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta,
-                            pi, prior, alpha, tau, 0, lo, hi, c1, c2, beta * ssum)
+                            pi, prior, alpha, tau, t, lo, hi, c1, c2, beta * ssum, shape, rate, dsum, lsum)
             if z != z0:
                 u = 1.0 / (1.0 + math.exp(-z))
+                dsum[t] -= rate[c1] * pi[t, c1] + rate[c2] * pi[t, c2]
                 pi[t, c1] = ssum * u
                 pi[t, c2] = ssum * (1.0 - u)
+                dsum[t] += rate[c1] * pi[t, c1] + rate[c2] * pi[t, c2]
+    # the scaled Dirichlet's shapes and rates given the tract mixes
+    for t in range(T):
+        for c in range(C):
+            lsum[c] += math.log(max(pi[t, c], 1e-300))
+    ldsum = 0.0
+    for t in range(T):
+        ldsum += math.log(dsum[t])
+    for c in range(C):
+        shape[c] = math.exp(_slice_step(KIND_LOG_SHAPE, math.log(shape[c]), 0.5, 40, x, N, block_bg, block_tract,
+                                        bg_tract, n_g, S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, c, 0, ldsum,
+                                        shape, rate, dsum, lsum))
+    for k in range(C):
+        c1 = np.random.randint(C)
+        c2 = np.random.randint(C - 1)
+        if c2 >= c1:
+            c2 += 1
+        d = _slice_step(KIND_LOG_RATES, 0.0, 0.5, 40, x, N, block_bg, block_tract, bg_tract, n_g, S_g, M, lM, eta,
+                        pi, prior, alpha, tau, 0, 0, 0, c1, c2, 0.0, shape, rate, dsum, lsum)
+        if d != 0.0:
+            e1 = math.expm1(d)
+            e2 = math.expm1(-d)
+            for t in range(T):
+                dsum[t] += rate[c1] * pi[t, c1] * e1 + rate[c2] * pi[t, c2] * e2
+            hyp[3 + C + c1] += d
+            hyp[3 + C + c2] -= d
+            rate[c1] = math.exp(hyp[3 + C + c1])
+            rate[c2] = math.exp(hyp[3 + C + c2])
     hyp[0], hyp[1], hyp[2] = alpha, beta, tau
 
 
@@ -860,7 +940,8 @@ class Problem:
             self.inv_level[covered] = np.maximum(self.inv_level[covered], li)
         self.prior_vec = np.array([math.log(prior.size_mean), prior.size_sd, prior.tau_scale,
                                    math.log(prior.alpha_median), prior.alpha_log_sd, math.log(prior.beta_median),
-                                   prior.beta_log_sd])
+                                   prior.beta_log_sd, math.log(prior.mix_shape_median), prior.mix_shape_log_sd,
+                                   prior.mix_rate_log_sd])
         # the bounds' index, laid out as mtab (a bound is a sum over one geounit and query cell, as a measurement
         # is); without bounds every bounds array is empty and the kernels skip them
         bounds = s.bounds
@@ -1266,10 +1347,11 @@ class ChainCheckpoint:
 
 def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None,
                chain: int = 0, fingerprint: str = "", runner: PartRunner | None = None, lmin: int = 0):
-    """One chain: (counts, [alpha, beta, tau], M, pi) at each kept draw, counts and mixes over the histogram's
-    cells (0 at structural zeros).  ``fixed``: hyperparameters held at these values (``alpha``, ``beta``,
-    ``block_group_mean``, ``tract_mix`` over the histogram's cells) -- the conditional of x alone, which the
-    brute-force reference test enumerates."""
+    """One chain: (counts, [alpha, beta, tau, a, log b], M, pi) at each kept draw, counts and mixes over the
+    histogram's cells (0 at structural zeros; a and log b, the mixes' shapes and log rates, over the engine's
+    cells).  ``fixed``: hyperparameters held at these values (``alpha``, ``beta``, ``block_group_mean``,
+    ``tract_mix`` over the histogram's cells) -- the conditional of x alone, which the brute-force reference test
+    enumerates (a and b reach x only through the tract mixes, so they are not needed)."""
     s = prob.structure
     rng = np.random.default_rng(seed)
     x = prob.initial_counts(rng)
@@ -1281,7 +1363,9 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     # start the hyperparameters at their prior medians, block-group means at the data's
     M = np.maximum(np.bincount(prob.block_bg, weights=N, minlength=G) / np.bincount(prob.block_bg, minlength=G), 0.5)
     eta = np.full(T, math.log(prob.prior.size_mean))
-    hyp = np.array([prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5])
+    # hyp = [alpha, beta, tau, the mixes' shapes a and log rates log b over the engine's cells] (sweep_hyper)
+    hyp = np.concatenate([[prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5],
+                          np.full(prob.C, prob.prior.mix_shape_median), np.zeros(prob.C)])
     pi = np.full((T, prob.C), 1.0 / prob.C)
     if fixed is not None:
         hyp[0], hyp[1] = fixed["alpha"], fixed["beta"]
@@ -1290,7 +1374,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     bufL, bufR = np.empty(4096), np.empty(4096)
     draws = options.draws
     out_x = np.empty((draws, s.B, s.C), dtype=np.int32)
-    out_h = np.empty((draws, 3))
+    out_h = np.empty((draws, hyp.size))
     out_M = np.empty((draws, G))
     out_pi = np.empty((draws, T, s.C))
     total = options.warmup + draws * options.thin
@@ -1386,6 +1470,8 @@ def census_da(model, options: CensusDAOptions):
          "tau": np.stack([r[1][:, 2] for r in results]),
          "block_group_mean": np.stack([r[2] for r in results]),
          "tract_mix": np.stack([r[3] for r in results]),
+         "mix_shape": np.stack([prob.full(r[1][:, 3:3 + prob.C]) for r in results]),
+         "mix_rate": np.stack([prob.full(np.exp(r[1][:, 3 + prob.C:])) for r in results]),
          "counts": np.stack([r[0] for r in results])},
         "da",
         attrs=census_attrs(s) | {"algorithm": "data augmentation over the block histograms (exact discrete-Gaussian "
