@@ -538,6 +538,31 @@ def gls_time() -> None:
           f"load_after={loadavg()}")
 
 
+def spread(min_persons: int) -> None:
+    """How much each cell's share varies between Hawaii's tracts, as a Dirichlet concentration fitted cell by cell
+    (method of moments: m (1 - m) / (between-tract variance - mean binomial variance) - 1, tracts of at least
+    ``min_persons``), from the shipped truth: the spread a single Dirichlet(gamma m) would have to give every
+    cell alike (docs/census.md, "The model and prior")."""
+    from dpposterior.families.census_strategy import read_truth
+
+    geocodes, counts, attributes = read_truth()
+    x = counts.reshape(len(geocodes), -1)
+    tracts, index = np.unique(geocodes.astype(str).astype("U11"), return_inverse=True)  # GEOID prefix: the tract
+    X = np.zeros((len(tracts), x.shape[1]))
+    np.add.at(X, index, x)
+    n = X.sum(axis=1)
+    X, n = X[n >= min_persons], n[n >= min_persons]
+    p = X / n[:, None]
+    m = X.sum(axis=0) / X.sum()
+    labels = [f"{a} {e}" for a in attributes["age"] for e in attributes["ethrace"]]
+    print(f"{len(n)} tracts of at least {min_persons} persons")
+    print("| cell | share | sd between tracts | fitted concentration |\n|---|---|---|---|")
+    for c, label in enumerate(labels):
+        excess = p[:, c].var() - np.mean(m[c] * (1 - m[c]) / n)
+        conc = m[c] * (1 - m[c]) / excess - 1 if excess > 0 else float("inf")
+        print(f"| {label} | {m[c]:.4f} | {p[:, c].std():.4f} | {conc:.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -574,6 +599,8 @@ def main() -> None:
     tm.add_argument("--warmup", type=int, default=500)
     tm.add_argument("--chains", type=int, default=2)
     sub.add_parser("gls")
+    sp = sub.add_parser("spread")
+    sp.add_argument("--min-persons", type=int, default=100)
     tl = sub.add_parser("tiled")
     tl.add_argument("--times", type=int, default=100)
     tl.add_argument("--sweeps", type=int, default=3)
@@ -599,6 +626,8 @@ def main() -> None:
         bias(args.files)
     elif args.cmd == "gls":
         gls_time()
+    elif args.cmd == "spread":
+        spread(args.min_persons)
     elif args.cmd == "figure":
         figure(args.table_md, args.update_results)
     elif args.cmd == "tiled":
