@@ -379,7 +379,7 @@ SBC_VARIANCE = {"state": 2.0, "county": 4.0, "tract": 9.0, "block_group": 16.0, 
 
 def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None):
     """Ranks of the truth among a posterior's draws: a tract total, one block cell; (da only) alpha, beta, tau,
-    the first cell's mix shape and log rate and the first tract's mix of it."""
+    the mixes' shape, the first cell's log rate and the first tract's mix of it."""
     rng = np.random.default_rng(seed)
     blocks = geography(2, 2, 2, 3)
     base = skeleton(blocks)
@@ -409,7 +409,7 @@ def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None)
     out = [rank(tract, t_true), rank(cx[:, 0, 0].astype(float), x[0, 0])]
     if h is not None:
         out += [rank(h[:, 0], theta["alpha"]), rank(h[:, 1], theta["beta"]), rank(h[:, 2], theta["tau"]),
-                rank(h[:, 3], theta["mix_shape"][0]), rank(h[:, 3 + prob.C], np.log(theta["mix_rate"][0])),
+                rank(h[:, 3], theta["mix_shape"]), rank(h[:, 3 + prob.C], np.log(theta["mix_rate"][0])),
                 rank(pi[:, 0, 0], theta["tract_mix"][0, 0])]
     return out
 
@@ -423,8 +423,8 @@ def _uniform_p(ranks, draws, bins=5):
 
 
 def test_sbc_da_passes_and_the_naive_method_fails():
-    """40 simulated releases from the prior (reduced; the slow study runs 300): the ranks of alpha, beta, tau, a
-    cell's mix shape and rate and its share of a tract's mix, a tract total and a block cell are uniform
+    """40 simulated releases from the prior (reduced; the slow study runs 300): the ranks of alpha, beta, tau, the
+    mixes' shape, a cell's rate and its share of a tract's mix, a tract total and a block cell are uniform
     (chi-square, 5 bins, p > 0.001 each); the naive per-cell posterior's
     ranks of the tract total are not (p < 1e-4)."""
     trials = 40

@@ -1,5 +1,5 @@
 """The census tract mixes' scaled Dirichlet prior (families/census.py) against code no one here wrote: the engine's
-conditional log-densities of a pair's share, a cell's shape and a pair of log rates (inference/census_da.py, terms
+conditional log-densities of a pair's share, the shape and a pair of log rates (inference/census_da.py, terms
 free of the moved value left out) differ between two values exactly as the law's density does when it is
 computed from its definition -- independent Gamma(a_c, rate b_c) amounts normalised to shares -- with scipy's
 gamma density and quadrature over the amounts' total:
@@ -40,7 +40,7 @@ def _log_density(pi, shape, rate) -> float:
     return top + math.log(left + right)
 
 
-SHAPE = np.array([0.7, 2.5, 1.3, 4.0])
+SHAPE = np.full(4, 1.7)  # the shape every cell shares
 LOG_RATE = np.array([0.4, -0.9, 1.2, -0.7])  # sums to 0, as the engine keeps it
 MIXES = np.array([[0.10, 0.45, 0.05, 0.40], [0.22, 0.30, 0.08, 0.40], [0.05, 0.60, 0.15, 0.20]])
 
@@ -66,7 +66,7 @@ def test_the_share_conditional_is_the_laws_density():
 
 
 def test_the_shape_and_rate_conditionals_are_the_laws_density():
-    """Given three tract mixes: a cell's log shape and a pair move of the log rates, the engine's log-density
+    """Given three tract mixes: the log shape and a pair move of the log rates, the engine's log-density
     differences equal those of (the normal priors) + sum_t log f(pi_t)."""
     prior = CensusPrior()
     pvec = np.array([0, 0, 0, 0, 0, 0, 0, math.log(prior.mix_shape_median), prior.mix_shape_log_sd,
@@ -76,12 +76,10 @@ def test_the_shape_and_rate_conditionals_are_the_laws_density():
     dsum = MIXES @ rate
     lsum = np.log(MIXES).sum(axis=0)
     ldsum = float(np.log(dsum).sum())
-    c = 2
     engine, law = [], []
     for z in (-1.0, 0.2, 1.4):
-        engine.append(cd._shape_logdens(z, c, T, SHAPE, rate, lsum, ldsum, pvec[7], pvec[8]))
-        shape = SHAPE.copy()
-        shape[c] = math.exp(z)
+        engine.append(cd._shape_logdens(z, T, SHAPE.size, rate, lsum, ldsum, pvec[7], pvec[8]))
+        shape = np.full(SHAPE.size, math.exp(z))
         law.append(stats.norm.logpdf(z, pvec[7], pvec[8]) + sum(_log_density(p, shape, rate) for p in MIXES))
     np.testing.assert_allclose(np.diff(engine), np.diff(law), rtol=0, atol=1e-7)
     c1, c2 = 1, 2
@@ -101,7 +99,8 @@ def test_prior_draws_have_the_laws_moments():
     generator on another stream: E[log pi_c] agree within 5 Monte Carlo standard errors."""
     s = skeleton(geography(20, 10, 2, 1))
     theta = draw_prior(CensusPrior(), s, np.random.default_rng(3))
-    mix, shape, rate = theta["tract_mix"], theta["mix_shape"], theta["mix_rate"]
+    mix, rate = theta["tract_mix"], theta["mix_rate"]
+    shape = np.full(rate.size, theta["mix_shape"])
     assert mix.shape[0] == 200 and np.allclose(mix.sum(axis=1), 1.0)
     assert math.isclose(float(np.log(rate).sum()), 0.0, abs_tol=1e-9)
     g = np.random.default_rng(99).gamma(shape, size=(200_000, shape.size)) / rate

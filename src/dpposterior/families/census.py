@@ -13,18 +13,20 @@ The model (docs/census.md, "Model and prior"): x[b, c] persons of cell c in bloc
     N_b = sum_c x[b, c] ~ NegBin(mean M_g(b), shape alpha)              blocks pooled within block groups g
     x[b, .] | N_b ~ DirichletMultinomial(N_b, beta * pi_t(b))           cells pooled toward their tract's mix
     log M_g ~ N(eta_t(g), tau^2),  eta_t ~ N(log size_mean, size_sd^2),  tau ~ half-N(0, tau_scale^2)
-    pi_t ~ ScaledDirichlet(a, b): pi_t,c = g_c / sum g,  g_c ~ Gamma(shape a_c, rate b_c) independent
-    log a_c ~ N(log 1, 1.5^2),  log b ~ N(0, 3^2 I) given sum_c log b_c = 0
+    pi_t ~ ScaledDirichlet(a, b): pi_t,c = g_c / sum g,  g_c ~ Gamma(shape a, rate b_c) independent
+    log a ~ N(log 1, 1.5^2),  log b ~ N(0, 3^2 I) given sum_c log b_c = 0
     log alpha ~ N(log 0.5, 1.5^2),  log beta ~ N(log 10, 1.5^2)
 
 -- the negative binomial holds the many empty blocks (a third of Hawaii's) and the few large ones; the
 Dirichlet-multinomial lets a block's mix differ from its tract's by as much as the data say (beta).  The tract
-mixes share one law whose shapes and rates are learned: the rates set each cell's typical share and the shapes how
-much it varies between tracts, each cell its own (the scaled Dirichlet: Monti, Mateu-Figueras & Pawlowsky-Glahn
-2011, "Notes on the scaled Dirichlet distribution", in Compositional Data Analysis, Wiley, Ch. 10; density
-Gamma(A) / prod Gamma(a_c) prod b_c^a_c pi_c^(a_c - 1) / (sum_c b_c pi_c)^A, A = sum_c a_c).  A Dirichlet(1, ...,
-1) on each tract -- the prior's centre, a = b = 1 -- shrinks every tract toward equal shares, and a Dirichlet(gamma
-m) around one mix gives every cell the same relative spread; Hawaii's tracts have neither (docs/census.md).
+mixes share one law whose shape and rates are learned: the rates set each cell's typical share and the shape how
+much the shares vary between tracts, relative to their size, alike for rare and common cells (the scaled
+Dirichlet: Monti, Mateu-Figueras & Pawlowsky-Glahn 2011, "Notes on the scaled Dirichlet distribution", in
+Compositional Data Analysis, Wiley, Ch. 10; density Gamma(A) / prod Gamma(a_c) prod b_c^a_c pi_c^(a_c - 1) /
+(sum_c b_c pi_c)^A, A = sum_c a_c, here every a_c = a).  A Dirichlet(1, ..., 1) on each tract -- the prior's
+centre, a = b = 1 -- shrinks every tract toward equal shares, and a Dirichlet(gamma m) around one mix makes a
+rare cell's share far more spread between tracts, relative to its size, than a common one's; Hawaii's tracts
+have neither.  A shape per cell fits no better and its chains did not mix (docs/census.md).
 Every
 measurement y_m = sum of x over its geounit's blocks and its query cell's histogram cells + discrete-Gaussian noise.
 
@@ -326,8 +328,8 @@ class CensusPrior:
     #: log beta ~ N(log beta_median, beta_log_sd^2): concentration of a block's mix around its tract's
     beta_median: float = 10.0
     beta_log_sd: float = 1.5
-    #: log a_c ~ N(log mix_shape_median, mix_shape_log_sd^2): the tract mixes' shape of each cell (how little it
-    #: varies between tracts)
+    #: log a ~ N(log mix_shape_median, mix_shape_log_sd^2): the tract mixes' shape (how little a cell's share
+    #: varies between tracts, relative to its size)
     mix_shape_median: float = 1.0
     mix_shape_log_sd: float = 1.5
     #: log b ~ N(0, mix_rate_log_sd^2 I) given sum_c log b_c = 0: the rates (a cell's typical share falls with it)
@@ -355,8 +357,8 @@ def parse_prior(prior: Any, release=None) -> CensusPrior:
 
 def draw_prior(prior: CensusPrior, structure: CensusStructure, rng) -> dict:
     """One draw of every hyperparameter from the prior (for simulation-based calibration).  The tract mixes are
-    scaled Dirichlet over the allowed cells (normalised Gamma(a_c, rate b_c) draws), 0 at structural zeros, as are
-    the shapes and rates there."""
+    scaled Dirichlet over the allowed cells (normalised Gamma(a, rate b_c) draws), 0 at structural zeros, as are
+    the rates there."""
     T = len(structure.units[_level(structure, "tract")])
     G = len(structure.units[_level(structure, "block_group")])
     tau = abs(rng.normal(0.0, prior.tau_scale))
@@ -368,14 +370,15 @@ def draw_prior(prior: CensusPrior, structure: CensusStructure, rng) -> dict:
     allowed = structure.allowed_cells
     shape = np.zeros(structure.C)
     rate = np.zeros(structure.C)
-    shape[allowed] = np.exp(rng.normal(math.log(prior.mix_shape_median), prior.mix_shape_log_sd, size=allowed.size))
+    a = float(np.exp(rng.normal(math.log(prior.mix_shape_median), prior.mix_shape_log_sd)))
+    shape[allowed] = a
     log_rate = rng.normal(0.0, prior.mix_rate_log_sd, size=allowed.size)
     rate[allowed] = np.exp(log_rate - log_rate.mean())  # iid normals given their sum: the centred vector
     g = rng.gamma(shape[allowed], size=(T, allowed.size)) / rate[allowed]
     mix = np.zeros((T, structure.C))
     mix[:, allowed] = g / g.sum(axis=1, keepdims=True)
     return {"alpha": alpha, "beta": beta, "tau": float(tau), "eta": eta, "block_group_mean": np.exp(log_m)[:G],
-            "tract_mix": mix, "mix_shape": shape, "mix_rate": rate}
+            "tract_mix": mix, "mix_shape": a, "mix_rate": rate}
 
 
 def draw_histograms(theta: dict, structure: CensusStructure, rng) -> np.ndarray:
@@ -485,7 +488,8 @@ def simulated_mechanism(epsilon: float) -> dict:
 
 
 def prior_moments(prior, release=None) -> dict:
-    """alpha and beta log-normal (mean exp(m + s^2/2), sd mean sqrt(exp(s^2) - 1)); tau half-normal."""
+    """alpha, beta and the mixes' shape log-normal (mean exp(m + s^2/2), sd mean sqrt(exp(s^2) - 1)); tau
+    half-normal."""
     prior = parse_prior(prior, release)
 
     def lognormal(median, s):
@@ -494,6 +498,7 @@ def prior_moments(prior, release=None) -> dict:
 
     return {"alpha": lognormal(prior.alpha_median, prior.alpha_log_sd),
             "beta": lognormal(prior.beta_median, prior.beta_log_sd),
+            "mix_shape": lognormal(prior.mix_shape_median, prior.mix_shape_log_sd),
             "tau": (prior.tau_scale * math.sqrt(2.0 / math.pi), prior.tau_scale * math.sqrt(1.0 - 2.0 / math.pi))}
 
 
@@ -528,8 +533,8 @@ def _row_laws(structure: CensusStructure) -> tuple[list, np.ndarray]:
 def observation_model(release: CensusRelease, prior=None) -> ObservationModel:
     """The noisy measurement rows as one measurement of the latent block histogram, under the model of the module
     docstring.  Variables as ``da`` stores them: ``alpha``, ``beta``, ``tau``, ``block_group_mean`` (block_group),
-    ``tract_mix`` (tract, cell; each tract's row sums to 1), ``mix_shape`` and ``mix_rate`` (cell: the tract mixes'
-    a and b) and ``counts`` (block, cell); ``naive`` packs on the model's marginal of ``counts``."""
+    ``tract_mix`` (tract, cell; each tract's row sums to 1), ``mix_shape`` (the tract mixes' a) and ``mix_rate``
+    (cell: their b) and ``counts`` (block, cell); ``naive`` packs on the model's marginal of ``counts``."""
     prior = prior if isinstance(prior, CensusPrior) else parse_prior(prior, release)
     s = release.structure
     gi, ti = pooling_levels(s)
@@ -542,7 +547,7 @@ def observation_model(release: CensusRelease, prior=None) -> ObservationModel:
                  Variable("tau", (), {}, "positive"),
                  Variable("block_group_mean", ("block_group",), {"block_group": s.units[gi]}, "positive"),
                  Variable("tract_mix", ("tract", "cell"), {"tract": s.units[ti], "cell": cells}, "unit"),
-                 Variable("mix_shape", ("cell",), {"cell": cells}, "positive"),
+                 Variable("mix_shape", (), {}, "positive"),
                  Variable("mix_rate", ("cell",), {"cell": cells}, "positive"),
                  Variable("counts", ("block", "cell"), {"block": s.blocks, "cell": cells}, "count"))
 
@@ -623,4 +628,4 @@ def report_figures(idata) -> list[tuple]:
 
 
 FAMILY.hooks["report_figures"] = report_figures
-FAMILY.hooks["report_skip"] = ("counts", "block_group_mean", "tract_mix", "mix_shape", "mix_rate")
+FAMILY.hooks["report_skip"] = ("counts", "block_group_mean", "tract_mix", "mix_rate")

@@ -30,9 +30,9 @@ The block-level parameters (block means, block mixes) are integrated out, so the
 2. **hyperparameters** given x: M_g, tau and alpha by slice sampling (Neal 2003, Ann. Statist. 31, stepping out
    and shrinkage) on the log scale; eta_t exactly (normal-normal conjugate); beta by slice sampling; each tract's
    mix pi_t by slice sampling of one pair's share (pi_c1, pi_c2) -> (s u, s (1 - u)), its sum s kept, under the
-   tract mixes' scaled Dirichlet prior (``families/census.py``); then, given the tract mixes, each cell's log
-   shape a_c by slice sampling, and the log rates by slice sampling of pair moves log b_c1 += d, log b_c2 -= d
-   (the rates are defined up to a common factor: their log sum is held at 0).
+   tract mixes' scaled Dirichlet prior (``families/census.py``); then, given the tract mixes, the log shape by
+   slice sampling, and the log rates by slice sampling of pair moves log b_c1 += d, log b_c2 -= d (the rates are
+   defined up to a common factor: their log sum is held at 0).
 
 Each chain runs in a thread (compiled, ``nogil``), seeded per chunk of sweeps from its own
 :class:`numpy.random.SeedSequence`, so the draws are the same whatever the number of threads.
@@ -504,14 +504,15 @@ def _share_logdens(z, x, lo, hi, c1, c2, bs, t, pi, shape, rate, dsum):
 
 
 @numba.njit(cache=True, nogil=True)
-def _shape_logdens(z, c, T, shape, rate, lsum, ldsum, mu, sd):
-    """log density of z = log a_c, the shape of cell c in the scaled Dirichlet of the T tract mixes (``lsum[c]`` =
-    sum_t log pi_t,c, ``ldsum`` = sum_t log sum_c b_c pi_t,c): its normal prior times the T densities, terms free
-    of a_c left out."""
+def _shape_logdens(z, T, C, rate, lsum, ldsum, mu, sd):
+    """log density of z = log a, the shape every cell shares in the scaled Dirichlet of the T tract mixes over C
+    cells (``lsum[c]`` = sum_t log pi_t,c, ``ldsum`` = sum_t log sum_c b_c pi_t,c): its normal prior times the T
+    densities, terms free of a left out."""
     a = math.exp(z)
-    A = shape.sum() - shape[c] + a
-    return (-0.5 * ((z - mu) / sd) ** 2 + a * (lsum[c] + T * math.log(rate[c])) - T * math.lgamma(a)
-            + T * math.lgamma(A) - A * ldsum)
+    v = -0.5 * ((z - mu) / sd) ** 2 + T * math.lgamma(C * a) - T * C * math.lgamma(a) - C * a * ldsum
+    for c in range(C):
+        v += a * (lsum[c] + T * math.log(rate[c]))
+    return v
 
 
 @numba.njit(cache=True, nogil=True)
@@ -550,7 +551,7 @@ def _hyper_log_density(kind, z, x, N, block_bg, block_tract, bg_tract, n_g, S_g,
     if kind == KIND_LOG_BETA:
         return _beta_logdens(z, x, N, block_tract, pi, prior[5], prior[6])
     if kind == KIND_LOG_SHAPE:
-        return _shape_logdens(z, c1, eta.shape[0], shape, rate, lsum, bs, prior[7], prior[8])
+        return _shape_logdens(z, eta.shape[0], shape.shape[0], rate, lsum, bs, prior[7], prior[8])
     if kind == KIND_LOG_RATES:
         return _rate_logdens(z, c1, c2, pi, shape, rate, dsum, prior[9])
     return _share_logdens(z, x, lo, hi, c1, c2, bs, g, pi, shape, rate, dsum)
@@ -590,8 +591,9 @@ def _slice_step(kind, x0, width, steps, x, N, block_bg, block_tract, bg_tract, n
 
 @numba.njit(cache=True, nogil=True)
 def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M, eta, hyp, pi, prior):
-    """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau, a_0, ..., a_{C-1}, log b_0, ..., log b_{C-1}]
-    (updated in place; a and b the shapes and rates of the tract mixes' scaled Dirichlet); ``prior`` = [log
+    """Step 2 of the module docstring.  ``hyp`` = [alpha, beta, tau, a, ..., a, log b_0, ..., log b_{C-1}]
+    (updated in place; the tract mixes' scaled Dirichlet: the shape a every cell shares, written once per cell so
+    the density's code reads a per-cell array, and the rates b); ``prior`` = [log
     size_mean, size_sd, tau_scale, log alpha_median, alpha_log_sd, log beta_median, beta_log_sd, log
     mix_shape_median, mix_shape_log_sd, mix_rate_log_sd]."""
     G = M.shape[0]
@@ -661,10 +663,10 @@ def sweep_hyper(x, N, block_bg, block_tract, bg_tract, tract_start, tract_end, M
     ldsum = 0.0
     for t in range(T):
         ldsum += math.log(dsum[t])
-    for c in range(C):
-        shape[c] = math.exp(_slice_step(KIND_LOG_SHAPE, math.log(shape[c]), 0.5, 40, x, N, block_bg, block_tract,
-                                        bg_tract, n_g, S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, c, 0, ldsum,
-                                        shape, rate, dsum, lsum))
+    a = math.exp(_slice_step(KIND_LOG_SHAPE, math.log(shape[0]), 0.5, 40, x, N, block_bg, block_tract, bg_tract,
+                             n_g, S_g, M, lM, eta, pi, prior, alpha, tau, 0, 0, 0, 0, 0, ldsum, shape, rate, dsum,
+                             lsum))
+    shape[:] = a
     for k in range(C):
         c1 = np.random.randint(C)
         c2 = np.random.randint(C - 1)
@@ -1347,9 +1349,9 @@ class ChainCheckpoint:
 
 def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fixed: dict | None = None,
                chain: int = 0, fingerprint: str = "", runner: PartRunner | None = None, lmin: int = 0):
-    """One chain: (counts, [alpha, beta, tau, a, log b], M, pi) at each kept draw, counts and mixes over the
-    histogram's cells (0 at structural zeros; a and log b, the mixes' shapes and log rates, over the engine's
-    cells).  ``fixed``: hyperparameters held at these values (``alpha``, ``beta``, ``block_group_mean``,
+    """One chain: (counts, [alpha, beta, tau, a (once per cell), log b], M, pi) at each kept draw, counts and
+    mixes over the histogram's cells (0 at structural zeros; a and log b, the mixes' shape and log rates, over the
+    engine's cells).  ``fixed``: hyperparameters held at these values (``alpha``, ``beta``, ``block_group_mean``,
     ``tract_mix`` over the histogram's cells) -- the conditional of x alone, which the brute-force reference test
     enumerates (a and b reach x only through the tract mixes, so they are not needed)."""
     s = prob.structure
@@ -1470,7 +1472,7 @@ def census_da(model, options: CensusDAOptions):
          "tau": np.stack([r[1][:, 2] for r in results]),
          "block_group_mean": np.stack([r[2] for r in results]),
          "tract_mix": np.stack([r[3] for r in results]),
-         "mix_shape": np.stack([prob.full(r[1][:, 3:3 + prob.C]) for r in results]),
+         "mix_shape": np.stack([r[1][:, 3] for r in results]),
          "mix_rate": np.stack([prob.full(np.exp(r[1][:, 3 + prob.C:])) for r in results]),
          "counts": np.stack([r[0] for r in results])},
         "da",
