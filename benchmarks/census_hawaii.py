@@ -542,7 +542,8 @@ def spread(min_persons: int) -> None:
     """How much each cell's share varies between Hawaii's tracts, as a Dirichlet concentration fitted cell by cell
     (method of moments: m (1 - m) / (between-tract variance - mean binomial variance) - 1, tracts of at least
     ``min_persons``), from the shipped truth: the spread a single Dirichlet(gamma m) would have to give every
-    cell alike (docs/census.md, "The model and prior")."""
+    cell alike; and the relative spread (sd / mean of the shares), which one shape of the scaled Dirichlet gives
+    every cell alike (docs/census.md, "The model and prior")."""
     from dpposterior.families.census_strategy import read_truth
 
     geocodes, counts, attributes = read_truth()
@@ -556,11 +557,12 @@ def spread(min_persons: int) -> None:
     m = X.sum(axis=0) / X.sum()
     labels = [f"{a} {e}" for a in attributes["age"] for e in attributes["ethrace"]]
     print(f"{len(n)} tracts of at least {min_persons} persons")
-    print("| cell | share | sd between tracts | fitted concentration |\n|---|---|---|---|")
+    print("| cell | share | sd between tracts | fitted concentration | relative spread |\n|---|---|---|---|---|")
     for c, label in enumerate(labels):
         excess = p[:, c].var() - np.mean(m[c] * (1 - m[c]) / n)
         conc = m[c] * (1 - m[c]) / excess - 1 if excess > 0 else float("inf")
-        print(f"| {label} | {m[c]:.4f} | {p[:, c].std():.4f} | {conc:.1f} |")
+        relative = np.sqrt(max(excess, 0.0)) / m[c]  # sd / mean of the shares, binomial noise taken out
+        print(f"| {label} | {m[c]:.4f} | {p[:, c].std():.4f} | {conc:.1f} | {relative:.2f} |")
 
 
 def main() -> None:
