@@ -121,8 +121,9 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
     scalars = [v for v in ("alpha", "beta", "tau") if post is not None and v in post.posterior]
     res["rhat"] = {v: float(rhat(post.posterior[v])) for v in scalars} if chains > 1 and scalars else None
     res["hyperparameters"] = {v: float(np.mean(post.posterior[v])) for v in scalars} if scalars else None
-    if post is not None and "mix_shape" in post.posterior:  # the tract mixes' law, per cell
-        res["mix_shape"] = np.asarray(post.posterior["mix_shape"]).reshape(-1, s.C).mean(axis=0).tolist()
+    if post is not None and "mix_shape" in post.posterior:  # the tract mixes' law: its shape, each cell's rate
+        res["mix_shape"] = float(np.mean(post.posterior["mix_shape"]))
+        res["mix_rate"] = np.asarray(post.posterior["mix_rate"]).reshape(-1, s.C).mean(axis=0).tolist()
     res["fixed_hyperparameters"] = fixed
     out.write_text(json.dumps(res))
     return res
