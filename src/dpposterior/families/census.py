@@ -26,8 +26,7 @@ Compositional Data Analysis, Wiley, Ch. 10; density Gamma(A) / prod Gamma(a_c) p
 (sum_c b_c pi_c)^A, A = sum_c a_c, here every a_c = a).  A Dirichlet(1, ..., 1) on each tract -- the prior's
 centre, a = b = 1 -- shrinks every tract toward equal shares, and a Dirichlet(gamma m) around one mix makes a
 rare cell's share far more spread between tracts, relative to its size, than a common one's; Hawaii's tracts
-have neither.  A shape per cell fits no better and its chains did not mix (docs/census.md).
-Every
+have neither.  A shape per cell was tried: its chains did not mix on Hawaii (docs/census.md).  Every
 measurement y_m = sum of x over its geounit's blocks and its query cell's histogram cells + discrete-Gaussian noise.
 
 Privacy (replace-one): one person replaced changes, in every (level, query), at most two cells by one each (the
