@@ -57,7 +57,7 @@ FLAG_EXPLAINED = {
     "dpposterior infer reg.json --out reg.nc --method mcmc-normalx --draws 2000 --warmup 1000 --seed 1":
         "docs/linear-regression.md after the command: sigma2 is its prior, sigma_x mixes slowly",
     "dpposterior infer kalawao.json --draws 5000 --warmup 1000 --seed 1 --out kalawao.nc":
-        "docs/census.md after the command: one tract, so the tract mixes' shapes and rates mix slowly",
+        "docs/census.md after the command: two tracts, so the tract mixes' shape and rates mix slowly",
     "dpposterior infer kalawao.json --analysis resumable.toml --draws 5000 --warmup 1000 --seed 1 --out kalawao.nc":
         "docs/census.md after the first Kalawao command: the same posterior",
     "dpposterior infer kalawao-bounded.json --draws 5000 --warmup 1000 --seed 1 --out bounded.nc":
