@@ -532,7 +532,7 @@ def _rate_logdens(d, c1, c2, pi, shape, rate, dsum, sd):
 
 
 #: what :func:`_slice_step` samples: a block group's log mean, log tau, log alpha, log beta, a pair's share of a
-#: tract mix, a cell's log shape, a pair of log rates
+#: tract mix, the mixes' log shape, a pair of log rates
 KIND_LOG_M, KIND_LOG_TAU, KIND_LOG_ALPHA, KIND_LOG_BETA, KIND_SHARE, KIND_LOG_SHAPE, KIND_LOG_RATES = range(7)
 
 
@@ -1365,7 +1365,7 @@ def _run_chain(prob: Problem, options: CensusDAOptions, seed, progress=None, fix
     # start the hyperparameters at their prior medians, block-group means at the data's
     M = np.maximum(np.bincount(prob.block_bg, weights=N, minlength=G) / np.bincount(prob.block_bg, minlength=G), 0.5)
     eta = np.full(T, math.log(prob.prior.size_mean))
-    # hyp = [alpha, beta, tau, the mixes' shapes a and log rates log b over the engine's cells] (sweep_hyper)
+    # hyp = [alpha, beta, tau, the mixes' shape a once per engine cell, their log rates log b] (sweep_hyper)
     hyp = np.concatenate([[prob.prior.alpha_median, prob.prior.beta_median, prob.prior.tau_scale * 0.5],
                           np.full(prob.C, prob.prior.mix_shape_median), np.zeros(prob.C)])
     pi = np.full((T, prob.C), 1.0 / prob.C)
