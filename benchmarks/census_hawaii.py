@@ -7,7 +7,8 @@ and, at every level (block, block group, tract, county) for the total, age and e
 50 random blocks within a county: whether each method's 90% interval covers the truth, the interval's width,
 and the squared error of the point estimate (posterior median; GLS mean; naive clipped value; flat-prior median);
 for the posterior also the mass of its own interval (integer counts: 0.90 or more), the coverage a calibrated
-posterior has, and the squared error of its mean.
+posterior has, and the squared error of its mean.  The posterior's interval is ``dpposterior tabulate``'s default,
+the HPD interval (``dpposterior.intervals``); its equal-tailed interval is scored beside (``da_equal_tailed``).
 
     python benchmarks/census_hawaii.py trial --seed 0 --draws 200 --warmup 200   # one trial -> JSON
     python benchmarks/census_hawaii.py run --trials 20 --workers 16               # trials in processes
@@ -53,6 +54,7 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
     from dpposterior.families.census_strategy import read_truth
     from dpposterior.inference.census_da import CensusDAOptions, census_da
     from dpposterior.inference.census_peers import flat_prior, gls, naive
+    from dpposterior.intervals import equal_tailed, hpd
 
     t0 = time.time()
     geocodes, counts, _ = read_truth()
@@ -81,9 +83,12 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
         for q in QUERIES:
             true = s.aggregate(truth, lv, q).astype(float)
             agg = s.aggregate(x, lv, q)
-            lo, med, hi = np.quantile(agg, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
+            med = np.quantile(agg, 0.5, axis=0, method="inverted_cdf")
+            lo, hi = hpd(agg, 0.9)
             m, sd = est.estimate(lv, q)
             entry = {"da": _score(true, med, lo, hi, _mass(agg, lo, hi))}
+            elo, ehi = equal_tailed(agg, 0.9)
+            entry["da_equal_tailed"] = _score(true, med, elo, ehi, _mass(agg, elo, ehi))
             entry["da"]["sq_error_mean"] = _sq_error(true, agg.mean(axis=0))
             if np.isfinite(m).any():
                 entry["gls"] = _score(true, m, m - z * sd, m + z * sd)
@@ -100,13 +105,20 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
     rng = np.random.default_rng(10_000 + seed)
     ci = s.levels.index("county")
     cover, width, err, err_mean, mass = [], [], [], [], []
+    cover_et, width_et, mass_et = [], [], []
     for _ in range(UNIONS):
         c = rng.integers(len(s.units[ci]))
         members = np.flatnonzero(s.block_unit[ci] == c)
         pick = rng.choice(members, size=min(UNION_SIZE, members.size), replace=False)
         tot = x[:, pick].sum(axis=(1, 2))
-        lo, med, hi = np.quantile(tot, [0.05, 0.5, 0.95], method="inverted_cdf")
+        med = np.quantile(tot, 0.5, method="inverted_cdf")
+        lo, hi = hpd(tot[:, None], 0.9)
+        elo, ehi = equal_tailed(tot[:, None], 0.9)
         t = truth[pick].sum()
+        cover_et.append(bool(elo[0] <= t <= ehi[0]))
+        mass_et.append(float(_mass(tot, elo[0], ehi[0])))
+        width_et.append(float(ehi[0] - elo[0]))
+        lo, hi = lo[0], hi[0]
         cover.append(bool(lo <= t <= hi))
         mass.append(float(_mass(tot, lo, hi)))
         width.append(float(hi - lo))
@@ -115,7 +127,11 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
     res["cells"]["union50/total"] = {"da": {"covered": int(sum(cover)), "n": len(cover),
                                            "median_width": float(np.median(width)),
                                            "sq_error": float(np.sum(np.square(err))), "mass": float(np.sum(mass)),
-                                           "sq_error_mean": float(np.sum(np.square(err_mean)))}}
+                                           "sq_error_mean": float(np.sum(np.square(err_mean)))},
+                                    "da_equal_tailed": {"covered": int(sum(cover_et)), "n": len(cover_et),
+                                                        "median_width": float(np.median(width_et)),
+                                                        "sq_error": float(np.sum(np.square(err))),
+                                                        "mass": float(np.sum(mass_et))}}
     from dpposterior.convergence import rhat
 
     scalars = [v for v in ("alpha", "beta", "tau") if post is not None and v in post.posterior]
@@ -224,9 +240,9 @@ def bias(files: list[str]) -> None:
 
 
 def _mass(draws, lo, hi) -> np.ndarray:
-    """Each cell's posterior mass of its own interval [lo, hi] (the share of draws in it).  Integer counts make an
-    equal-tailed 90% interval hold more than 0.90 of its posterior (the ends are whole values): a calibrated
-    posterior covers at this mass, not at 0.90."""
+    """Each cell's posterior mass of its own interval [lo, hi] (the share of draws in it).  Integer counts make a
+    90% interval hold more than 0.90 of its posterior (the ends are whole values; an equal-tailed one at zero
+    holds 0.95 or more): a calibrated posterior covers at this mass, not at 0.90."""
     return np.mean((draws >= lo) & (draws <= hi), axis=0)
 
 
@@ -273,12 +289,14 @@ def table(files: list[str]) -> None:
     results = [json.loads(Path(f).read_text()) for f in files]
     keys = list(results[0]["cells"])
     methods = ("da", "gls", "flat", "naive")
+    et = all("da_equal_tailed" in r["cells"][k] for r in results for k in keys)
     print(f"{len(results)} trials; draws {results[0]['draws']} x {results[0]['chains']} chains after "
           f"{results[0]['warmup']} warm-up; sampling {np.median([r['sample_s'] for r in results]):.0f} s (median)")
     print("| level / query | " + " | ".join(f"{m} coverage" for m in methods) + " | " +
           " | ".join(f"{m} width" for m in methods) + " | " + " | ".join(f"{m} RMSE" for m in methods) +
-          " | da interval's posterior mass | da posterior-mean RMSE | da median / GLS MSE | da mean / GLS MSE |")
-    print("|---" * (5 + 3 * len(methods)) + "|")
+          " | da interval's posterior mass | da posterior-mean RMSE | da median / GLS MSE | da mean / GLS MSE |"
+          + (" da equal-tailed coverage | its width | its posterior mass |" if et else ""))
+    print("|---" * (5 + 3 * len(methods) + 3 * et) + "|")
     for k in keys:
         cov, wid, rmse = [], [], []
         for m in methods:
@@ -299,8 +317,17 @@ def table(files: list[str]) -> None:
         mean_rmse = (f"{np.sqrt(sum(p['sq_error_mean'] for p in da) / sum(p['n'] for p in da)):.2f}"
                      if all("sq_error_mean" in p for p in da) else "--")
         ratios = [_mse_ratio(results, k, key) for key in ("sq_error", "sq_error_mean")]
+        extra = ""
+        if et:
+            parts = [r["cells"][k]["da_equal_tailed"] for r in results]
+            n = sum(p["n"] for p in parts)
+            per = [p["covered"] / p["n"] for p in parts if p["n"]]
+            se = np.std(per, ddof=1) / np.sqrt(len(per)) if len(per) > 1 else float("nan")
+            extra = (f" {sum(p['covered'] for p in parts) / n:.3f} ± {se:.3f} | "
+                     f"{np.median([p['median_width'] for p in parts]):.1f} | "
+                     f"{sum(p['mass'] for p in parts) / n:.3f} |")
         print(f"| {k} | " + " | ".join(cov) + " | " + " | ".join(wid) + " | " + " | ".join(rmse) +
-              f" | {held} | {mean_rmse} | " + " | ".join(ratios) + " |")
+              f" | {held} | {mean_rmse} | " + " | ".join(ratios) + " |" + extra)
 
 
 def _mse_ratio(results: list[dict], k: str, key: str) -> str:

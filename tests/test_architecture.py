@@ -23,7 +23,9 @@ LAYERS = [
     ("foundation", ["dpposterior._version", "dpposterior.errors", "dpposterior.files", "dpposterior.memory",
                     # Rubin's rules for analyses of m synthetic data sets (numpy, scipy, errors only)
                     "dpposterior.combine",
-                    "dpposterior.progress"]),
+                    "dpposterior.progress",
+                    # credible intervals from draws (numpy only)
+                    "dpposterior.intervals"]),
     ("mechanisms and plumbing", ["dpposterior.mechanisms", "dpposterior.options", "dpposterior.posterior",
                                  "dpposterior.convergence",
                                  # convergence's rank normalisation compiled (numba), imported by it for large posteriors

@@ -486,6 +486,17 @@ def test_counts_tabulate_and_union(tmp_path):
     table = dc.tabulate(post, "county", "eth")
     assert list(table.columns) == ["geocode", "cell", "mean", "median", "lower", "upper"]
     assert np.all(table["lower"] <= table["median"]) and np.all(table["median"] <= table["upper"])
+    from dpposterior.intervals import equal_tailed, hpd
+
+    draws = by_tract.values.reshape(-1, *by_tract.shape[2:])
+    for kind, fn in (("hpd", hpd), ("equal-tailed", equal_tailed)):
+        t = dc.tabulate(post, "tract", "age", interval=0.8, interval_kind=kind)
+        lo, hi = fn(draws, 0.8)
+        assert np.array_equal(t["lower"], lo.ravel()) and np.array_equal(t["upper"], hi.ravel())
+    assert np.array_equal(table["lower"], dc.tabulate(post, "county", "eth", interval_kind="hpd")["lower"])
+    with pytest.raises(InputError) as err:
+        dc.tabulate(post, "county", "eth", interval_kind="central")
+    assert err.value.field == "interval_kind"
     u = dc.union(post, {"d": [str(b) for b in s.blocks[:5]]}, at_least=[0, 10 ** 6])
     assert u["p_at_least_0"].tolist() == [1.0] and u["p_at_least_1000000"].tolist() == [0.0]
     with pytest.raises(InputError) as err:
@@ -520,7 +531,11 @@ def test_cli_infer_and_tabulate(tmp_path):
     assert (tmp_path / "u_out.csv").read_text().splitlines()[0] == "union,cell,mean,median,lower,upper,p_at_least_40"
     res = run("tabulate", str(tmp_path / "p.nc"), "--level", "tract", "--query", "eth", "--out", str(tmp_path / "t.csv"))
     assert res.returncode == 0 and len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 2 * 3
-    for bad in (["--level", "parish"], ["--query", "sex", "--level", "tract"], []):
+    res = run("tabulate", str(tmp_path / "p.nc"), "--level", "tract", "--query", "eth", "--interval-kind",
+              "equal-tailed", "--out", str(tmp_path / "t_et.csv"))
+    assert res.returncode == 0, res.stderr
+    for bad in (["--level", "parish"], ["--query", "sex", "--level", "tract"], [],
+                ["--level", "tract", "--interval-kind", "central"]):
         res = run("tabulate", str(tmp_path / "p.nc"), *bad, "--out", str(tmp_path / "x.csv"))
         assert res.returncode == 2 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1
 

@@ -54,10 +54,11 @@ def read_nmf(path, **kwargs):
     return read(path, **kwargs)
 
 
-def _quantiles(draws: np.ndarray, interval: float):
-    lo, hi = (1.0 - interval) / 2.0, 1.0 - (1.0 - interval) / 2.0
-    q = np.quantile(draws, [0.5, lo, hi], axis=0, method="inverted_cdf")
-    return q[0], q[1], q[2]
+def _quantiles(draws: np.ndarray, interval: float, kind: str):
+    from .intervals import interval as credible
+
+    lo, hi = credible(draws, interval, kind)
+    return np.quantile(draws, 0.5, axis=0, method="inverted_cdf"), lo, hi
 
 
 def _check_interval(interval) -> float:
@@ -66,15 +67,25 @@ def _check_interval(interval) -> float:
     return float(interval)
 
 
-def tabulate(post, level: str, query: str = "total", interval: float = 0.9):
-    """Median and equal-tailed ``interval`` of persons in every geounit of ``level`` by the cells of ``query``:
-    a data frame with columns geocode, cell, mean, median, lower, upper."""
+def _check_kind(kind) -> str:
+    from .intervals import KINDS
+
+    if kind not in KINDS:
+        raise InputError("interval_kind", f"must be one of {', '.join(KINDS)} (got {kind!r})")
+    return kind
+
+
+def tabulate(post, level: str, query: str = "total", interval: float = 0.9, interval_kind: str = "hpd"):
+    """Median and ``interval`` of persons in every geounit of ``level`` by the cells of ``query``: a data frame
+    with columns geocode, cell, mean, median, lower, upper.  ``interval_kind``: "hpd" (the shortest interval
+    holding at least ``interval`` of the posterior; one-sided where the mass piles at zero) or "equal-tailed"
+    (``dpposterior.intervals``)."""
     import pandas as pd
 
-    interval = _check_interval(interval)
+    interval, interval_kind = _check_interval(interval), _check_kind(interval_kind)
     arr = post.counts(query=query, level=level)
     draws = arr.values.reshape(-1, *arr.shape[2:])
-    med, lo, hi = _quantiles(draws, interval)
+    med, lo, hi = _quantiles(draws, interval, interval_kind)
     units, cells = arr.coords[level].values, arr.coords["cell"].values
     return pd.DataFrame({"geocode": np.repeat(units.astype(str), len(cells)),
                          "cell": np.tile(cells.astype(str), len(units)),
@@ -82,12 +93,13 @@ def tabulate(post, level: str, query: str = "total", interval: float = 0.9):
                          "lower": lo.ravel().astype(np.int64), "upper": hi.ravel().astype(np.int64)})
 
 
-def union(post, members: dict, query: str = "total", interval: float = 0.9, at_least=()):
+def union(post, members: dict, query: str = "total", interval: float = 0.9, at_least=(), interval_kind: str = "hpd"):
     """Persons in each union of geounits (``members``: name -> GEOID prefixes, e.g. a district's blocks) by the
-    cells of ``query``: mean, median, ``interval`` and P(count >= k) for every k in ``at_least``."""
+    cells of ``query``: mean, median, ``interval`` (of ``interval_kind``, as :func:`tabulate`) and P(count >= k)
+    for every k in ``at_least``."""
     import pandas as pd
 
-    interval = _check_interval(interval)
+    interval, interval_kind = _check_interval(interval), _check_kind(interval_kind)
     at_least = [int(k) for k in at_least]
     if not isinstance(members, dict) or not members:
         raise InputError("union", "must map each union's name to its GEOIDs")
@@ -99,7 +111,7 @@ def union(post, members: dict, query: str = "total", interval: float = 0.9, at_l
         prefix_members(blocks, list(codes), f"union.{name}")
         arr = post.counts(geocodes=list(codes), query=query)
         draws = arr.values.reshape(-1, arr.shape[-1])
-        med, lo, hi = _quantiles(draws, interval)
+        med, lo, hi = _quantiles(draws, interval, interval_kind)
         for k, cell in enumerate(arr.coords["cell"].values):
             row = {"union": str(name), "cell": str(cell), "mean": float(draws[:, k].mean()), "median": int(med[k]),
                    "lower": int(lo[k]), "upper": int(hi[k])}
@@ -133,7 +145,7 @@ def read_union_file(path) -> dict[str, list[str]]:
     return members
 
 
-def tabulate_command(posterior, out, level, query, union_file, at_least, interval) -> Path:
+def tabulate_command(posterior, out, level, query, union_file, at_least, interval, interval_kind="hpd") -> Path:
     """``dpposterior tabulate``: exactly one of ``level`` and ``union_file``."""
     from .errors import check_output_path
     from .files import write_bytes
@@ -146,8 +158,9 @@ def tabulate_command(posterior, out, level, query, union_file, at_least, interva
     check_output_path(out, "--out")
     post = Posterior.read(posterior)
     if union_file is not None:
-        frame = union(post, read_union_file(union_file), query=query, interval=interval, at_least=at_least)
+        frame = union(post, read_union_file(union_file), query=query, interval=interval, at_least=at_least,
+                      interval_kind=interval_kind)
     else:
-        frame = tabulate(post, level, query=query, interval=interval)
+        frame = tabulate(post, level, query=query, interval=interval, interval_kind=interval_kind)
     write_bytes(out, frame.to_csv(index=False), field="out")
     return Path(out)

@@ -444,11 +444,15 @@ def tabulate_cmd(
                                          "block or GEOID prefix): each union's totals instead of a level."),
     at_least: Optional[List[int]] = typer.Option(None, "--at-least", help="With --union: also P(count >= K) "
                                                  "(repeat for several K)."),
-    interval: float = typer.Option(0.9, "--interval", help="Probability of the central interval."),
+    interval: float = typer.Option(0.9, "--interval", help="Posterior probability the interval holds."),
+    interval_kind: str = typer.Option("hpd", "--interval-kind", help="hpd: the shortest interval holding it "
+                                      "(one-sided where the mass piles at zero); equal-tailed: between the "
+                                      "quantiles (1 -/+ interval) / 2."),
 ):
     """Posterior persons of every geounit of a level, or of unions of blocks (districts), by query cell: mean,
-    median and central interval (and threshold probabilities for unions)."""
-    path = _impl("census", "tabulate_command")(posterior, out, level, query, union, list(at_least or []), interval)
+    median and credible interval (and threshold probabilities for unions)."""
+    path = _impl("census", "tabulate_command")(posterior, out, level, query, union, list(at_least or []), interval,
+                                                interval_kind)
     typer.echo(f"wrote {path}")
 
 

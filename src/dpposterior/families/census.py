@@ -589,11 +589,12 @@ REPORT_MAX_UNITS = 150
 
 def report_figures(idata) -> list[tuple]:
     """``dpposterior report``'s figures of a census posterior: a caterpillar of persons per geounit at every level
-    (median and 90% interval, geounits sorted by median; at most :data:`REPORT_MAX_UNITS` shown, evenly)."""
+    (median and 90% HPD interval, geounits sorted by median; at most :data:`REPORT_MAX_UNITS` shown, evenly)."""
     import matplotlib.pyplot as plt
 
     from ..arviz_compat import group
     from ..geotables import LEVEL_DIGITS, group_sum
+    from ..intervals import hpd
 
     post = group(idata, "posterior")
     counts = post["counts"]
@@ -607,7 +608,8 @@ def report_figures(idata) -> list[tuple]:
     for ax, lv in zip(axes[0], levels):
         units, idx = np.unique(np.array([b[:LEVEL_DIGITS[lv]] for b in blocks]), return_inverse=True)
         by = totals if lv == "block" else group_sum(totals, idx, len(units), axis=1)
-        lo, med, hi = np.quantile(by, [0.05, 0.5, 0.95], axis=0, method="inverted_cdf")
+        med = np.quantile(by, 0.5, axis=0, method="inverted_cdf")
+        lo, hi = hpd(by, 0.9)
         order = np.argsort(med, kind="stable")
         shown = order[np.linspace(0, len(units) - 1, min(len(units), REPORT_MAX_UNITS)).round().astype(int)]
         y = np.arange(shown.size)
@@ -620,7 +622,8 @@ def report_figures(idata) -> list[tuple]:
         ax.set_yticks([])
     axes[0][0].set_ylabel("geounits, sorted by posterior median")
     fig.tight_layout()
-    caption = ("Persons per geounit at each level: the posterior median (dot) and central 90% interval (bar), "
+    caption = ("Persons per geounit at each level: the posterior median (dot) and 90% HPD interval (bar: the "
+               "shortest holding 90% of the posterior), "
                "geounits sorted by their median (evenly chosen where there are more than "
                f"{REPORT_MAX_UNITS}). Every level's table of every query: dpposterior tabulate.")
     return [("census_levels", "Persons by level", fig, caption)]
