@@ -511,13 +511,17 @@ def figure(table_md: str, update: bool) -> None:
         return v, (float(parts[2]) if len(parts) > 2 and parts[1] == "±" else 0.0)
 
     methods = ("da", "gls", "flat", "naive")
-    labels = {"da": "posterior (da)", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
+    labels = {"da": "posterior (da), HPD interval", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(10, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for k, m in enumerate(methods):
         ys, ses = zip(*(value(r[1 + k]) for r in rows))
         # the bars: two trial-level standard errors
         ax.errorbar(x + (k - 1.5) * 0.12, ys, yerr=2 * np.array(ses), fmt="o", label=labels[m], ms=5,
                     elinewidth=1, capsize=2)
+    if "da equal-tailed coverage" in head:  # the posterior's equal-tailed interval, beside its HPD one
+        ys, ses = zip(*(value(r[head.index("da equal-tailed coverage")]) for r in rows))
+        ax.errorbar(x - 2.5 * 0.12, ys, yerr=2 * np.array(ses), fmt="o", mfc="none", color="C0", ms=5,
+                    elinewidth=1, capsize=2, label="posterior (da), equal-tailed interval")
     ax.axhspan(0.85, 0.95, color="0.9", zorder=0)
     ax.axhline(0.9, color="0.5", lw=0.8)
     ax.set_ylabel("coverage of 90% intervals")
