@@ -435,9 +435,16 @@ def test_sbc_da_passes_and_the_naive_method_fails():
     assert _uniform_p(naive[:, 0], 100) < 1e-4
 
 
+#: the slow studies' thinning.  At the fast test's 5, a tract mix's share has a median ESS of 45 in the 100 draws (2
+#: at the least, over 30 releases), and 300 releases then pile its ranks at the ends (p 0.002): the draws'
+#: autocorrelation, not the posterior (Talts et al. 2018, "Validating Bayesian inference algorithms with
+#: simulation-based calibration", Sec. 5.1, thin to near-independent draws).  At 20 its median ESS is 79, p 0.10.
+SBC_SLOW_THIN = 20
+
+
 @pytest.mark.slow
 def test_sbc_da_passes_300_trials():
-    ranks = np.array([_sbc_ranks(seed) for seed in range(300)])
+    ranks = np.array([_sbc_ranks(seed, thin=SBC_SLOW_THIN) for seed in range(300)])
     for j, name in enumerate(SBC_NAMES):
         assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
 
@@ -445,7 +452,7 @@ def test_sbc_da_passes_300_trials():
 @pytest.mark.slow
 def test_sbc_da_partitioned_passes_200_trials():
     """The partitioned sweep (county partitions, two in-process parts) calibrated as the one-pass sweep is."""
-    ranks = np.array([_sbc_ranks(seed, partition="county") for seed in range(200)])
+    ranks = np.array([_sbc_ranks(seed, partition="county", thin=SBC_SLOW_THIN) for seed in range(200)])
     for j, name in enumerate(SBC_NAMES):
         assert _uniform_p(ranks[:, j], 100, bins=10) > 1e-3, name
 

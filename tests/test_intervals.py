@@ -48,6 +48,24 @@ def test_integer_draws_match_brute_force(seed):
             assert (lo[c], hi[c]) == _brute_force(draws[:, c], prob), (c, prob)
 
 
+def test_first_tie_rule_is_arviz_hdi_on_integer_draws():
+    """ties="first" (convergence.hdi_rows, the summary tables' HDI) keeps ArviZ's lowest window where integer
+    draws tie; the default differs from it there and only there: same width, at least as much mass."""
+    rng = np.random.default_rng(8)
+    tied = np.repeat([0, 1, 2, 3], [4, 90, 90, 16])  # [0, 2] holds 184 of 200 draws, [1, 3] 196: both width 2
+    draws = np.column_stack([rng.poisson(lam, 200) for lam in (0.5, 2.0, 6.0, 25.0)] + [rng.permutation(tied)])
+    lo, hi = hpd(draws, 0.9, ties="first")
+    hlo, hhi = hpd(draws, 0.9)
+    for c in range(draws.shape[1]):
+        assert (lo[c], hi[c]) == tuple(az.hdi(draws[:, c], hdi_prob=0.9))
+        held = np.mean((draws[:, c] >= hlo[c]) & (draws[:, c] <= hhi[c]))
+        assert hhi[c] - hlo[c] == hi[c] - lo[c]
+        assert held >= np.mean((draws[:, c] >= lo[c]) & (draws[:, c] <= hi[c]))
+    assert (lo[-1], hi[-1], hlo[-1], hhi[-1]) == (0, 2, 1, 3)
+    with pytest.raises(ValueError, match="ties"):
+        hpd(draws, 0.9, ties="last")
+
+
 def test_hpd_at_zero_is_one_sided_and_holds_less_than_equal_tailed():
     """A posterior piled at zero: the equal-tailed '90%' interval [0, q95] holds 0.95 or more, the HPD one
     [0, q90] holds 0.90 or more and no more than it."""

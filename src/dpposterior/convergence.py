@@ -440,16 +440,14 @@ def hdi(values, prob: float) -> tuple[float, float]:
 
 
 def hdi_rows(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`hdi` of each row of (K, N) draws."""
-    values = np.sort(np.asarray(values), axis=1)
-    n = values.shape[1]
-    inside = int(np.floor(prob * n))
-    if n - inside == 0:
+    """:func:`hdi` of each row of (K, N) draws (ArviZ's rule on a tie of width: the lowest window)."""
+    from .intervals import hpd
+
+    values = np.asarray(values)
+    if values.shape[1] - int(np.floor(prob * values.shape[1])) == 0:
         raise ValueError("too few draws for an interval")
-    widths = np.subtract(values[:, inside:], values[:, : n - inside], dtype=np.float64)
-    lo = np.argmin(widths, axis=1)
-    rows = np.arange(values.shape[0])
-    return values[rows, lo].astype(float), values[rows, lo + inside].astype(float)
+    lo, hi = hpd(values.T, prob, ties="first")
+    return lo.astype(float), hi.astype(float)
 
 
 #: the summary columns' rounding, as ArviZ's default ``summary`` (3 decimals; ESS 0; R-hat 2)

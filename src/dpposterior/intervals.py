@@ -33,10 +33,12 @@ def equal_tailed(draws: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray
     return lo, hi
 
 
-def hpd(draws: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
+def hpd(draws: np.ndarray, prob: float, ties: str = "heaviest") -> tuple[np.ndarray, np.ndarray]:
     """The HPD interval of each column of ``draws`` (draws along axis 0; any further axes are cells): the
     shortest window of sorted draws holding floor(prob n) + 1 of them, on a tie of width the one holding the most
-    draws (ends included), then the lowest."""
+    draws (ends included), then the lowest; ``ties="first"``: the lowest, as ArviZ's ``hdi``."""
+    if ties not in ("heaviest", "first"):
+        raise ValueError(f"ties must be 'heaviest' or 'first' (got {ties!r})")
     draws = np.asarray(draws)
     n = draws.shape[0]
     k = int(np.floor(prob * n))
@@ -49,7 +51,12 @@ def hpd(draws: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
     rows = np.arange(n)[:, None]
     for a in range(0, flat.shape[1], _CHUNK):
         s = np.sort(flat[:, a:a + _CHUNK], axis=0)
-        width = s[k:] - s[:n - k]
+        width = np.subtract(s[k:], s[:n - k], dtype=np.float64)
+        cols = np.arange(s.shape[1])
+        if ties == "first":
+            best = np.argmin(width, axis=0)
+            lo[a:a + _CHUNK], hi[a:a + _CHUNK] = s[best, cols], s[best + k, cols]
+            continue
         # the last index of each draw's value among the sorted draws.  last[i + k] - i + 1 counts the draws in
         # [s_i, s_(i+k)] from index i on: the mass, ends included, where i is its value's first index, and less
         # elsewhere, so its largest value over a tie of width is that of the first index of the heaviest window
@@ -59,7 +66,6 @@ def hpd(draws: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
         held = last[k:] - rows[:n - k] + 1
         shortest = width == width.min(axis=0)
         best = np.argmax(np.where(shortest, held, -1), axis=0)
-        cols = np.arange(s.shape[1])
         lo[a:a + _CHUNK] = s[best, cols]
         hi[a:a + _CHUNK] = s[best + k, cols]
     return lo.reshape(cells), hi.reshape(cells)

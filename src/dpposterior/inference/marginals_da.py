@@ -854,7 +854,7 @@ def _run_chain(prob: Problem, concentration: float, warmup: int, draws: int, thi
 
 def _require_hyper_dirichlet(model, method: str) -> None:
     """``da`` and ``naive`` draw p by the hyper-Dirichlet's conjugate update; the log-linear prior has none."""
-    kind = model.prior.parameters.get("kind", "hyper-dirichlet")
+    kind = model.prior.spec.kind
     if kind != "hyper-dirichlet":
         raise InputError("method", f"{method} samples the hyper-Dirichlet model (conjugate given the records); the "
                                    f"prior is {kind!r}: use method clt")
