@@ -58,14 +58,14 @@ def main() -> None:
             hist = np.histogram(ranks[:, j], bins=10, range=(0, 101))[0]
             print(f"{name:12s} p = {tc._uniform_p(ranks[:, j], 100, bins=10):.4f}  ranks by bin {hist.tolist()}")
     if args.ess:
-        from dpposterior.convergence import ess
+        from dpposterior.convergence import ess_bulk
 
         out: dict[str, list[float]] = {}
         for seed in range(args.ess):
             for k, v in _draws(seed, args.thin).items():
-                out.setdefault(k, []).append(float(ess(np.asarray(v, float)[None, :])))
+                out.setdefault(k, []).append(ess_bulk(np.asarray(v, float)[None, :]))
         for k, v in out.items():
-            print(f"{k:12s} ESS of 100 draws: median {np.median(v):.0f}, least {np.min(v):.0f}")
+            print(f"{k:12s} bulk ESS of 100 draws: median {np.median(v):.0f}, least {np.min(v):.0f}")
 
 
 if __name__ == "__main__":
