@@ -518,11 +518,12 @@ def _shape_logdens(z, T, C, rate, lsum, ldsum, mu, sd):
 @numba.njit(cache=True, nogil=True)
 def _rate_logdens(d, c1, c2, pi, shape, rate, dsum, sd):
     """log density of d, the move log b_c1 += d, log b_c2 -= d of the scaled Dirichlet's log rates (their sum
-    kept: the rates are fixed only up to a common factor, pinned by sum_c log b_c = 0), given the tract mixes."""
+    kept: the rates are fixed only up to a common factor, pinned by sum_c log b_c = 0), given the tract mixes.
+    The law's T (a_c1 - a_c2) d term is 0: every cell has the same shape."""
     l1 = math.log(rate[c1]) + d
     l2 = math.log(rate[c2]) - d
     T = pi.shape[0]
-    v = -0.5 * (l1 * l1 + l2 * l2) / (sd * sd) + T * (shape[c1] - shape[c2]) * d
+    v = -0.5 * (l1 * l1 + l2 * l2) / (sd * sd)
     e1 = math.expm1(d)
     e2 = math.expm1(-d)
     A = shape.sum()
