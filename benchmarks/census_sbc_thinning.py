@@ -31,12 +31,7 @@ def _draws(seed: int, thin: int) -> dict:
     from dpposterior.families.census import CensusPrior
     from dpposterior.inference import census_da as cd
 
-    rng = np.random.default_rng(seed)  # the release of _sbc_ranks(seed)
-    blocks = tc.geography(2, 2, 2, 3)
-    base = tc.skeleton(blocks)
-    theta = tc.draw_prior(CensusPrior(), base, rng)
-    x = tc.draw_histograms(theta, base, rng)
-    s = tc.build_structure(tc.ATTRS, tc.QUERIES, tc.LEVELS, tc.measure(x, blocks, tc.SBC_VARIANCE, rng))
+    s, _, _, _ = tc._sbc_release(seed)  # the release, options and chain of _sbc_ranks(seed, thin=thin)
     opts = cd.CensusDAOptions(draws=100, warmup=300, thin=thin, chains=1, seed=seed)
     cx, h, _, pi = cd._run_chain(cd.Problem(s, CensusPrior()), opts, np.random.SeedSequence(seed))
     return {"tract total": s.aggregate(cx, "tract", "total")[:, 0, 0], "block cell": cx[:, 0, 0], "tau": h[:, 2],

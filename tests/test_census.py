@@ -377,15 +377,21 @@ def test_da_with_a_structural_zero_matches_enumeration_over_the_allowed_cells(in
 SBC_VARIANCE = {"state": 2.0, "county": 4.0, "tract": 9.0, "block_group": 16.0, "block": 36.0}
 
 
-def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None):
-    """Ranks of the truth among a posterior's draws: a tract total, one block cell; (da only) alpha, beta, tau,
-    the mixes' shape, the first cell's log rate and the first tract's mix of it."""
+def _sbc_release(seed):
+    """One SBC release drawn from the prior on the 24-block geography: (structure, hyperparameters, histogram, the
+    generator, which goes on to break rank ties)."""
     rng = np.random.default_rng(seed)
     blocks = geography(2, 2, 2, 3)
     base = skeleton(blocks)
     theta = draw_prior(CensusPrior(), base, rng)
     x = draw_histograms(theta, base, rng)
-    s = build_structure(ATTRS, QUERIES, LEVELS, measure(x, blocks, SBC_VARIANCE, rng))
+    return build_structure(ATTRS, QUERIES, LEVELS, measure(x, blocks, SBC_VARIANCE, rng)), theta, x, rng
+
+
+def _sbc_ranks(seed, method="da", draws=100, thin=5, warmup=300, partition=None):
+    """Ranks of the truth among a posterior's draws: a tract total, one block cell; (da only) alpha, beta, tau,
+    the mixes' shape, the first cell's log rate and the first tract's mix of it."""
+    s, theta, x, rng = _sbc_release(seed)
     if method == "da":
         opts = cd.CensusDAOptions(draws=draws, warmup=warmup, thin=thin, chains=1, seed=seed)
         prob = cd.Problem(s, CensusPrior())
