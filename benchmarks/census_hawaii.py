@@ -104,34 +104,21 @@ def trial(seed: int, draws: int, warmup: int, chains: int, out: Path, model_trut
     # unions of 50 random blocks within a county
     rng = np.random.default_rng(10_000 + seed)
     ci = s.levels.index("county")
-    cover, width, err, err_mean, mass = [], [], [], [], []
-    cover_et, width_et, mass_et = [], [], []
+    totals, true_totals = [], []
     for _ in range(UNIONS):
         c = rng.integers(len(s.units[ci]))
         members = np.flatnonzero(s.block_unit[ci] == c)
         pick = rng.choice(members, size=min(UNION_SIZE, members.size), replace=False)
-        tot = x[:, pick].sum(axis=(1, 2))
-        med = np.quantile(tot, 0.5, method="inverted_cdf")
-        lo, hi = hpd(tot[:, None], 0.9)
-        elo, ehi = equal_tailed(tot[:, None], 0.9)
-        t = truth[pick].sum()
-        cover_et.append(bool(elo[0] <= t <= ehi[0]))
-        mass_et.append(float(_mass(tot, elo[0], ehi[0])))
-        width_et.append(float(ehi[0] - elo[0]))
-        lo, hi = lo[0], hi[0]
-        cover.append(bool(lo <= t <= hi))
-        mass.append(float(_mass(tot, lo, hi)))
-        width.append(float(hi - lo))
-        err.append(float(med - t))
-        err_mean.append(float(tot.mean() - t))
-    res["cells"]["union50/total"] = {"da": {"covered": int(sum(cover)), "n": len(cover),
-                                           "median_width": float(np.median(width)),
-                                           "sq_error": float(np.sum(np.square(err))), "mass": float(np.sum(mass)),
-                                           "sq_error_mean": float(np.sum(np.square(err_mean)))},
-                                    "da_equal_tailed": {"covered": int(sum(cover_et)), "n": len(cover_et),
-                                                        "median_width": float(np.median(width_et)),
-                                                        "sq_error": float(np.sum(np.square(err))),
-                                                        "mass": float(np.sum(mass_et))}}
+        totals.append(x[:, pick].sum(axis=(1, 2)))
+        true_totals.append(truth[pick].sum())
+    tot, true = np.stack(totals, axis=1), np.array(true_totals, dtype=float)  # (draws, union)
+    med = np.quantile(tot, 0.5, axis=0, method="inverted_cdf")
+    lo, hi = hpd(tot, 0.9)
+    elo, ehi = equal_tailed(tot, 0.9)
+    union = {"da": _score(true, med, lo, hi, _mass(tot, lo, hi)),
+             "da_equal_tailed": _score(true, med, elo, ehi, _mass(tot, elo, ehi))}
+    union["da"]["sq_error_mean"] = _sq_error(true, tot.mean(axis=0))
+    res["cells"]["union50/total"] = union
     from dpposterior.convergence import rhat
 
     scalars = [v for v in ("alpha", "beta", "tau") if post is not None and v in post.posterior]
@@ -304,13 +291,9 @@ def table(files: list[str]) -> None:
             if not parts:
                 cov.append("--"), wid.append("--"), rmse.append("--")
                 continue
-            c = sum(p["covered"] for p in parts)
-            n = sum(p["n"] for p in parts)
-            per = [p["covered"] / p["n"] for p in parts if p["n"]]
-            se = np.std(per, ddof=1) / np.sqrt(len(per)) if len(per) > 1 else float("nan")
-            cov.append(f"{c / n:.3f} ± {se:.3f} (trials {min(per):.2f}-{max(per):.2f})")
+            cov.append(_coverage(parts) + f" (trials {min(_per_trial(parts)):.2f}-{max(_per_trial(parts)):.2f})")
             wid.append(f"{np.median([p['median_width'] for p in parts]):.1f}")
-            rmse.append(f"{np.sqrt(sum(p['sq_error'] for p in parts) / n):.2f}")
+            rmse.append(f"{np.sqrt(sum(p['sq_error'] for p in parts) / sum(p['n'] for p in parts)):.2f}")
         da = [r["cells"][k]["da"] for r in results]
         held = (f"{sum(p['mass'] for p in da) / sum(p['n'] for p in da):.3f}" if all("mass" in p for p in da)
                 else "--")
@@ -320,14 +303,21 @@ def table(files: list[str]) -> None:
         extra = ""
         if et:
             parts = [r["cells"][k]["da_equal_tailed"] for r in results]
-            n = sum(p["n"] for p in parts)
-            per = [p["covered"] / p["n"] for p in parts if p["n"]]
-            se = np.std(per, ddof=1) / np.sqrt(len(per)) if len(per) > 1 else float("nan")
-            extra = (f" {sum(p['covered'] for p in parts) / n:.3f} ± {se:.3f} | "
-                     f"{np.median([p['median_width'] for p in parts]):.1f} | "
-                     f"{sum(p['mass'] for p in parts) / n:.3f} |")
+            extra = (f" {_coverage(parts)} | {np.median([p['median_width'] for p in parts]):.1f} | "
+                     f"{sum(p['mass'] for p in parts) / sum(p['n'] for p in parts):.3f} |")
         print(f"| {k} | " + " | ".join(cov) + " | " + " | ".join(wid) + " | " + " | ".join(rmse) +
               f" | {held} | {mean_rmse} | " + " | ".join(ratios) + " |" + extra)
+
+
+def _per_trial(parts: list[dict]) -> list[float]:
+    return [p["covered"] / p["n"] for p in parts if p["n"]]
+
+
+def _coverage(parts: list[dict]) -> str:
+    """Coverage over every trial's cells, ± the standard error of the trials' own coverages."""
+    per = _per_trial(parts)
+    se = np.std(per, ddof=1) / np.sqrt(len(per)) if len(per) > 1 else float("nan")
+    return f"{sum(p['covered'] for p in parts) / sum(p['n'] for p in parts):.3f} ± {se:.3f}"
 
 
 def _mse_ratio(results: list[dict], k: str, key: str) -> str:
@@ -511,7 +501,8 @@ def figure(table_md: str, update: bool) -> None:
         return v, (float(parts[2]) if len(parts) > 2 and parts[1] == "±" else 0.0)
 
     methods = ("da", "gls", "flat", "naive")
-    labels = {"da": "posterior (da), HPD interval", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior", "naive": "naive"}
+    labels = {"da": "posterior (da), HPD interval", "gls": "GLS (Census Bureau)", "flat": "per-cell flat prior",
+              "naive": "naive"}
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(10, 7.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for k, m in enumerate(methods):
         ys, ses = zip(*(value(r[1 + k]) for r in rows))
