@@ -65,10 +65,14 @@ worker, the CPU set, and the versions are recorded.
 
 ``--attributes 14``: all 14 Private-PGM attributes as coded (n = 48,842), ``cliques="mst"`` (one-ways, a
 privately chosen spanning tree of pairs, those pairs; a third of rho each), timing only (release, infer, mbi).
+``--max-cells K`` lets the selection choose only pairs whose table has at most K cells (the curator's
+``--max-cells``): with K = 1,000 no pair of two 85-100-level attributes (age, fnlwgt, capital-gain, capital-loss,
+hours-per-week), whose 8,500-10,000 cells hold a handful of records each.
 
     python benchmarks/marginals_adult.py                                   # 4 eps x 20 repeats (long)
     python benchmarks/marginals_adult.py --repeats 1 --epsilons 1 --draws 50 --warmup 50 --chains 1 --m 3
     python benchmarks/marginals_adult.py --attributes 14 --epsilons 1
+    python benchmarks/marginals_adult.py --attributes 14 --epsilons 1 --max-cells 1000 --no-peer
     python benchmarks/marginals_adult.py --table RESULTS.json               # the markdown table of a saved run
     python benchmarks/marginals_adult.py --method clt --resume PART.json    # finish an interrupted run
 """
@@ -202,7 +206,7 @@ def solve_rho(args, eps: float) -> dict:
     frame, domain, cliques = prepared(args)
     delta = float(len(frame)) ** -2
     t0 = time.perf_counter()
-    rel, info = _release(frame, cliques, eps, delta, 0, domain)
+    rel, info = _release(frame, cliques, eps, delta, 0, domain, max_cells=args.max_cells)
     return {"rho": float(rel.privacy().rho), "solve_seconds": time.perf_counter() - t0, "epsilon": info["epsilon_spent"],
             "delta": delta}
 
@@ -210,7 +214,7 @@ def solve_rho(args, eps: float) -> dict:
 def solve_rho_child(eps: float, args) -> dict:
     """:func:`solve_rho` in a fresh process (so several epsilons are solved at once)."""
     cmd = [sys.executable, __file__, "--data", str(args.data), "--attributes", str(args.attributes), "--solve-eps",
-           repr(eps)]
+           repr(eps), *([] if args.max_cells is None else ["--max-cells", str(args.max_cells)])]
     cp = subprocess.run(cmd, env=child_env(1), capture_output=True, text=True)
     line = [ln for ln in cp.stdout.splitlines() if ln.startswith("RESULT ")]
     if cp.returncode != 0 or not line:
@@ -265,7 +269,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
 
 
 RESUME_KEYS = ("attributes", "epsilons", "draws", "warmup", "chains", "method", "m", "levels", "seed", "peer",
-               "mbi_iters")
+               "mbi_iters", "max_cells")
 
 
 def resumed_rows(args, meta: dict) -> list:
@@ -298,22 +302,23 @@ def _numba_stats() -> dict:
         return {"error": repr(exc)}
 
 
-def _release(frame, cliques, epsilon, delta, seed, domain, rho=None):
+def _release(frame, cliques, epsilon, delta, seed, domain, rho=None, max_cells=None):
     """The release at ``--target-epsilon epsilon --delta delta``; given ``rho`` (the budget the target solves to,
     found once per epsilon by the driver: it depends on the release's shape, not on the data or the seed), the
-    release at that rho, checked to spend at most epsilon."""
+    release at that rho, checked to spend at most epsilon.  ``max_cells``: the cap on the pairs ``mst`` chooses."""
     from dpposterior.curator_api import release_from_csv
 
     budget = {"target_epsilon": epsilon} if rho is None else {"rho": rho}
+    extra = {"domain": domain} if max_cells is None else {"domain": domain, "max_cells": max_cells}
     t0 = time.perf_counter()
     if rho is None:
         rel = release_from_csv(frame, "marginals", cliques=cliques, mechanism="discrete-gaussian", delta=delta,
-                               seed=seed, extra={"domain": domain}, **budget)
+                               seed=seed, extra=extra, **budget)
     else:  # what the target gives, with the delta the target was stated at
         from dpposterior.release import accounting_record, load_release
 
         rel = release_from_csv(frame, "marginals", cliques=cliques, mechanism="discrete-gaussian", seed=seed,
-                               extra={"domain": domain}, **budget)
+                               extra=domain, **budget)
         record = rel.model_dump(mode="json", exclude_none=True)
         record["report_delta"] = delta
         record.pop("accounting", None)
@@ -387,7 +392,7 @@ def worker(args) -> None:
     res = {"epsilon": eps, "repeat": r, "seed": seed, "n": n, "import_seconds": import_seconds,
            "napsu_sigma_analytic_gaussian": analytic_gaussian_sigma(eps, delta, math.sqrt(2 * len(CLIQUES)))
            if args.attributes == 10 else None}
-    rel, info = _release(frame, cliques, eps, delta, seed, domain, rho=args.worker_rho)
+    rel, info = _release(frame, cliques, eps, delta, seed, domain, rho=args.worker_rho, max_cells=args.max_cells)
     res["release"] = info
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -483,6 +488,7 @@ def run_child(extra: list[str], args, cores: int) -> dict:
            *([] if args.concentration is None else ["--concentration", repr(args.concentration)]),
            "--prior-kind", args.prior_kind,
            *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--method", args.method,
+           *([] if args.max_cells is None else ["--max-cells", str(args.max_cells)]),
            "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
     from _out import run_worker
@@ -624,6 +630,8 @@ def main(argv=None) -> None:
     ap.add_argument("--group-moves", type=int, default=None, help="da's group moves per blanket cell, "
                     "per attribute and sweep (default: the package's, 0: the record sweep alone)")
     ap.add_argument("--method", default="da", choices=("da", "clt"), help="the marginals engine (default da)")
+    ap.add_argument("--max-cells", type=int, default=None, help="with --attributes 14: mst chooses only pairs whose "
+                    "table has at most this many cells (default: any pair)")
     ap.add_argument("--prior-kind", default="hyper-dirichlet", choices=("hyper-dirichlet", "log-linear"),
                     help="the prior (default: the package's hyper-Dirichlet; log-linear: NAPSU-MQ's maximum-entropy "
                          "model with N(0, 10^2) log-potentials, method clt)")
@@ -674,6 +682,9 @@ def main(argv=None) -> None:
                  f"{args.draws * args.chains}")
     if args.prior_kind == "log-linear" and (args.method != "clt" or args.concentration is not None):
         sys.exit("marginals_adult: --prior-kind log-linear is sampled by --method clt and has no --concentration")
+    if args.max_cells is not None and args.attributes != 14:
+        sys.exit("marginals_adult: --max-cells caps the mst selection of --attributes 14 (the 10 use NAPSU-MQ's "
+                 "cliques)")
     if args.attributes == 10 and min(args.m) < 2:
         sys.exit("marginals_adult: --m must be >= 2 (the combining rules need two data sets)")
     out = out_path(args.out, f"marginals_adult_{args.attributes}.json", args.update_results)
@@ -685,6 +696,7 @@ def main(argv=None) -> None:
             "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "loadavg_start": loadavg(), "cliques": [list(c) for c in CLIQUES] if args.attributes == 10 else "mst",
+            "max_cells": args.max_cells,
             "forced_pairs_in_napsu_selection": [list(c) for c in FORCED], "reduction_notes": REDUCTION_NOTES,
             "delta": "n^-2", "mechanism": "discrete-gaussian (seeded numpy noise: not for publication)"}
     try:

@@ -14,7 +14,7 @@ from scipy import stats
 
 from dpposterior.errors import InputError
 from dpposterior.families.marginals_select import (SCORE_SENSITIVITY, Selection, mst_scores, opendp_round_rho,
-                                                   round_probabilities, select_mst)
+                                                   round_probabilities, select_mst, smallest_connecting_cap)
 
 
 def chain_data(n, rng):
@@ -270,3 +270,143 @@ def test_check_record_refuses(change, field):
 def test_privacy_rho_recomputes_and_never_goes_below():
     assert Selection.privacy_rho(GOOD) == pytest.approx(0.09375)
     assert Selection.privacy_rho({**GOOD, "rho": 0.5}) == 0.5  # a stated larger rho is kept
+
+
+# ------------------------------------------------------------------------------------------- cap on the cells
+
+
+def _spanning_trees(k):
+    """Every spanning tree of the complete graph on k vertices, as a tuple of pairs (brute force)."""
+    pairs = list(itertools.combinations(range(k), 2))
+    for edges in itertools.combinations(pairs, k - 1):
+        parent = list(range(k))
+
+        def root(a):
+            while parent[a] != a:
+                a = parent[a]
+            return a
+
+        ok = True
+        for a, b in edges:
+            if root(a) == root(b):
+                ok = False
+                break
+            parent[root(a)] = root(b)
+        if ok:
+            yield edges
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_smallest_connecting_cap_is_the_brute_force_bottleneck(seed):
+    rng = np.random.default_rng(seed)
+    sizes = [int(v) for v in rng.integers(1, 12, size=int(rng.integers(2, 6)))]
+    brute = min(max(sizes[a] * sizes[b] for a, b in tree) for tree in _spanning_trees(len(sizes)))
+    assert smallest_connecting_cap(sizes) == brute
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_cap_keeps_every_chosen_table_within_it_and_a_loose_cap_changes_nothing(seed):
+    rng = np.random.default_rng(seed)
+    x, domain = chain_data(2000, rng)
+    x = np.c_[x, rng.integers(0, 7, len(x))]
+    domain = {**domain, "f": 7}  # f x a 3-level attribute: 21 cells; f x e: 14
+    ow = noisy_one_ways(x, domain, 3.0, rng)
+    sel = select_mst(x, domain, rho_select=2.0, one_way=ow, rng=seed, publication=False, max_cells=14)
+    assert len(sel.cliques) == 5 and sel.max_cells == 14
+    assert {"e", "f"} in [set(c) for c in sel.cliques]  # the only pair of f within 14 cells
+    assert all(domain[a] * domain[b] <= 14 for a, b in sel.cliques)
+    assert sel.to_record()["max_cells"] == 14 and Selection.check_record(sel.to_record()) == sel.to_record()
+    free = select_mst(x, domain, rho_select=2.0, one_way=ow, rng=seed, publication=False)
+    loose = select_mst(x, domain, rho_select=2.0, one_way=ow, rng=seed, publication=False, max_cells=21)
+    assert loose.cliques == free.cliques and loose.rho == free.rho == sel.rho  # same rounds, same cost
+    assert "max_cells" not in free.to_record()
+
+
+def test_capped_first_round_draws_softmax_over_the_allowed_pairs_only():
+    """The cap removes candidates and nothing else: round one's law is softmax(u / s) over the allowed pairs
+    (cap 6 on sizes 2, 2, 3, 3 leaves out only (c, d), the 9-cell table, whose pair is made the best scored)."""
+    rng = np.random.default_rng(4)
+    n = 300
+    c = rng.integers(0, 3, n)
+    x = np.c_[rng.integers(0, 2, n), rng.integers(0, 2, n), c, np.where(rng.random(n) < 0.9, c, rng.integers(0, 3, n))]
+    domain = {"a": 2, "b": 2, "c": 3, "d": 3}
+    ow = noisy_one_ways(x, domain, 1.0, rng)
+    scores = mst_scores(x, domain, ow)
+    assert max(scores, key=scores.get) == ("c", "d")
+    allowed = [p for p in itertools.combinations("abcd", 2) if p != ("c", "d")]
+    first = dict.fromkeys(allowed, 0)
+    runs = 3000
+    for _ in range(runs):
+        sel = select_mst(x, domain, rho_select=0.5, one_way=ow, rng=rng, publication=False, max_cells=6)
+        first[tuple(sel.cliques[0])] += 1  # a KeyError here: a pair beyond the cap was drawn
+    prob = round_probabilities(np.array([scores[p] for p in allowed]), sel.scale)
+    counts = np.array([first[p] for p in allowed])
+    assert stats.chisquare(counts, runs * prob).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("cap, match", [(5, "smallest cap that connects them is 6"), (0, "integer >= 1"),
+                                        (True, "integer >= 1"), (6.0, "integer >= 1")])
+def test_a_cap_that_cannot_connect_or_is_not_a_count_is_refused(cap, match):
+    x = np.array([[0, 1, 2], [1, 0, 0], [1, 1, 1]])
+    domain = {"p": 2, "q": 2, "r": 3}
+    ow = {"p": [1, 2], "q": [2, 1], "r": [1, 1, 1]}
+    with pytest.raises(InputError, match=match) as info:
+        select_mst(x, domain, rho_select=1.0, one_way=ow, rng=0, publication=False, max_cells=cap)
+    assert info.value.field == "max_cells" and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("cap", [0, -3, 2.5, "12", True])
+def test_check_record_refuses_a_bad_cap(cap):
+    with pytest.raises(InputError) as info:
+        Selection.check_record({**GOOD, "max_cells": cap})
+    assert info.value.field == "selection.max_cells"
+
+
+# ------------------------------------------------------------------------------------------- through the curator
+
+
+@pytest.fixture
+def wide_csv(tmp_path):
+    """Five columns: a 6-level one, so that every pair holding it has 12-36 cells."""
+    rng = np.random.default_rng(8)
+    x, _ = chain_data(400, rng)
+    frame = {name: x[:, i] for i, name in enumerate("abcde")}
+    frame["f"] = rng.integers(0, 6, len(x))
+    path = tmp_path / "wide.csv"
+    import pandas as pd
+
+    pd.DataFrame(frame).to_csv(path, index=False)
+    return path
+
+
+def test_curator_mst_with_a_cap_records_it_and_keeps_every_pair_within_it(wide_csv, tmp_path, capsys):
+    from dpposterior.cli import main
+    from dpposterior.release import load_release
+
+    out = tmp_path / "rel.json"
+    code = main(["release", str(wide_csv), "--family", "marginals", "--cliques", "mst", "--max-cells", "12",
+                 "--mechanism", "discrete-gaussian", "--rho", "1.0", "--seed", "3", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    release = load_release(out)
+    pairs = [m.clique for m in release.measurements if len(m.clique) == 2]
+    sizes = release.domain
+    assert len(pairs) == 5 and all(sizes[a] * sizes[b] <= 12 for a, b in pairs)
+    assert [p for p in pairs if "f" in p] and all(set(p) & {"e", "f"} == {"e", "f"} for p in pairs if "f" in p)
+    import json
+
+    assert json.loads(out.read_text())["selection"]["max_cells"] == 12
+    assert release.privacy().rho == pytest.approx(1.0, rel=1e-9)  # the cap costs nothing and changes no budget
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cliques", "mst", "--max-cells", "11"], "error: max-cells: 11 leaves the attributes unconnected"),
+    (["--cliques", "mst", "--max-cells", "0"], "error: max-cells: must be an integer >= 1"),
+    (["--cliques", "a,b;c", "--max-cells", "12"], "error: max-cells: caps the pairs that --cliques mst may choose"),
+])
+def test_curator_refuses_a_cap_it_cannot_use_in_one_line(wide_csv, tmp_path, capsys, args, message):
+    from dpposterior.cli import main
+
+    code = main(["release", str(wide_csv), "--family", "marginals", *args, "--mechanism", "discrete-gaussian",
+                 "--rho", "1.0", "--seed", "3", "--out", str(tmp_path / "rel.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().startswith(message) and err.strip().count("\n") == 0, err

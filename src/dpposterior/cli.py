@@ -107,6 +107,8 @@ def release_cmd(
     cliques: Optional[str] = typer.Option(None, "--cliques", help="marginals: the marginals to release, attributes "
                                           "by commas, cliques by semicolons (\"age,income;sex\"), or mst (all "
                                           "one-way marginals and a privately chosen tree of two-way ones)."),
+    max_cells: Optional[int] = typer.Option(None, "--max-cells", help="marginals, with --cliques mst: choose only "
+                                            "pairs whose two-way table has at most this many cells."),
     from_measurements: Optional[Path] = typer.Option(None, "--from-measurements", help="small-area: a long-format "
                                                      "CSV of noisy measurements (area, cell, noisy_value, "
                                                      "noise_variance) written as a release, adding no noise."),
@@ -127,7 +129,8 @@ def release_cmd(
                  "epsilon-split": epsilon_split, "scale": scale, "parties": parties if parties != 1 else None,
                  "intercept": intercept or None, "population": population, "times": times, "trials": trials,
                  "design": design, "area-column": area_column, "cell-column": cell_column, "areas": areas,
-                 "cells": cells, "drop-missing": drop_missing or None, "cliques": cliques}
+                 "cells": cells, "drop-missing": drop_missing or None, "cliques": cliques,
+                 "max-cells": max_cells}
         return _release_from_measurements(from_measurements, family, out, mechanism, exposure, postprocessing,
                                           given, parents)
     if parents is not None:
@@ -148,7 +151,7 @@ def release_cmd(
         postprocessing=postprocessing, exposure=read_exposure(exposure) if exposure is not None else None,
         areas=read_public_list(areas, "area") if areas is not None else None,
         cells=read_public_list(cells, "cell") if cells is not None else None, drop_missing=drop_missing or None,
-        cliques=cliques,
+        cliques=cliques, max_cells=max_cells,
     )
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", CuratorWarning)

@@ -132,6 +132,7 @@ postprocessing    any     none (default) or nonnegative (--postprocessing)
 areas             any     the public area list (Python extra; default: read from the data)
 cells             any     the public cell list (Python extra; default: read from the data)
 cliques           any     the marginals to release, attributes by commas, cliques by semicolons (--cliques "a,b;c")
+max_cells         any     with --cliques mst: choose only pairs whose table has at most this many cells (--max-cells)
 domain            any     the public levels of each attribute, {attr: [levels]} (Python extra; default: read from the data)
 """
 _OPTION_ROWS = {name: (kind, doc) for name, kind, doc in

@@ -477,7 +477,8 @@ def simulate(prior, n, epsilon, rng, mechanism=None, rho=None) -> SimulatedRelea
 
 
 # --------------------------------------------------------------------------- curator
-MarginalsCuratorOptions = curator_options("marginals", "rho", "cliques", "mechanism", "domain", module=__name__)
+MarginalsCuratorOptions = curator_options("marginals", "rho", "cliques", "mechanism", "domain", "max_cells",
+                                          module=__name__)
 
 
 def _parse_cliques(text, columns) -> list[tuple[str, ...]]:
@@ -512,6 +513,9 @@ def curate(frame, options) -> dict:
 
     columns = list(frame.columns)
     select = isinstance(options.cliques, str) and options.cliques.strip().lower() == "mst"
+    if options.max_cells is not None and not select:
+        raise InputError("max-cells", "caps the pairs that --cliques mst may choose; it is not used with cliques "
+                         "named by hand")
     cliques = [(c,) for c in columns] if select else _parse_cliques(options.cliques, columns)
     attrs = []
     for c in cliques:
@@ -544,6 +548,13 @@ def curate(frame, options) -> dict:
         labels[a] = levels
     records = np.stack(codes, axis=1)
     domain = {a: len(labels[a]) for a in attrs}
+    if select and options.max_cells is not None:  # refused before any noise is drawn
+        from .marginals_select import check_cap
+
+        try:
+            check_cap(options.max_cells, list(domain.values()))
+        except InputError as err:
+            raise InputError("max-cells", err.reason) from None
     name = options.mechanism or "discrete-gaussian"
     if not accepts_mechanism(name):
         raise InputError("mechanism", f"must be one of {', '.join(MARGINAL_MECHANISMS)} or a registered integer "
@@ -578,7 +589,7 @@ def curate(frame, options) -> dict:
 
         one_way = {m["clique"][0]: np.asarray(m["value"], float) for m in measurements}
         selection = select_mst(records, domain, rho_select=third, one_way=one_way, rng=options.seed,
-                               publication=options.seed is None)
+                               publication=options.seed is None, max_cells=options.max_cells)
         measurements += measure(selection.cliques, None, third / len(selection.cliques))
     else:
         k = len(cliques)

@@ -28,6 +28,15 @@ is OpenDP's ``make_noisy_max`` under ``zero_concentrated_divergence`` (exact: Gu
 scores as exact rationals, no floating-point noise), whose own privacy map states each round's rho;
 ``publication=False`` draws the same law with numpy's Gumbel-max (seeded, reproducible, not for
 publication).
+
+A cap on the size of the chosen tables (``max_cells``): only pairs whose two-way table has at most that many cells
+are candidates, as AIM bounds the size of the model it may select (McKenna, Mullins, Sheldon & Miklau 2022, "AIM:
+An Adaptive and Iterative Mechanism for Differentially Private Synthetic Data", PVLDB 15(11), Sec. 4, the
+model-size filter of its candidates).  The candidate set then depends on the public domain sizes and the public
+cap alone -- the same on both neighbours -- so each round is the same exponential mechanism over fewer candidates
+and the privacy analysis above is unchanged.  The cap must leave the attributes connected (a spanning tree of
+allowed pairs must exist); the smallest cap that does is the largest table of a minimum bottleneck spanning tree
+over the table sizes (:func:`smallest_connecting_cap`), which the refusal names.
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ from ..errors import InputError, require
 SCORE_SENSITIVITY = 2.0
 #: the fields of a selection's record in a release file, in order
 RECORD_FIELDS = ("method", "rounds", "epsilon_per_round", "sensitivity", "rho", "sampler")
+#: fields a selection's record may add: the public cap on the chosen tables' cells (absent: no cap)
+OPTIONAL_RECORD_FIELDS = ("max_cells",)
 NUMPY_SAMPLER = "numpy-gumbel (not for publication)"
 _UNIT_ROUNDOFF = 2.0 ** -53
 
@@ -70,11 +81,15 @@ class Selection:
     scale: float = field(default=float("nan"), compare=False)
     float_margin: float = field(default=0.0, compare=False)
     opendp_rho_per_round: float | None = field(default=None, compare=False)
+    max_cells: int | None = None
 
     def to_record(self) -> dict:
         """The JSON-ready record of the selection for the release file."""
-        return {"method": "mst", "rounds": int(self.rounds), "epsilon_per_round": float(self.epsilon_per_round),
-                "sensitivity": float(self.sensitivity), "rho": float(self.rho), "sampler": str(self.sampler)}
+        out = {"method": "mst", "rounds": int(self.rounds), "epsilon_per_round": float(self.epsilon_per_round),
+               "sensitivity": float(self.sensitivity), "rho": float(self.rho), "sampler": str(self.sampler)}
+        if self.max_cells is not None:
+            out["max_cells"] = int(self.max_cells)
+        return out
 
     @classmethod
     def check_record(cls, d, field: str = "selection") -> dict:
@@ -82,8 +97,9 @@ class Selection:
         ``InputError("selection.FIELD", reason)``; a stated rho below ``rounds * epsilon_per_round**2 / 8``
         is refused."""
         require(isinstance(d, dict), field, f"must be a table with {', '.join(RECORD_FIELDS)}")
+        known = RECORD_FIELDS + OPTIONAL_RECORD_FIELDS
         for key in d:
-            require(key in RECORD_FIELDS, f"{field}.{key}", f"unknown field (expected {', '.join(RECORD_FIELDS)})")
+            require(key in known, f"{field}.{key}", f"unknown field (expected {', '.join(known)})")
         for key in RECORD_FIELDS:
             require(key in d, f"{field}.{key}", "is missing")
         require(d["method"] == "mst", f"{field}.method", f"must be 'mst', got {d['method']!r}")
@@ -100,6 +116,8 @@ class Selection:
         require(isinstance(d["sampler"], str) and d["sampler"].strip() != "", f"{field}.sampler",
                 "must name the sampler that drew the selection")
         out["sampler"] = d["sampler"]
+        if "max_cells" in d:
+            out["max_cells"] = _check_cap(d["max_cells"], f"{field}.max_cells")
         floor = out["rounds"] * out["epsilon_per_round"] ** 2 / 8.0
         require(out["rho"] >= floor * (1 - 1e-12), f"{field}.rho",
                 f"{out['rho']!r} is below rounds * epsilon_per_round^2 / 8 = {floor!r}")
@@ -163,6 +181,46 @@ def _check_inputs(records, domain, one_way, rho_select):
         total = float(v.sum())
         probs.append(v / total if total > 0 else np.full(size, 1.0 / size))
     return attrs, sizes, x, probs
+
+
+def _check_cap(max_cells, name: str = "max_cells") -> int:
+    ok = isinstance(max_cells, (int, np.integer)) and not isinstance(max_cells, bool)
+    require(ok and max_cells >= 1, name, f"must be an integer >= 1 (cells of a two-way table), got {max_cells!r}")
+    return int(max_cells)
+
+
+def check_cap(max_cells, sizes) -> int:
+    """``max_cells`` as an int, refused (field ``max_cells``) unless it is a count >= 1 under which the pairs of
+    attributes of ``sizes`` (their numbers of levels) still connect every attribute."""
+    max_cells = _check_cap(max_cells)
+    need = smallest_connecting_cap(sizes)
+    require(max_cells >= need, "max_cells", f"{max_cells} leaves the attributes unconnected: no spanning tree of "
+            f"pairs of at most {max_cells} cells; the smallest cap that connects them is {need}")
+    return max_cells
+
+
+def smallest_connecting_cap(sizes) -> int:
+    """The smallest ``max_cells`` under which the allowed pairs connect every attribute: the largest table of a
+    minimum bottleneck spanning tree (Kruskal on the table sizes |dom a| |dom b|), public by construction."""
+    k = len(sizes)
+    pairs = sorted(itertools.combinations(range(k), 2), key=lambda p: sizes[p[0]] * sizes[p[1]])
+    parent = list(range(k))
+
+    def root(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    cap, joined = 1, 0
+    for a, b in pairs:
+        if joined == k - 1:
+            break
+        if root(a) != root(b):
+            parent[root(a)] = root(b)
+            joined += 1
+            cap = sizes[a] * sizes[b]
+    return cap
 
 
 # --------------------------------------------------------------------------------------------- scores
@@ -239,9 +297,12 @@ def _scale_for(eps: float, d_in: float, publication: bool) -> tuple[float, float
 # --------------------------------------------------------------------------------------------- selection
 
 
-def _kruskal(k: int, scores: np.ndarray, draw) -> list[tuple[int, int]]:
-    """r - 1 rounds; each draws (``draw(candidate_scores) -> index``) one pair joining two components."""
+def _kruskal(k: int, scores: np.ndarray, draw, allowed=None) -> list[tuple[int, int]]:
+    """r - 1 rounds; each draws (``draw(candidate_scores) -> index``) one pair joining two components, among the
+    pairs ``allowed`` (a boolean per pair in itertools.combinations order; None: every pair)."""
     pairs = list(itertools.combinations(range(k), 2))
+    if allowed is None:
+        allowed = [True] * len(pairs)
     parent = list(range(k))
 
     def root(a):
@@ -252,7 +313,7 @@ def _kruskal(k: int, scores: np.ndarray, draw) -> list[tuple[int, int]]:
 
     chosen = []
     for _ in range(k - 1):
-        cand = [p for p, (a, b) in enumerate(pairs) if root(a) != root(b)]
+        cand = [p for p, (a, b) in enumerate(pairs) if allowed[p] and root(a) != root(b)]
         idx = int(draw(scores[cand]))
         if not 0 <= idx < len(cand):  # pragma: no cover - a sampler's contract
             raise RuntimeError(f"selection sampler returned index {idx} of {len(cand)} candidates")
@@ -262,16 +323,23 @@ def _kruskal(k: int, scores: np.ndarray, draw) -> list[tuple[int, int]]:
     return chosen
 
 
-def select_mst(records, domain, *, rho_select, one_way, rng=None, publication: bool = True) -> Selection:
+def select_mst(records, domain, *, rho_select, one_way, rng=None, publication: bool = True,
+               max_cells: int | None = None) -> Selection:
     """Choose r - 1 pairs of attributes (a spanning tree) MST-style at zCDP cost at most ``rho_select``.
 
     ``records``: int array (n, k) of codes, column c an attribute of ``domain`` (dict attr -> size, in column
     order).  ``one_way``: attr -> the noisy one-way count vector already released (used for free, post-
     processing).  ``publication=True`` (default) draws each round with OpenDP's exact ``make_noisy_max``;
     ``publication=False`` with numpy's Gumbel-max from ``rng`` (a Generator or a seed; not for publication).
+    ``max_cells``: only pairs whose two-way table has at most this many cells are candidates (None: every pair);
+    a cap that leaves the attributes unconnected is refused, naming the smallest that connects them.
     Replace-one neighbours; see the module docstring and docs/marginals.md.
     """
     attrs, sizes, x, probs = _check_inputs(records, domain, one_way, rho_select)
+    allowed = None
+    if max_cells is not None:
+        max_cells = check_cap(max_cells, sizes)
+        allowed = [sizes[a] * sizes[b] <= max_cells for a, b in itertools.combinations(range(len(sizes)), 2)]
     rounds = len(attrs) - 1
     eps = _round_budget(float(rho_select), rounds)
     scores, margin = _scores(x, sizes, probs)
@@ -297,7 +365,7 @@ def select_mst(records, domain, *, rho_select, one_way, rng=None, publication: b
         def draw(s):
             return int(np.argmax(s / scale + gen.gumbel(size=s.shape)))
 
-    edges = _kruskal(len(attrs), scores, draw)
+    edges = _kruskal(len(attrs), scores, draw, allowed)
     return Selection(cliques=[(attrs[a], attrs[b]) for a, b in edges], rounds=rounds, epsilon_per_round=eps,
                      rho=rounds * eps ** 2 / 8.0, sensitivity=SCORE_SENSITIVITY, sampler=sampler,
-                     scale=scale, float_margin=margin, opendp_rho_per_round=od_rho)
+                     scale=scale, float_margin=margin, opendp_rho_per_round=od_rho, max_cells=max_cells)
