@@ -318,7 +318,7 @@ def _release(frame, cliques, epsilon, delta, seed, domain, rho=None, max_cells=N
         from dpposterior.release import accounting_record, load_release
 
         rel = release_from_csv(frame, "marginals", cliques=cliques, mechanism="discrete-gaussian", seed=seed,
-                               extra=domain, **budget)
+                               extra=extra, **budget)
         record = rel.model_dump(mode="json", exclude_none=True)
         record["report_delta"] = delta
         record.pop("accounting", None)

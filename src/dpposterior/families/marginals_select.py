@@ -204,23 +204,33 @@ def smallest_connecting_cap(sizes) -> int:
     minimum bottleneck spanning tree (Kruskal on the table sizes |dom a| |dom b|), public by construction."""
     k = len(sizes)
     pairs = sorted(itertools.combinations(range(k), 2), key=lambda p: sizes[p[0]] * sizes[p[1]])
-    parent = list(range(k))
+    forest = _Components(k)
+    cap, joined = 1, 0
+    for a, b in pairs:
+        if joined == k - 1:
+            break
+        if forest.root(a) != forest.root(b):
+            forest.join(a, b)
+            joined += 1
+            cap = sizes[a] * sizes[b]
+    return cap
 
-    def root(a):
+
+class _Components:
+    """Union-find over k attributes (path halving): which pairs would join two components of a forest."""
+
+    def __init__(self, k: int):
+        self.parent = list(range(k))
+
+    def root(self, a: int) -> int:
+        parent = self.parent
         while parent[a] != a:
             parent[a] = parent[parent[a]]
             a = parent[a]
         return a
 
-    cap, joined = 1, 0
-    for a, b in pairs:
-        if joined == k - 1:
-            break
-        if root(a) != root(b):
-            parent[root(a)] = root(b)
-            joined += 1
-            cap = sizes[a] * sizes[b]
-    return cap
+    def join(self, a: int, b: int) -> None:
+        self.parent[self.root(a)] = self.root(b)
 
 
 # --------------------------------------------------------------------------------------------- scores
@@ -303,22 +313,15 @@ def _kruskal(k: int, scores: np.ndarray, draw, allowed=None) -> list[tuple[int, 
     pairs = list(itertools.combinations(range(k), 2))
     if allowed is None:
         allowed = [True] * len(pairs)
-    parent = list(range(k))
-
-    def root(a):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
+    forest = _Components(k)
     chosen = []
     for _ in range(k - 1):
-        cand = [p for p, (a, b) in enumerate(pairs) if allowed[p] and root(a) != root(b)]
+        cand = [p for p, (a, b) in enumerate(pairs) if allowed[p] and forest.root(a) != forest.root(b)]
         idx = int(draw(scores[cand]))
         if not 0 <= idx < len(cand):  # pragma: no cover - a sampler's contract
             raise RuntimeError(f"selection sampler returned index {idx} of {len(cand)} candidates")
         a, b = pairs[cand[idx]]
-        parent[root(a)] = root(b)
+        forest.join(a, b)
         chosen.append((a, b))
     return chosen
 
