@@ -6,9 +6,11 @@ the selection probabilities computed in closed form (no sampling)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -367,14 +369,13 @@ def test_check_record_refuses_a_bad_cap(cap):
 
 @pytest.fixture
 def wide_csv(tmp_path):
-    """Five columns: a 6-level one, so that every pair holding it has 12-36 cells."""
+    """Six columns: five of 2-3 levels (``chain_data``) and f of 6 levels, so that every pair holding f has 12-18
+    cells and only (e, f) has at most 12."""
     rng = np.random.default_rng(8)
     x, _ = chain_data(400, rng)
     frame = {name: x[:, i] for i, name in enumerate("abcde")}
     frame["f"] = rng.integers(0, 6, len(x))
     path = tmp_path / "wide.csv"
-    import pandas as pd
-
     pd.DataFrame(frame).to_csv(path, index=False)
     return path
 
@@ -392,8 +393,6 @@ def test_curator_mst_with_a_cap_records_it_and_keeps_every_pair_within_it(wide_c
     sizes = release.domain
     assert len(pairs) == 5 and all(sizes[a] * sizes[b] <= 12 for a, b in pairs)
     assert [p for p in pairs if "f" in p] and all(set(p) & {"e", "f"} == {"e", "f"} for p in pairs if "f" in p)
-    import json
-
     assert json.loads(out.read_text())["selection"]["max_cells"] == 12
     assert release.privacy().rho == pytest.approx(1.0, rel=1e-9)  # the cap costs nothing and changes no budget
 
