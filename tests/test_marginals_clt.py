@@ -88,7 +88,7 @@ def test_tables_are_consistent_laws_and_the_prior_is_the_hyper_dirichlet():
     thetas = [rng.normal(size=layout.dim) for _ in range(3)]
     with jax.enable_x64(True):
         data = {"y": jnp.zeros(sum(math.prod(tree.shape(m)) for m in MEASURED)), "n": jnp.asarray(0.0),
-                "alpha": jnp.asarray(alpha), "chol": jnp.eye(sum(math.prod(tree.shape(m)) for m in MEASURED))}
+                "alpha": jnp.asarray(alpha), "precision": jnp.eye(sum(math.prod(tree.shape(m)) for m in MEASURED))}
         values = [float(comp.log_density(jnp.asarray(t), data)) for t in thetas]
     refs = [ref_prior(clt.tables_np(layout, t)) for t in thetas]
     for t in thetas:
@@ -125,7 +125,7 @@ def test_log_likelihood_is_scipys_multivariate_normal():
     thetas = [rng.normal(scale=0.5, size=layout.dim) for _ in range(3)]
     with jax.enable_x64(True):
         data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.zeros(len(tree.cliques)),
-                "chol": jnp.asarray(np.linalg.cholesky(S))}
+                "precision": jnp.asarray(clt.precision_matrix(S))}
         ours = [float(comp.log_density(jnp.asarray(t), data)) for t in thetas]
     ref = [scipy.stats.multivariate_normal(
         n * np.concatenate([tree.marginal(clt.tables_np(layout, t), m).ravel() for m in MEASURED]), S).logpdf(y)

@@ -63,7 +63,7 @@ class MarginalsCLTOptions(MCMCOptions):
     engine = "clt"
 
     draws: int = option(1000, "int", "posterior draws per chain", low=1)
-    chains: int = option(4, "int", "chains (run one after another)", low=1)
+    chains: int = option(4, "int", "chains (run together, vectorised)", low=1)
     # Stan's and PyMC's default: on Adult's weak-prior posteriors 500 left R-hat at 1.3 (docs/benchmarks.md)
     warmup: int = option(1000, "int", "NUTS warm-up iterations per chain (step size and diagonal mass adapted)",
                          low=1)
@@ -215,6 +215,33 @@ def clt_covariance(tree, tables, measured, n: int, noise_var: np.ndarray) -> np.
     return n * (pi - np.outer(mu, mu)) + np.diag(noise_var)
 
 
+def precision_matrix(cov: np.ndarray) -> np.ndarray:
+    """S^-1 through the Cholesky factor (S = L L^T, S^-1 = L^-T L^-1), symmetric to rounding."""
+    import scipy.linalg
+
+    low = np.linalg.cholesky(cov)
+    inv = scipy.linalg.solve_triangular(low, np.eye(low.shape[0]), lower=True)
+    return inv.T @ inv
+
+
+def _half_quadratic(jax):
+    """q(P, r) = r^T P r / 2 with the derivative P r in r, reusing the product of the value: one matrix-vector
+    product per value and gradient, where reverse-mode differentiation of the plain expression makes two (the
+    likelihood's cost is this product, of side the measured cells).  P is data: its derivative is not defined."""
+
+    @jax.custom_jvp
+    def half_quadratic(prec, r):
+        return 0.5 * r @ (prec @ r)
+
+    @half_quadratic.defjvp
+    def _jvp(primals, tangents):
+        prec, r = primals
+        pr = prec @ r
+        return 0.5 * r @ pr, pr @ tangents[1]
+
+    return half_quadratic
+
+
 def _jax():
     from ..ppl import numpyro as _bound  # noqa: F401  (binds jax/numpyro submodules whatever imported them first)
     import jax
@@ -222,10 +249,14 @@ def _jax():
     return jax
 
 
-def _memory_check(dim: int, cells: int, chains: int, draws: int, table_cells: int) -> None:
+def _memory_check(dim: int, cells: int, chains: int, draws: int, table_cells: int, iterations: int) -> None:
+    """Refuse before allocating: the Hessian, its eigenvectors and the whitening (dim^2 each), the covariance, its
+    factor and the precision (cells^2 each), every iteration's z (warm-up included), the kept thetas and their
+    tables."""
     from ..memory import check_fits
 
-    est = 8.0 * (3 * dim * dim + 3 * cells * cells + chains * draws * (dim + table_cells))
+    est = 8.0 * (3 * dim * dim + 3 * cells * cells + chains * iterations * dim
+                 + chains * draws * (dim + table_cells))
     check_fits(est, "draws", f"the CLT engine's {dim:,} parameters, {cells:,} measured cells and {draws} draws x "
                f"{chains} chains", "measure fewer or smaller cliques, or use method da")
 
@@ -240,17 +271,17 @@ class Compiled:
         jax = _jax()
         import jax.numpy as jnp
         from jax.nn import log_softmax
-        from jax.scipy.linalg import solve_triangular
         from jax.scipy.special import logsumexp
 
         self.layout = layout
+        half_quadratic = _half_quadratic(jax)
 
         def log_density(theta, data):
-            """log prior + log CLT likelihood (plug-in covariance ``data["chol"]``, its Cholesky factor)."""
+            """log prior + log CLT likelihood (plug-in covariance S, ``data["precision"]`` = S^-1)."""
             logc = layout.log_conditionals(jnp, theta, log_softmax, logsumexp)
             mu = layout.means(jnp, layout.tables(jnp, logc))
-            w = solve_triangular(data["chol"], data["y"] - data["n"] * mu, lower=True)
-            return layout.log_prior(jnp, theta, logc, data) - 0.5 * jnp.dot(w, w)
+            return layout.log_prior(jnp, theta, logc, data) - half_quadratic(data["precision"],
+                                                                             data["y"] - data["n"] * mu)
 
         self.log_density = jax.jit(log_density)
         self.neg_value_and_grad = jax.jit(jax.value_and_grad(lambda t, d: -log_density(t, d)))
@@ -261,12 +292,17 @@ class Compiled:
         self._samplers: dict = {}
 
     def sampler(self, options: MarginalsCLTOptions):
-        """(init, run) of one NUTS chain for these options, jitted once: ``init(z0, data, key)`` -> the sampler's
-        initial state (no heuristic step-size search at the start: NumPyro's would keep the first release's
-        potential in the compiled warm-up); ``run(state, data)`` -> (z, diverging, steps) of every iteration,
-        warm-up included (NumPyro's functional ``hmc`` API: the data are arguments of the potential,
-        so a new release of the same shape reuses the compiled chain)."""
-        key = (options.warmup, options.draws, options.thin, options.target_accept)
+        """(init, run, block) of the NUTS chains for these options, all chains at once (vectorised: the chains
+        share each product with the precision and whitening matrices, the likelihood's cost), jitted once:
+        ``init(z0, data, keys)`` -> the chains' initial states (no heuristic step-size search at the start:
+        NumPyro's would keep the first release's potential in the compiled warm-up); ``run(states, data)`` ->
+        (states, (z, diverging, steps)) of the next ``block`` iterations of every chain, warm-up included
+        (NumPyro's functional ``hmc`` API: the data are arguments of the potential, so a new release of the same
+        shape reuses the compiled chains).  The run is cut into blocks only to report progress: the sampler's
+        state carries its iteration count and adaptation, so the draws are those of one uninterrupted run."""
+        total = options.warmup + options.draws * options.thin
+        block = progress_block(total)
+        key = (options.warmup, options.draws, options.thin, options.target_accept, options.chains)
         if key not in self._samplers:
             jax = _jax()
             from numpyro.infer.hmc import hmc
@@ -277,7 +313,6 @@ class Compiled:
                 return lambda z: -log_density(data["theta_hat"] + data["whiten"] @ z, data)
 
             init_kernel, sample_kernel = hmc(potential_fn_gen=potential_gen, algo="NUTS")
-            total = options.warmup + options.draws * options.thin
 
             def init(z0, data, rng_key):
                 return init_kernel(z0, options.warmup, target_accept_prob=options.target_accept,
@@ -287,10 +322,18 @@ class Compiled:
                 def step(st, _):
                     st = sample_kernel(st, model_args=(data,))
                     return st, (st.z, st.diverging, st.num_steps)
-                return jax.lax.scan(step, state, None, length=total)[1]
+                return jax.lax.scan(step, state, None, length=block)
 
-            self._samplers[key] = (jax.jit(init), jax.jit(run))
+            self._samplers[key] = (jax.jit(jax.vmap(init, in_axes=(0, None, 0))),
+                                   jax.jit(jax.vmap(run, in_axes=(0, None))), block)
         return self._samplers[key]
+
+
+def progress_block(total: int) -> int:
+    """The iterations run between two progress reports: the largest divisor of ``total`` at most a twentieth of
+    it (one compiled block length for the whole run)."""
+    cap = max(1, -(-total // 20))
+    return max(d for d in range(1, cap + 1) if total % d == 0)
 
 
 #: compiled functions by layout (the junction tree's record and the measured cliques), kept for the process
@@ -338,7 +381,8 @@ def marginals_clt(model, options: MarginalsCLTOptions):
     log_linear = spec.kind == "log-linear"
     comp = compiled(tree, measured, spec.potentials(measured) if log_linear else None)  # (jitted on first call)
     layout = comp.layout
-    _memory_check(layout.dim, len(y), options.chains, options.draws, table_cells)
+    _memory_check(layout.dim, len(y), options.chains, options.draws, table_cells,
+                  options.warmup + options.draws * options.thin)
     if log_linear:
         prior_data = {"scale": float(spec.scale)}
     else:  # the hyper-Dirichlet's pseudo-count, uniform within each clique: one number per clique
@@ -350,7 +394,7 @@ def marginals_clt(model, options: MarginalsCLTOptions):
 
         def data_for(theta):
             cov = clt_covariance(tree, tables_np(layout, theta), measured, n, noise_var)
-            return {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "chol": jnp.asarray(np.linalg.cholesky(cov)),
+            return {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "precision": jnp.asarray(precision_matrix(cov)),
                     **{k: jnp.asarray(v) for k, v in prior_data.items()}}
 
         theta = layout.start()
@@ -379,23 +423,27 @@ def marginals_clt(model, options: MarginalsCLTOptions):
         rng = options.rng()
         keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(0, 2 ** 31 - 1))), options.chains)
         z0 = rng.standard_normal((options.chains, layout.dim))
-        init, run = comp.sampler(options)
+        init, run, block = comp.sampler(options)
+        total = options.warmup + options.draws * options.thin
         zs, div, steps = [], [], []
-        keep = slice(options.warmup + options.thin - 1, None, options.thin)
-        for c in range(options.chains):
+        state = init(jnp.asarray(z0), data, keys)
+        for done in range(0, total, block):
             if not quiet:
-                report_status(f"NUTS chain {c + 1}/{options.chains}: {options.warmup} warm-up + "
-                              f"{options.draws * options.thin} iterations")
-            z, d, k = run(init(jnp.asarray(z0[c]), data, keys[c]), data)
-            zs.append(np.asarray(z, dtype=float)[keep])
-            div.append(np.asarray(d, dtype=bool)[keep])
-            steps.append(np.asarray(k, dtype=np.int64)[keep])
-        z = np.stack(zs)
+                report_status(f"NUTS, {options.chains} chains at once: iteration {done:,} of {total:,} "
+                              f"({options.warmup:,} warm-up)")
+            state, (z, d, k) = run(state, data)
+            zs.append(np.asarray(z, dtype=float))
+            div.append(np.asarray(d, dtype=bool))
+            steps.append(np.asarray(k, dtype=np.int64))
+        keep = slice(options.warmup + options.thin - 1, None, options.thin)
+        z = np.concatenate(zs, axis=1)[:, keep]
+        div = [np.concatenate(div, axis=1)[:, keep]]
+        steps = [np.concatenate(steps, axis=1)[:, keep]]
         thetas = theta[None, None, :] + z @ whiten.T
         flat = [np.asarray(x) for x in comp.tables(jnp.asarray(thetas.reshape(-1, layout.dim)))]
     draws = {variable_name(c): t.reshape(options.chains, options.draws, *tree.shape(c))
              for c, t in zip(tree.cliques, flat)}
-    stats = {"diverging": np.stack(div), "n_steps": np.stack(steps)}
+    stats = {"diverging": div[0], "n_steps": steps[0]}
     model_name = "log-linear (maximum-entropy) model" if log_linear else "hyper-Dirichlet"
     attrs = {"algorithm": f"{model_name} posterior under the central-limit likelihood of the noisy marginals "
                           "(exact noise variances, covariance at the posterior mode); NUTS in Laplace-whitened "
