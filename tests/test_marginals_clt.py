@@ -133,6 +133,63 @@ def test_log_likelihood_is_scipys_multivariate_normal():
     np.testing.assert_allclose(np.diff(ours), np.diff(ref), rtol=1e-9, atol=1e-8)
 
 
+def test_gradient_and_hessian_are_those_of_the_plain_quadratic_form():
+    """The log density's one-product derivative of r^T S^-1 r / 2 (a custom JVP rule) gives the gradient and the
+    Hessian that JAX derives from the plain expression through a Cholesky solve."""
+    import jax
+    import jax.numpy as jnp
+    from jax.nn import log_softmax
+    from jax.scipy.linalg import solve_triangular
+    from jax.scipy.special import logsumexp
+
+    tree = _tree()
+    comp = clt.compiled(tree, MEASURED)
+    layout = comp.layout
+    rng = np.random.default_rng(8)
+    n = 700
+    tables = tree.prior_draw(3.0, rng)
+    v = np.full(sum(math.prod(tree.shape(m)) for m in MEASURED), 9.0)
+    S = clt.clt_covariance(tree, tables, MEASURED, n, v)
+    y = rng.multivariate_normal(n * np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED]), S)
+    alpha = rng.uniform(0.5, 2.0, size=len(tree.cliques))
+    with jax.enable_x64(True):
+        data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.asarray(alpha),
+                "precision": jnp.asarray(clt.precision_matrix(S))}
+        chol = jnp.asarray(np.linalg.cholesky(S))
+
+        def plain(theta):
+            logc = layout.log_conditionals(jnp, theta, log_softmax, logsumexp)
+            mu = layout.means(jnp, layout.tables(jnp, logc))
+            w = solve_triangular(chol, data["y"] - data["n"] * mu, lower=True)
+            return -(layout.log_prior(jnp, theta, logc, data) - 0.5 * jnp.dot(w, w))
+
+        for _ in range(3):
+            theta = jnp.asarray(rng.normal(scale=0.5, size=layout.dim))
+            value, grad = comp.neg_value_and_grad(theta, data)
+            np.testing.assert_allclose(float(value), float(plain(theta)), rtol=1e-10)
+            np.testing.assert_allclose(np.asarray(grad), np.asarray(jax.grad(plain)(theta)), rtol=1e-8, atol=1e-8)
+            np.testing.assert_allclose(np.asarray(comp.neg_hessian(theta, data)),
+                                       np.asarray(jax.hessian(plain)(theta)), rtol=1e-8, atol=1e-7)
+
+
+def test_progress_blocks_divide_the_run_and_change_no_draw(monkeypatch):
+    """The run is cut into blocks of iterations only to report progress: each block length divides the run and is
+    at most a twentieth of it, and one uninterrupted run gives the same draws bit for bit."""
+    for total in (1, 2, 19, 20, 97, 400, 2000, 2001):
+        block = clt.progress_block(total)
+        assert total % block == 0 and block <= max(1, -(-total // 20))
+    assert clt.progress_block(2000) == 100 and clt.progress_block(97) == 1
+    rel = _release(400, 0.2, 9)
+    clt._COMPILED.clear()
+    blocked = infer(rel, method="clt", seed=5, draws=30, warmup=30, chains=3)
+    clt._COMPILED.clear()
+    monkeypatch.setattr(clt, "progress_block", lambda total: total)
+    whole = infer(rel, method="clt", seed=5, draws=30, warmup=30, chains=3)
+    clt._COMPILED.clear()
+    for k in whole.posterior:
+        np.testing.assert_array_equal(blocked.posterior[k], whole.posterior[k])
+
+
 def _release(n, rho, seed):
     prior = fm.parse_prior({"kind": "hyper-dirichlet", "concentration": 4.0})
     return fm.simulate(prior, n, None, np.random.default_rng(seed), mechanism="discrete-gaussian", rho=rho).release

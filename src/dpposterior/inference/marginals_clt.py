@@ -37,7 +37,9 @@ conditionals follow from the potentials by sum-product, so the likelihood above 
 **Sampling.** The mode theta* by L-BFGS (scipy) on the jitted log density and its gradient (JAX); H the Hessian
 of the negative log density there (JAX), W = V diag(lambda^-1/2) from its eigen-decomposition (eigenvalues
 clipped at 1e-10 of the largest); NUTS on z, theta = theta* + W z, whose posterior is near N(0, I) where the
-Laplace approximation is good, with a diagonal mass matrix adapted in warm-up.  Chains start at z ~ N(0, I).
+Laplace approximation is good, with a diagonal mass matrix adapted in warm-up.  Chains start at z ~ N(0, I) and
+run together (vectorised), sharing each product with S^-1 and W; the quadratic form's derivative S^-1 r is taken
+from its value's own product.
 The draws are exact draws of the plug-in-covariance CLT posterior up to MCMC error (R-hat and ESS checked after
 the run as for every engine); the Laplace approximation only preconditions.
 """
