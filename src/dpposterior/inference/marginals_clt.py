@@ -38,8 +38,8 @@ conditionals follow from the potentials by sum-product, so the likelihood above 
 of the negative log density there (JAX), W = V diag(lambda^-1/2) from its eigen-decomposition (eigenvalues
 clipped at 1e-10 of the largest); NUTS on z, theta = theta* + W z, whose posterior is near N(0, I) where the
 Laplace approximation is good, with a diagonal mass matrix adapted in warm-up.  Chains start at z ~ N(0, I) and
-run together (vectorised), sharing each product with S^-1 and W; the quadratic form's derivative S^-1 r is taken
-from its value's own product.
+run together (vectorised) where S^-1 and W are large, sharing each product with them; the quadratic form's
+derivative S^-1 r is taken from its value's own product.
 The draws are exact draws of the plug-in-covariance CLT posterior up to MCMC error (R-hat and ESS checked after
 the run as for every engine); the Laplace approximation only preconditions.
 """
@@ -65,7 +65,8 @@ class MarginalsCLTOptions(MCMCOptions):
     engine = "clt"
 
     draws: int = option(1000, "int", "posterior draws per chain", low=1)
-    chains: int = option(4, "int", "chains (run together, vectorised)", low=1)
+    chains: int = option(4, "int", "chains (run together where the model is large, else one after another)",
+                         low=1)
     # Stan's and PyMC's default: on Adult's weak-prior posteriors 500 left R-hat at 1.3 (docs/benchmarks.md)
     warmup: int = option(1000, "int", "NUTS warm-up iterations per chain (step size and diagonal mass adapted)",
                          low=1)
@@ -294,9 +295,10 @@ class Compiled:
         self._samplers: dict = {}
 
     def sampler(self, options: MarginalsCLTOptions):
-        """(init, run, block) of the NUTS chains for these options, all chains at once (vectorised: the chains
-        share each product with the precision and whitening matrices, the likelihood's cost), jitted once:
-        ``init(z0, data, keys)`` -> the chains' initial states (no heuristic step-size search at the start:
+        """(init, run, block) of NUTS chains for these options, vectorised over a batch of chains (all of them
+        where :func:`chains_together`: they then share each product with the precision and whitening matrices,
+        the likelihood's cost; else batches of one), jitted once: ``init(z0, data, keys)`` -> the batch's initial
+        states (no heuristic step-size search at the start:
         NumPyro's would keep the first release's potential in the compiled warm-up); ``run(states, data)`` ->
         (states, (z, diverging, steps)) of the next ``block`` iterations of every chain, warm-up included
         (NumPyro's functional ``hmc`` API: the data are arguments of the potential, so a new release of the same
@@ -304,7 +306,7 @@ class Compiled:
         state carries its iteration count and adaptation, so the draws are those of one uninterrupted run."""
         total = options.warmup + options.draws * options.thin
         block = progress_block(total)
-        key = (options.warmup, options.draws, options.thin, options.target_accept, options.chains)
+        key = (options.warmup, options.draws, options.thin, options.target_accept)
         if key not in self._samplers:
             jax = _jax()
             from numpyro.infer.hmc import hmc
@@ -329,6 +331,18 @@ class Compiled:
             self._samplers[key] = (jax.jit(jax.vmap(init, in_axes=(0, None, 0))),
                                    jax.jit(jax.vmap(run, in_axes=(0, None))), block)
         return self._samplers[key]
+
+
+#: the precision and whitening matrices' bytes above which the chains run together: the products then stream
+#: the matrices from memory, and one pass serves every chain; below it the matrices stay in cache and running
+#: in lockstep (each step waits for the chain with the deepest tree) costs more than it saves (Adult's 10
+#: attributes, 159 cells: 43-51 s together against 41-42 s one after another)
+TOGETHER_BYTES = 16 * 2 ** 20
+
+
+def chains_together(cells: int, dim: int) -> bool:
+    """Whether the chains run together (vectorised) or one after another (each a batch of one)."""
+    return 8 * (cells * cells + dim * dim) >= TOGETHER_BYTES
 
 
 def progress_block(total: int) -> int:
@@ -427,25 +441,31 @@ def marginals_clt(model, options: MarginalsCLTOptions):
         z0 = rng.standard_normal((options.chains, layout.dim))
         init, run, block = comp.sampler(options)
         total = options.warmup + options.draws * options.thin
+        together = chains_together(len(y), layout.dim)
+        groups = [np.arange(options.chains)] if together else [np.array([c]) for c in range(options.chains)]
         zs, div, steps = [], [], []
-        state = init(jnp.asarray(z0), data, keys)
-        for done in range(0, total, block):
-            if not quiet:
-                report_status(f"NUTS, {options.chains} chains at once: iteration {done:,} of {total:,} "
-                              f"({options.warmup:,} warm-up)")
-            state, (z, d, k) = run(state, data)
-            zs.append(np.asarray(z, dtype=float))
-            div.append(np.asarray(d, dtype=bool))
-            steps.append(np.asarray(k, dtype=np.int64))
+        for g, chains in enumerate(groups):
+            state = init(jnp.asarray(z0[chains]), data, keys[chains])
+            parts = []
+            for done in range(0, total, block):
+                if not quiet:
+                    which = (f"{options.chains} chains together" if together
+                             else f"chain {g + 1} of {options.chains}")
+                    report_status(f"NUTS, {which}: iteration {done:,} of {total:,} ({options.warmup:,} warm-up)")
+                state, out = run(state, data)
+                parts.append([np.asarray(x) for x in out])
+            zs.append(np.concatenate([q[0] for q in parts], axis=1).astype(float))
+            div.append(np.concatenate([q[1] for q in parts], axis=1).astype(bool))
+            steps.append(np.concatenate([q[2] for q in parts], axis=1).astype(np.int64))
         keep = slice(options.warmup + options.thin - 1, None, options.thin)
-        z = np.concatenate(zs, axis=1)[:, keep]
-        div = [np.concatenate(div, axis=1)[:, keep]]
-        steps = [np.concatenate(steps, axis=1)[:, keep]]
+        z = np.concatenate(zs)[:, keep]
+        div = np.concatenate(div)[:, keep]
+        steps = np.concatenate(steps)[:, keep]
         thetas = theta[None, None, :] + z @ whiten.T
         flat = [np.asarray(x) for x in comp.tables(jnp.asarray(thetas.reshape(-1, layout.dim)))]
     draws = {variable_name(c): t.reshape(options.chains, options.draws, *tree.shape(c))
              for c, t in zip(tree.cliques, flat)}
-    stats = {"diverging": div[0], "n_steps": steps[0]}
+    stats = {"diverging": div, "n_steps": steps}
     model_name = "log-linear (maximum-entropy) model" if log_linear else "hyper-Dirichlet"
     attrs = {"algorithm": f"{model_name} posterior under the central-limit likelihood of the noisy marginals "
                           "(exact noise variances, covariance at the posterior mode); NUTS in Laplace-whitened "
