@@ -107,21 +107,28 @@ def test_tables_are_consistent_laws_and_the_prior_is_the_hyper_dirichlet():
     np.testing.assert_allclose(prior_diffs, ref_diffs, rtol=1e-9, atol=1e-9)
 
 
+def _clt_case(seed: int, n: int, noise_variance: float):
+    """The test tree's compiled model, a prior draw of its tables, their CLT covariance S under noise of the given
+    variance on every measured cell, and a released vector y ~ N(n mu, S); with the generator, left for the caller."""
+    tree = _tree()
+    comp = clt.compiled(tree, MEASURED)
+    rng = np.random.default_rng(seed)
+    tables = tree.prior_draw(3.0, rng)
+    v = np.full(sum(math.prod(tree.shape(m)) for m in MEASURED), noise_variance)
+    S = clt.clt_covariance(tree, tables, MEASURED, n, v)
+    y = rng.multivariate_normal(n * np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED]), S)
+    return tree, comp, rng, S, y
+
+
 def test_log_likelihood_is_scipys_multivariate_normal():
     """With the prior's concentration at 0, the log density's differences between thetas are those of scipy's
     multivariate normal N(n mu(theta), S) at the released vector."""
     import jax
     import jax.numpy as jnp
 
-    tree = _tree()
-    comp = clt.compiled(tree, MEASURED)
+    tree, comp, rng, S, y = _clt_case(seed=2, n=500, noise_variance=4.0)
     layout = comp.layout
-    rng = np.random.default_rng(2)
     n = 500
-    tables = tree.prior_draw(3.0, rng)
-    v = np.full(sum(math.prod(tree.shape(m)) for m in MEASURED), 4.0)
-    S = clt.clt_covariance(tree, tables, MEASURED, n, v)
-    y = rng.multivariate_normal(n * np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED]), S)
     thetas = [rng.normal(scale=0.5, size=layout.dim) for _ in range(3)]
     with jax.enable_x64(True):
         data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.zeros(len(tree.cliques)),
@@ -142,15 +149,9 @@ def test_gradient_and_hessian_are_those_of_the_plain_quadratic_form():
     from jax.scipy.linalg import solve_triangular
     from jax.scipy.special import logsumexp
 
-    tree = _tree()
-    comp = clt.compiled(tree, MEASURED)
+    tree, comp, rng, S, y = _clt_case(seed=8, n=700, noise_variance=9.0)
     layout = comp.layout
-    rng = np.random.default_rng(8)
     n = 700
-    tables = tree.prior_draw(3.0, rng)
-    v = np.full(sum(math.prod(tree.shape(m)) for m in MEASURED), 9.0)
-    S = clt.clt_covariance(tree, tables, MEASURED, n, v)
-    y = rng.multivariate_normal(n * np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED]), S)
     alpha = rng.uniform(0.5, 2.0, size=len(tree.cliques))
     with jax.enable_x64(True):
         data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.asarray(alpha),
