@@ -335,8 +335,8 @@ class Compiled:
 
 #: the precision and whitening matrices' bytes above which the chains run together: the products then stream
 #: the matrices from memory, and one pass serves every chain; below it the matrices stay in cache and running
-#: in lockstep (each step waits for the chain with the deepest tree) costs more than it saves (Adult's 10
-#: attributes, 159 cells: 43-51 s together against 41-42 s one after another)
+#: in lockstep (each step waits for the chain with the deepest tree) costs more than it saves (measured on
+#: Adult's 10 attributes: docs/benchmarks.md, "The chains' arrangement")
 TOGETHER_BYTES = 16 * 2 ** 20
 
 
