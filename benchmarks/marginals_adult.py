@@ -407,6 +407,11 @@ def worker(args) -> None:
     t0 = time.perf_counter()
     res["diagnostics"] = _diagnostics(post)
     res["diagnostics_seconds"] = time.perf_counter() - t0
+    if args.save_posterior is not None:  # after the timing: what marginals_clt_vs_da.py compares
+        args.save_posterior.mkdir(parents=True, exist_ok=True)
+        path = args.save_posterior / f"{args.method}_eps{eps:g}_repeat{r}.nc"
+        post.to_netcdf(path)
+        res["posterior_file"] = str(path)
     if args.attributes == 10:
         M = max(args.m)
         t0 = time.perf_counter()
@@ -489,6 +494,7 @@ def run_child(extra: list[str], args, cores: int) -> dict:
            "--prior-kind", args.prior_kind,
            *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--method", args.method,
            *([] if args.max_cells is None else ["--max-cells", str(args.max_cells)]),
+           *([] if args.save_posterior is None else ["--save-posterior", str(args.save_posterior)]),
            "--m", *map(str, args.m),
            "--levels", *map(str, args.levels)] + ([] if args.peer else ["--no-peer"]) + extra
     from _out import run_worker
@@ -638,6 +644,8 @@ def main(argv=None) -> None:
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--save-posterior", type=Path, default=None, help="a folder: each posterior's netCDF is "
+                    "written there as METHOD_epsEPS_repeatR.nc, after its timing (read by marginals_clt_vs_da.py)")
     ap.add_argument("--resume", type=Path, default=None, help="a results file of an interrupted run with the same "
                     "settings: keep its rows and run only the (epsilon, repeat) pairs it lacks; the seeds depend on "
                     "the pair alone, so the result is the full run's")
