@@ -316,44 +316,26 @@ def test_da_matches_numpyro_nuts_on_the_exact_likelihood():
     assert far > 5, far
 
 
-def _sparse_one_way_exact(y, sigma, n):
-    """E and sd of n p_0 for one clique of K cells, the prior alpha = 1 a cell (A = K) and discrete Gaussian
-    noise: the Dirichlet-multinomial law of the counts T is then uniform over the tables of n records, so T_0 is
-    n less the sum of the other cells' truncated likelihoods, whose law is their (direct) convolution, and
-    p_0 | T ~ Beta(T_0 + 1, n + K - T_0 - 1)."""
-    law = np.ones(1)
-    for v in y[1:]:
-        t = np.arange(0, int(v + 12 * sigma) + 1)
-        w = np.exp(-0.5 * ((v - t) / sigma) ** 2)
-        law = np.convolve(law, w / w.sum())
-    t0 = n - np.arange(len(law))
-    with np.errstate(divide="ignore"):
-        log_w = np.log(law) - 0.5 * ((y[0] - t0) / sigma) ** 2
-    log_w[t0 < 0] = -np.inf
-    w = np.exp(log_w - log_w.max())
-    w /= w.sum()
-    a, b = t0 + 1.0, n + len(y) - t0 - 1.0
-    mean = float(w @ (a / (a + b)))
-    second = float(w @ (a * (a + 1) / ((a + b) * (a + b + 1))))
-    return n * mean, n * math.sqrt(second - mean ** 2)
+def _one_way_reference():
+    """benchmarks/marginals_clt_oneway.py: the exact posterior of a one-clique table's first cell under the prior
+    alpha = 1 a cell and discrete Gaussian noise (a convolution of the other cells' truncated likelihoods), and
+    the sum over every table it is checked against."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import marginals_clt_oneway
+
+    return marginals_clt_oneway
 
 
 def test_sparse_one_way_reference_is_the_sum_over_every_table():
-    """The reference of the next test against a sum over every table of n records, where the selected total
-    lies far in the other cells' law's tail (where an FFT convolution is off by 17%)."""
-    y, sigma, n = np.array([10.0, 3, 3, 3, 3, 3]), 0.6, 10
-    weights, first, second = [], [], []
-    for t in itertools.product(range(n + 1), repeat=len(y)):
-        if sum(t) == n:
-            a, b = t[0] + 1.0, n + len(y) - t[0] - 1.0
-            weights.append(-0.5 * np.sum(((y - np.array(t)) / sigma) ** 2))
-            first.append(a / (a + b))
-            second.append(a * (a + 1) / ((a + b) * (a + b + 1)))
-    w = np.exp(np.array(weights) - max(weights))
-    w /= w.sum()
-    mean = float(w @ np.array(first))
-    want = (n * mean, n * math.sqrt(float(w @ np.array(second)) - mean ** 2))
-    np.testing.assert_allclose(_sparse_one_way_exact(y, sigma, n), want, rtol=1e-10)
+    """The reference of the next test against a sum over every table of n records, on cases including one whose
+    selected total lies far in the other cells' law's tail (where an FFT convolution is off by 17%)."""
+    ref = _one_way_reference()
+    for y, sigma, n in ref.CHECK_CASES:
+        np.testing.assert_allclose(ref.exact_big_cell(y, sigma, n, 0), ref.enumeration_reference(y, sigma, n),
+                                   rtol=1e-10)
 
 
 def test_da_matches_the_exact_posterior_of_a_sparse_one_way_table():
@@ -365,7 +347,7 @@ def test_da_matches_the_exact_posterior_of_a_sparse_one_way_table():
     n, sigma = int(counts.sum()), 8.0
     rng = np.random.default_rng(11)
     y = counts + np.rint(rng.normal(0.0, sigma, counts.size)).astype(int)  # a fixture: any y has a posterior
-    ref_mean, ref_sd = _sparse_one_way_exact(y.astype(float), sigma, n)
+    ref_mean, ref_sd = _one_way_reference().exact_big_cell(y.astype(float), sigma, n, 0)
     release = _release([{"clique": ["g"], "value": y.tolist(), "mechanism": "discrete-gaussian", "sigma": sigma}],
                        n=n, domain={"g": counts.size})
     post = infer(release, method="da", draws=1500, warmup=300, chains=4, seed=5, quiet=True)

@@ -20,7 +20,8 @@ moves by O(n^-1/2) of itself, so S changes by a relative O(n^-1/2), and the log-
 would add has a gradient O(1) against the quadratic form's O(n); NAPSU-MQ evaluates S at every p.  The Gaussian
 law of t is the approximation: it holds where every measured cell's expected count n mu_i is large against one,
 and fails for a table of few records; its small errors in many sparse cells (not split here between the Gaussian
-law and the plug-in covariance) add up in the cells and margins that collect them (docs/marginals.md, "Engines", measures its error against ``da`` and an exact reference).
+law and the plug-in covariance) add up in the cells and margins that collect them (docs/marginals.md, "Engines",
+measures its error against ``da`` and an exact reference).
 
 **Parameters and prior.** The junction tree's conditional tables: the root clique's joint table and, for every
 other clique C with separator S, p(x_{C \\ S} | x_S), each row in additive log-ratio coordinates (the last cell's
