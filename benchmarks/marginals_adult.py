@@ -399,7 +399,8 @@ def worker(args) -> None:
         t0 = time.perf_counter()
         post = dpposterior.infer(rel, method=args.method, draws=args.draws, warmup=args.warmup, chains=args.chains,
                                  prior=_prior(args),
-                                 seed=seed, **({} if args.group_moves is None else {"group_moves": args.group_moves}))
+                                 seed=seed, **({} if args.group_moves is None else {"group_moves": args.group_moves}),
+                                 **({} if args.covariance is None else {"covariance": args.covariance}))
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
     res["infer_warnings_count"] = len(caught)
@@ -492,6 +493,7 @@ def run_child(extra: list[str], args, cores: int) -> dict:
            str(args.attributes), "--mbi-iters", str(args.mbi_iters),
            *([] if args.concentration is None else ["--concentration", repr(args.concentration)]),
            "--prior-kind", args.prior_kind,
+           *([] if args.covariance is None else ["--covariance", args.covariance]),
            *([] if args.group_moves is None else ["--group-moves", str(args.group_moves)]), "--method", args.method,
            *([] if args.max_cells is None else ["--max-cells", str(args.max_cells)]),
            *([] if args.save_posterior is None else ["--save-posterior", str(args.save_posterior)]),
@@ -641,6 +643,8 @@ def main(argv=None) -> None:
     ap.add_argument("--prior-kind", default="hyper-dirichlet", choices=("hyper-dirichlet", "log-linear"),
                     help="the prior (default: the package's hyper-Dirichlet; log-linear: NAPSU-MQ's maximum-entropy "
                          "model with N(0, 10^2) log-potentials, method clt)")
+    ap.add_argument("--covariance", default=None, choices=("plug-in", "scaled"),
+                    help="method clt's covariance option (default: the engine's)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
     ap.add_argument("--out", type=Path, default=None)

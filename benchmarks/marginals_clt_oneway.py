@@ -11,9 +11,13 @@ minus that sum, weighted by its own likelihood.  The engines' draws are of p, an
 (n + A), with the Dirichlet's variance added to T_0's.
 
 Printed per seed: the reference mean and sd of n p_0 and each engine's difference from it in reference sds, with
-its Monte Carlo error (batch means) and R-hat.
+its Monte Carlo error (batch means) and R-hat.  ``clt`` is the engine at its default (plug-in) covariance,
+``clt-scaled`` with ``covariance = "scaled"``.
 
-    python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --out benchmarks/results/marginals_clt_oneway.json
+    python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt da \
+        --out benchmarks/results/marginals_clt_oneway.json
+    python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt-scaled \
+        --out benchmarks/results/marginals_clt_oneway_scaled.json
 """
 
 from __future__ import annotations
@@ -95,7 +99,11 @@ def check_against_enumeration() -> None:
             raise SystemExit(f"marginals_clt_oneway: the reference {got} is not the enumeration's {want}")
 
 
-def one(df, seed: int, rho: float, draws: int, warmup: int) -> dict:
+#: the engines compared, by the name they are printed under: clt with either covariance, and da
+ENGINES = {"clt": {"method": "clt"}, "clt-scaled": {"method": "clt", "covariance": "scaled"}, "da": {"method": "da"}}
+
+
+def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
     import dpposterior
 
     k = int(df[ATTR].max()) + 1
@@ -108,10 +116,10 @@ def one(df, seed: int, rho: float, draws: int, warmup: int) -> dict:
     y, sigma, n = np.asarray(meas.array(), float).ravel(), float(meas.sigma), len(df)
     ref_mean, ref_sd = exact_big_cell(y, sigma, n, big)
     row = {"seed": seed, "sigma": sigma, "exact_mean": ref_mean, "exact_sd": ref_sd}
-    for method in ("clt", "da"):
+    for method in methods:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            post = dpposterior.infer(rel, method=method, draws=draws, warmup=warmup, seed=seed, quiet=True)
+            post = dpposterior.infer(rel, draws=draws, warmup=warmup, seed=seed, quiet=True, **ENGINES[method])
         x = n * np.asarray(post.marginal([ATTR]), float)[..., big]
         m, e, s = batch_means(x)
         row[method] = {"mean": float(m), "sd": float(s), "diff_sd": float((m - ref_mean) / ref_sd),
@@ -120,8 +128,9 @@ def one(df, seed: int, rho: float, draws: int, warmup: int) -> dict:
     return row
 
 
-def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup: int):
-    """The options of this script and of ``marginals_clt_sparse.py``, with each one's defaults."""
+def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup: int, da_from: bool = False):
+    """The options of this script and of ``marginals_clt_sparse.py``, with each one's defaults (``da_from``: the
+    option ``--da-from``, da's numbers from an earlier run's results)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Private-PGM's adult.csv (default %(default)s)")
     ap.add_argument("--seeds", type=int, nargs="+", default=seeds)
@@ -129,6 +138,11 @@ def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup:
                     "about 53 per cell)")
     ap.add_argument("--draws", type=int, default=draws)
     ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--methods", nargs="+", choices=tuple(ENGINES), default=list(ENGINES),
+                    help="the engines to run (default: all; clt is the plug-in covariance, clt-scaled the scaled)")
+    if da_from:
+        ap.add_argument("--da-from", type=Path, default=None, help="without da in --methods: its numbers from this "
+                        "earlier --out of the same seeds, rho, draws and warm-up")
     ap.add_argument("--out", type=Path, default=None)
     return ap.parse_args(argv)
 
@@ -140,7 +154,8 @@ def max_rhat(post) -> float:
 
 
 def run_seeds(args, one, show) -> None:
-    """``one(df, seed, rho, draws, warmup)`` for every seed, ``show`` printing each row; the rows to ``--out``."""
+    """``one(df, seed, rho, draws, warmup, methods)`` for every seed, ``show`` printing each row; the rows to
+    ``--out``."""
     import pandas as pd
 
     from _out import loadavg
@@ -148,17 +163,18 @@ def run_seeds(args, one, show) -> None:
     df = pd.read_csv(args.data)
     rows, load0, t0 = [], loadavg(), time.time()
     for seed in args.seeds:
-        rows.append(one(df, seed, args.rho, args.draws, args.warmup))
+        rows.append(one(df, seed, args.rho, args.draws, args.warmup, args.methods))
         show(rows[-1])
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "rho": args.rho, "draws": args.draws, "warmup": args.warmup,
+                                        "methods": args.methods,
                                         "loadavg": [load0, loadavg()], "seconds": time.time() - t0}, indent=1))
 
 
 def show(r: dict) -> None:
     print(f"seed {r['seed']} (sigma {r['sigma']:.1f}): exact n p_0 {r['exact_mean']:.1f} (sd {r['exact_sd']:.1f}); "
           + "; ".join(f"{m} {r[m]['diff_sd']:+.3f} sds (MC {r[m]['mc_sd']:.3f}, sd ratio {r[m]['sd_ratio']:.3f}, "
-                      f"R-hat {r[m]['max_rhat']:.3f})" for m in ("clt", "da")), flush=True)
+                      f"R-hat {r[m]['max_rhat']:.3f})" for m in ENGINES if m in r), flush=True)
 
 
 def main(argv=None) -> None:
