@@ -12,12 +12,14 @@ minus that sum, weighted by its own likelihood.  The engines' draws are of p, an
 
 Printed per seed: the reference mean and sd of n p_0 and each engine's difference from it in reference sds, with
 its Monte Carlo error (batch means) and R-hat.  ``clt`` is the engine at its default (plug-in) covariance,
-``clt-scaled`` with ``covariance = "scaled"``.
+``clt-scaled`` and ``clt-exact`` with ``covariance = "scaled"`` and ``"exact"``.
 
     python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt da \
         --out benchmarks/results/marginals_clt_oneway.json
     python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt-scaled \
         --out benchmarks/results/marginals_clt_oneway_scaled.json
+    python benchmarks/marginals_clt_oneway.py --seeds 1 --methods clt-exact \
+        --out benchmarks/results/marginals_clt_oneway_exact.json
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ def check_against_enumeration() -> None:
             raise SystemExit(f"marginals_clt_oneway: the reference {got} is not the enumeration's {want}")
 
 
-#: the engines compared, by the name they are printed under: clt with either covariance, and da
-ENGINES = {"clt": {"method": "clt"}, "clt-scaled": {"method": "clt", "covariance": "scaled"}, "da": {"method": "da"}}
+#: the engines compared, by the name they are printed under: clt with each covariance, and da
+ENGINES = {"clt": {"method": "clt"}, "clt-scaled": {"method": "clt", "covariance": "scaled"},
+           "clt-exact": {"method": "clt", "covariance": "exact"}, "da": {"method": "da"}}
 
 
 def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
@@ -117,14 +120,16 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
     ref_mean, ref_sd = exact_big_cell(y, sigma, n, big)
     row = {"seed": seed, "sigma": sigma, "exact_mean": ref_mean, "exact_sd": ref_sd}
     for method in methods:
+        t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             post = dpposterior.infer(rel, draws=draws, warmup=warmup, seed=seed, quiet=True, **ENGINES[method])
+        seconds = time.perf_counter() - t0
         x = n * np.asarray(post.marginal([ATTR]), float)[..., big]
         m, e, s = batch_means(x)
         row[method] = {"mean": float(m), "sd": float(s), "diff_sd": float((m - ref_mean) / ref_sd),
                        "mc_sd": float(e / ref_sd), "sd_ratio": float(s / ref_sd),
-                       "max_rhat": max_rhat(post)}
+                       "max_rhat": max_rhat(post), "seconds": seconds}
     return row
 
 
@@ -138,8 +143,9 @@ def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup:
                     "about 53 per cell)")
     ap.add_argument("--draws", type=int, default=draws)
     ap.add_argument("--warmup", type=int, default=warmup)
-    ap.add_argument("--methods", nargs="+", choices=tuple(ENGINES), default=list(ENGINES),
-                    help="the engines to run (default: all; clt is the plug-in covariance, clt-scaled the scaled)")
+    ap.add_argument("--methods", nargs="+", choices=tuple(ENGINES), default=["clt", "clt-scaled", "da"],
+                    help="the engines to run (default: %(default)s; clt is the plug-in covariance, clt-scaled and "
+                         "clt-exact the others)")
     if da_from:
         ap.add_argument("--da-from", type=Path, default=None, help="without da in --methods: its numbers from this "
                         "earlier --out of the same seeds, rho, draws and warm-up")
@@ -174,7 +180,8 @@ def run_seeds(args, one, show) -> None:
 def show(r: dict) -> None:
     print(f"seed {r['seed']} (sigma {r['sigma']:.1f}): exact n p_0 {r['exact_mean']:.1f} (sd {r['exact_sd']:.1f}); "
           + "; ".join(f"{m} {r[m]['diff_sd']:+.3f} sds (MC {r[m]['mc_sd']:.3f}, sd ratio {r[m]['sd_ratio']:.3f}, "
-                      f"R-hat {r[m]['max_rhat']:.3f})" for m in ENGINES if m in r), flush=True)
+                      f"R-hat {r[m]['max_rhat']:.3f}, {r[m].get('seconds', float('nan')):.0f} s)" for m in ENGINES
+                      if m in r), flush=True)
 
 
 def main(argv=None) -> None:

@@ -89,7 +89,7 @@ def show(r: dict) -> None:
           + ", ".join(f"{m} {r[m + '_max_rhat']:.3f}" for m in ENGINES if m + "_max_rhat" in r) + "):", flush=True)
     for key, label in (("big", "largest capital-gain level"), ("high_income", "income>50K")):
         c = r[key]
-        for prefix, name in (("", "clt"), ("clt-scaled_", "clt-scaled")):
+        for prefix, name in (("", "clt"), ("clt-scaled_", "clt-scaled"), ("clt-exact_", "clt-exact")):
             if prefix + "clt_mean" in c:
                 print(f"  {label}: {name} {c[prefix + 'clt_mean']:.1f} (sd {c[prefix + 'clt_sd']:.1f}), da "
                       f"{c['da_mean']:.1f} (sd {c['da_sd']:.1f}): {c[prefix + 'diff_sd']:+.3f} da sds (MC error "

@@ -416,3 +416,42 @@ def test_scaled_covariance_is_refused_where_it_is_not_positive_definite(monkeypa
     monkeypatch.setattr(clt, "SCALED_CHECK_SHARE", -1.0)
     with pytest.raises(InputError, match="covariance: scaled: the scaled covariance is not positive definite"):
         infer(rel, method="clt", seed=2, draws=20, warmup=20, chains=2, covariance="scaled", quiet=True)
+
+
+def test_exact_covariance_is_the_numpy_covariance_at_every_table():
+    """covariance = "exact" builds S(p) in the log density (JAX): at prior draws of the tables it is the numpy
+    S = n (Pi - mu mu^T) + diag(v) that the brute-force test above checks, pairs whose union no clique holds
+    (a, b with c, b) included; and the log density's differences between thetas are scipy's N(n mu, S(theta))."""
+    import jax
+    import jax.numpy as jnp
+    from jax.nn import log_softmax
+    from jax.scipy.special import logsumexp
+
+    tree, comp, rng, _, y = _clt_case(seed=6, n=400, noise_variance=3.0)
+    layout = comp.layout
+    n = 400
+    v = np.full(len(y), 3.0)
+    thetas = [rng.normal(scale=0.7, size=layout.dim) for _ in range(3)]
+    with jax.enable_x64(True):
+        for t in thetas:
+            logc = layout.log_conditionals(jnp, jnp.asarray(t), log_softmax, logsumexp)
+            tables = layout.tables(jnp, logc)
+            got = comp.exact().covariance(jnp, logc, tables, layout.means(jnp, tables), float(n), jnp.asarray(v))
+            want = clt.clt_covariance(tree, clt.tables_np(layout, t), MEASURED, n, v)
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-11, atol=1e-11)
+        data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "alpha": jnp.zeros(len(tree.cliques)),
+                "exact_noise_var": jnp.asarray(v)}
+        ours = [float(comp.log_density(jnp.asarray(t), data)) for t in thetas]
+    ref = []
+    for t in thetas:
+        tables = clt.tables_np(layout, t)
+        mu = np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED])
+        ref.append(scipy.stats.multivariate_normal(n * mu, clt.clt_covariance(tree, tables, MEASURED, n, v)).logpdf(y))
+    np.testing.assert_allclose(np.diff(ours), np.diff(ref), rtol=1e-9, atol=1e-8)
+
+
+def test_exact_covariance_is_refused_above_its_size(monkeypatch):
+    rel = _release(500, 0.5, 4)
+    monkeypatch.setattr(clt, "EXACT_MAX_CELLS", 5)
+    with pytest.raises(InputError, match="covariance: exact factorises S, of side the 12 measured cells"):
+        infer(rel, method="clt", covariance="exact", draws=10, warmup=10, chains=1)

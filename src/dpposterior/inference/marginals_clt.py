@@ -24,8 +24,10 @@ With ``covariance = "scaled"`` (:func:`scaled_log_likelihood`; the second round 
 A(p) - n mu mu^T, A = n Pi + diag(v), has its rank-one term exact at every p and A moved with p as E A-bar E:
 A-bar at the mode, E scaling each cell to its exact variance at p.  That is S(p) exactly for one measured table
 (capital-gain: 0.02-0.04 sd from the exact posterior) at the cost of a fixed S; where many measured tables overlap
-it is not positive definite over the posterior, and is refused (:func:`_check_scaled`).  The Gaussian law of t is
-the approximation that remains: it holds where every measured cell's expected count n mu_i is large against one.
+it is not positive definite over the posterior, and is refused (:func:`_check_scaled`).  ``covariance = "exact"``
+(:class:`ExactCovariance`) is NAPSU-MQ's: S(p) built from every pair's joint law and factorised at every step, for
+releases of at most :data:`EXACT_MAX_CELLS` measured cells.  The Gaussian law of t is the approximation that
+remains: it holds where every measured cell's expected count n mu_i is large against one.
 
 **Parameters and prior.** The junction tree's conditional tables: the root clique's joint table and, for every
 other clique C with separator S, p(x_{C \\ S} | x_S), each row in additive log-ratio coordinates (the last cell's
@@ -66,6 +68,10 @@ from ..progress import status as report_status
 EIGEN_FLOOR = 1e-10
 
 
+#: the most measured cells ``covariance = "exact"`` takes: it factorises S (of that side) at every leapfrog step
+EXACT_MAX_CELLS = 1000
+
+
 @dataclass(frozen=True)
 class MarginalsCLTOptions(MCMCOptions):
     engine = "clt"
@@ -81,8 +87,10 @@ class MarginalsCLTOptions(MCMCOptions):
     covariance: str = option("plug-in", "choice", "how S moves with the table: plug-in (S fixed at the posterior "
                              "mode) or scaled (every cell's variance and the multinomial's rank-one term exact at "
                              "each table, the other covariances scaled with the variances from the mode: exact for "
-                             "one measured table; refused where it is not positive definite over the posterior)",
-                             choices=("plug-in", "scaled"))
+                             "one measured table; refused where it is not positive definite over the posterior) or exact (S "
+                             "evaluated and factorised at every step, NAPSU-MQ's likelihood; at most "
+                             f"{EXACT_MAX_CELLS:,} measured cells)",
+                             choices=("plug-in", "scaled", "exact"))
 
 
 class Layout:
@@ -223,6 +231,58 @@ def scaled_log_likelihood(xp, mu, data):
     return xp.where(c > 0, value, -xp.inf)
 
 
+class ExactCovariance:
+    """S(p) = n (Pi(p) - mu mu^T) + diag(v) at every p (``covariance = "exact"``, NAPSU-MQ's likelihood), in JAX:
+    Pi_ab for every pair of measured cliques from their union's joint law -- a marginal of one junction-tree
+    clique's table where a clique holds the union, else the einsum of the root table and the other cliques'
+    conditionals (the variable elimination of :meth:`JunctionTree.marginal`) -- gathered into the pair's block as
+    :func:`second_moments` does in numpy."""
+
+    def __init__(self, layout: Layout):
+        tree = layout.tree
+        self.layout = layout
+        measured = layout.measured
+        self.sizes = [int(math.prod(tree.shape(m))) for m in measured]
+        letters = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i, a in enumerate(tree.attributes)}
+        self.pairs = []
+        for a, ca in enumerate(measured):
+            va = np.unravel_index(np.arange(self.sizes[a]), tree.shape(ca))
+            for b in range(a, len(measured)):
+                cb = measured[b]
+                extra = tuple(x for x in cb if x not in ca)
+                union = tuple(ca) + extra
+                vb = np.unravel_index(np.arange(self.sizes[b]), tree.shape(cb))
+                agree = np.ones((self.sizes[a], self.sizes[b]), dtype=bool)
+                for x in cb:
+                    if x in ca:
+                        agree &= va[ca.index(x)][:, None] == vb[cb.index(x)][None, :]
+                idx = tuple(np.broadcast_to(va[i][:, None], agree.shape) for i in range(len(ca)))
+                idx += tuple(np.broadcast_to(vb[cb.index(x)][None, :], agree.shape) for x in extra)
+                k = tree.containing(union)
+                expr = None if k is not None else (
+                    ",".join("".join(letters[x] for x in c) for c in tree.cliques) + "->"
+                    + "".join(letters[x] for x in union))
+                self.pairs.append((a, b, union, k, expr, idx, agree))
+
+    def covariance(self, xp, logc, tables, mu, n, noise_var):
+        layout = self.layout
+        factors = None
+        blocks = {}
+        for a, b, union, k, expr, idx, agree in self.pairs:
+            if k is not None:
+                joint = layout._marginal(xp, tables[k], layout.blocks[k]["clique"], union)
+            else:
+                if factors is None:
+                    factors = [tables[j] if blk["parent"] < 0 else
+                               xp.transpose(xp.exp(lc).reshape(blk["grouped"]), blk["to_clique"])
+                               for j, (blk, lc) in enumerate(zip(layout.blocks, logc))]
+                joint = xp.einsum(expr, *factors, optimize="greedy")
+            blocks[a, b] = xp.where(agree, joint[idx], 0.0)
+        m = len(self.sizes)
+        pi = xp.block([[blocks[a, b] if a <= b else blocks[b, a].T for b in range(m)] for a in range(m)])
+        return n * (pi - xp.outer(mu, mu)) + xp.diag(noise_var)
+
+
 def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
     """Pi: Pi_ab(i, j) = P(x_a = i, x_b = j) for every pair of measured cliques, from the clique tables (one draw,
     numpy), by the joint law of the two cliques' union (variable elimination, :meth:`JunctionTree.marginal`)."""
@@ -313,7 +373,10 @@ class Compiled:
         from jax.nn import log_softmax
         from jax.scipy.special import logsumexp
 
+        from jax.scipy.linalg import solve_triangular
+
         self.layout = layout
+        self._exact = None
         half_quadratic = _half_quadratic(jax)
 
         def log_density(theta, data):
@@ -323,7 +386,12 @@ class Compiled:
             tables = layout.tables(jnp, logc)
             mu = layout.means(jnp, tables)
             log_prior = layout.log_prior(jnp, theta, logc, data)
-            if "scaled_d" not in data:  # (a static branch: the data's structure is fixed per compilation)
+            if "exact_noise_var" in data:  # (static branches: the data's structure is fixed per compilation)
+                cov = self.exact().covariance(jnp, logc, tables, mu, data["n"], data["exact_noise_var"])
+                low = jnp.linalg.cholesky(cov)
+                w = solve_triangular(low, data["y"] - data["n"] * mu, lower=True)
+                return log_prior - jnp.sum(jnp.log(jnp.diagonal(low))) - 0.5 * w @ w
+            if "scaled_d" not in data:
                 return log_prior - half_quadratic(data["precision"], data["y"] - data["n"] * mu)
             return log_prior + scaled_log_likelihood(jnp, mu, data)
 
@@ -334,6 +402,13 @@ class Compiled:
                                                                                             logsumexp))))
         self._log_density = log_density
         self._samplers: dict = {}
+
+    def exact(self) -> ExactCovariance:
+        """The pairwise joint laws' gathering for ``covariance = "exact"``, built on first use (its index arrays
+        hold the square of the measured cells)."""
+        if self._exact is None:
+            self._exact = ExactCovariance(self.layout)
+        return self._exact
 
     def sampler(self, options: MarginalsCLTOptions):
         """(init, run, block) of NUTS chains for these options, vectorised over a batch of chains (all of them
@@ -450,12 +525,18 @@ def marginals_clt(model, options: MarginalsCLTOptions):
     with jax.enable_x64(True):
 
         scaled = options.covariance == "scaled"
+        exact = options.covariance == "exact"
+        if exact and len(y) > EXACT_MAX_CELLS:
+            raise InputError("covariance", f"exact factorises S, of side the {len(y):,} measured cells, at every "
+                                           f"step; it takes at most {EXACT_MAX_CELLS:,}: use plug-in or scaled")
 
         def data_for(theta, expand: bool):
             tables = tables_np(layout, theta)
             cov = clt_covariance(tree, tables, measured, n, noise_var)
             out = {"y": y, "n": float(n), **prior_data}
-            if scaled and expand:
+            if exact and expand:
+                out["exact_noise_var"] = noise_var
+            elif scaled and expand:
                 mu_bar = np.concatenate([tree.marginal(tables, m).ravel() for m in measured])
                 out.update(precision=precision_matrix(cov + n * np.outer(mu_bar, mu_bar)), noise_var=noise_var,
                            scaled_d=n * mu_bar + noise_var)
@@ -519,8 +600,8 @@ def marginals_clt(model, options: MarginalsCLTOptions):
              for c, t in zip(tree.cliques, flat)}
     stats = {"diverging": div, "n_steps": steps}
     model_name = "log-linear (maximum-entropy) model" if log_linear else "hyper-Dirichlet"
-    how_s = ("exact variances, covariances to first order about the posterior mode"
-             if scaled else "covariance at the posterior mode")
+    how_s = {"scaled": "covariance moved with the table from the posterior mode (scaled)",
+             "exact": "covariance at every table (exact)"}.get(options.covariance, "covariance at the posterior mode")
     attrs = {"algorithm": f"{model_name} posterior under the central-limit likelihood of the noisy marginals "
                           f"(exact noise variances, {how_s}); NUTS in Laplace-whitened coordinates",
              "options_warmup": options.warmup, "options_covariance": options.covariance, "options_thin": options.thin,
