@@ -85,10 +85,10 @@ class MarginalsCLTOptions(MCMCOptions):
     thin: int = option(1, "int", "NUTS iterations per kept draw", low=1)
     target_accept: float = option(0.8, "float", "NUTS target acceptance probability", low=0.5, high=0.99)
     covariance: str = option("plug-in", "choice", "how S moves with the table: plug-in (S fixed at the posterior "
-                             "mode) or scaled (every cell's variance and the multinomial's rank-one term exact at "
-                             "each table, the other covariances scaled with the variances from the mode: exact for "
-                             "one measured table; refused where it is not positive definite over the posterior) or exact (S "
-                             "evaluated and factorised at every step, NAPSU-MQ's likelihood; at most "
+                             "mode), scaled (every cell's variance and the multinomial's rank-one term exact at each "
+                             "table, the other covariances scaled with the variances from the mode: exact for one "
+                             "measured table; refused where it is not positive definite over the posterior) or "
+                             "exact (S evaluated and factorised at every step, NAPSU-MQ's likelihood; at most "
                              f"{EXACT_MAX_CELLS:,} measured cells)",
                              choices=("plug-in", "scaled", "exact"))
 
@@ -604,7 +604,8 @@ def marginals_clt(model, options: MarginalsCLTOptions):
              "exact": "covariance at every table (exact)"}.get(options.covariance, "covariance at the posterior mode")
     attrs = {"algorithm": f"{model_name} posterior under the central-limit likelihood of the noisy marginals "
                           f"(exact noise variances, {how_s}); NUTS in Laplace-whitened coordinates",
-             "options_warmup": options.warmup, "options_covariance": options.covariance, "options_thin": options.thin,
+             "options_warmup": options.warmup, "options_covariance": options.covariance,
+             "options_thin": options.thin,
              "options_target_accept": options.target_accept}
     return model.pack(draws, "clt", sample_stats=stats, attrs=attrs)
 
