@@ -21,6 +21,8 @@ from dpposterior.errors import InputError
 from dpposterior.families.marginals import SENSITIVITY, MarginalQuery, observation_model, variable_name
 from dpposterior.mechanisms.registry import get_mechanism
 
+from _one_way import one_way_reference
+
 DOMAIN = {"a": 2, "b": 2, "c": 2}
 #: a - b - c, n = 5: the discrete case every exact check below enumerates
 CHAIN_MEASUREMENTS = [
@@ -316,23 +318,10 @@ def test_da_matches_numpyro_nuts_on_the_exact_likelihood():
     assert far > 5, far
 
 
-def _one_way_reference():
-    """benchmarks/marginals_clt_oneway.py: the exact posterior of a one-clique table's first cell under the prior
-    alpha = 1 a cell and discrete Gaussian noise (a convolution of the other cells' truncated likelihoods), and
-    the sum over every table it is checked against."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import marginals_clt_oneway
-
-    return marginals_clt_oneway
-
-
 def test_sparse_one_way_reference_is_the_sum_over_every_table():
     """The reference of the next test against a sum over every table of n records, on cases including one whose
     selected total lies far in the other cells' law's tail (where an FFT convolution is off by 17%)."""
-    ref = _one_way_reference()
+    ref = one_way_reference
     for y, sigma, n in ref.CHECK_CASES:
         np.testing.assert_allclose(ref.exact_big_cell(y, sigma, n, 0), ref.enumeration_reference(y, sigma, n),
                                    rtol=1e-10)
@@ -347,7 +336,7 @@ def test_da_matches_the_exact_posterior_of_a_sparse_one_way_table():
     n, sigma = int(counts.sum()), 8.0
     rng = np.random.default_rng(11)
     y = counts + np.rint(rng.normal(0.0, sigma, counts.size)).astype(int)  # a fixture: any y has a posterior
-    ref_mean, ref_sd = _one_way_reference().exact_big_cell(y.astype(float), sigma, n, 0)
+    ref_mean, ref_sd = one_way_reference.exact_big_cell(y.astype(float), sigma, n, 0)
     release = _release([{"clique": ["g"], "value": y.tolist(), "mechanism": "discrete-gaussian", "sigma": sigma}],
                        n=n, domain={"g": counts.size})
     post = infer(release, method="da", draws=1500, warmup=300, chains=4, seed=5, quiet=True)

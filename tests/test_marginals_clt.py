@@ -19,6 +19,8 @@ from dpposterior.errors import InputError  # noqa: E402
 from dpposterior.families import marginals as fm  # noqa: E402
 from dpposterior.inference import marginals_clt as clt  # noqa: E402
 
+from _one_way import one_way_reference  # noqa: E402
+
 DOMAIN = {"a": 2, "b": 3, "c": 2}
 MEASURED = [("a", "b"), ("c", "b"), ("a",), ("b", "c")]
 
@@ -371,18 +373,6 @@ def test_sbc_clt_is_calibrated_and_naive_is_not_full():
     _check_sbc(_sbc(1000, seed=6))
 
 
-def _one_way_reference():
-    """benchmarks/marginals_clt_oneway.py: the exact posterior of a one-clique table's first cell under the prior
-    alpha = 1 a cell and discrete Gaussian noise (tests/test_marginals.py checks it against enumeration)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import marginals_clt_oneway
-
-    return marginals_clt_oneway
-
-
 def test_scaled_covariance_removes_the_plug_in_error_on_a_sparse_one_way_table():
     """One clique of 40 levels, one common (20,000 records), seven of a few records and 32 empty, noise sigma 30
     (Adult's capital-gain scaled down): the common level's posterior n p_0 against its exact value.  With the
@@ -393,7 +383,7 @@ def test_scaled_covariance_removes_the_plug_in_error_on_a_sparse_one_way_table()
     counts = np.array([20000, 40, 15, 6, 3, 2, 1, 1] + [0] * 32)
     n, sigma = int(counts.sum()), 30.0
     y = counts + np.rint(np.random.default_rng(11).normal(0.0, sigma, counts.size)).astype(int)
-    ref_mean, ref_sd = _one_way_reference().exact_big_cell(y.astype(float), sigma, n, 0)
+    ref_mean, ref_sd = one_way_reference.exact_big_cell(y.astype(float), sigma, n, 0)
     release = {"format": "dpposterior-release/1", "family": "marginals", "n": n, "domain": {"g": counts.size},
                "measurements": [{"clique": ["g"], "value": y.tolist(), "mechanism": "discrete-gaussian",
                                  "sigma": sigma}]}

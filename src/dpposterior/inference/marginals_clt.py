@@ -531,12 +531,13 @@ def marginals_clt(model, options: MarginalsCLTOptions):
                                            f"step; it takes at most {EXACT_MAX_CELLS:,}: use plug-in or scaled")
 
         def data_for(theta, expand: bool):
+            out = {"y": y, "n": float(n), **prior_data}
+            if exact and expand:  # (S is built in the log density)
+                out["exact_noise_var"] = noise_var
+                return jax.tree_util.tree_map(jnp.asarray, out)
             tables = tables_np(layout, theta)
             cov = clt_covariance(tree, tables, measured, n, noise_var)
-            out = {"y": y, "n": float(n), **prior_data}
-            if exact and expand:
-                out["exact_noise_var"] = noise_var
-            elif scaled and expand:
+            if scaled and expand:
                 mu_bar = np.concatenate([tree.marginal(tables, m).ravel() for m in measured])
                 out.update(precision=precision_matrix(cov + n * np.outer(mu_bar, mu_bar)), noise_var=noise_var,
                            scaled_d=n * mu_bar + noise_var)
