@@ -269,7 +269,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
 
 
 RESUME_KEYS = ("attributes", "epsilons", "draws", "warmup", "chains", "method", "m", "levels", "seed", "peer",
-               "mbi_iters", "max_cells")
+               "mbi_iters", "max_cells", "covariance")
 
 
 def resumed_rows(args, meta: dict) -> list:
@@ -404,6 +404,7 @@ def worker(args) -> None:
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
     res["infer_warnings_count"] = len(caught)
+    res["reweighting"] = {k: float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")}
     res["numba_record_sweep"] = _numba_stats()
     t0 = time.perf_counter()
     res["diagnostics"] = _diagnostics(post)
@@ -643,7 +644,7 @@ def main(argv=None) -> None:
     ap.add_argument("--prior-kind", default="hyper-dirichlet", choices=("hyper-dirichlet", "log-linear"),
                     help="the prior (default: the package's hyper-Dirichlet; log-linear: NAPSU-MQ's maximum-entropy "
                          "model with N(0, 10^2) log-potentials, method clt)")
-    ap.add_argument("--covariance", default=None, choices=("plug-in", "scaled"),
+    ap.add_argument("--covariance", default=None, choices=("plug-in", "scaled", "exact", "reweighted"),
                     help="method clt's covariance option (default: the engine's)")
     ap.add_argument("--jobs", type=int, default=1, help="(epsilon, repeat) processes at once, one core each "
                     "(default 1: one at a time on every core)")
@@ -708,7 +709,7 @@ def main(argv=None) -> None:
             "affinity": sorted(os.sched_getaffinity(0)), "nproc": os.cpu_count(),
             "python": sys.version.split()[0], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "loadavg_start": loadavg(), "cliques": [list(c) for c in CLIQUES] if args.attributes == 10 else "mst",
-            "max_cells": args.max_cells,
+            "max_cells": args.max_cells, "covariance": args.covariance,
             "forced_pairs_in_napsu_selection": [list(c) for c in FORCED], "reduction_notes": REDUCTION_NOTES,
             "delta": "n^-2", "mechanism": "discrete-gaussian (seeded numpy noise: not for publication)"}
     try:

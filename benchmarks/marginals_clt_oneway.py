@@ -12,7 +12,8 @@ minus that sum, weighted by its own likelihood.  The engines' draws are of p, an
 
 Printed per seed: the reference mean and sd of n p_0 and each engine's difference from it in reference sds, with
 its Monte Carlo error (batch means) and R-hat.  ``clt`` is the engine at its default (plug-in) covariance,
-``clt-scaled`` and ``clt-exact`` with ``covariance = "scaled"`` and ``"exact"``.
+``clt-scaled``, ``clt-exact`` and ``clt-reweighted`` with ``covariance = "scaled"``, ``"exact"`` and
+``"reweighted"``.
 
     python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt da \
         --out benchmarks/results/marginals_clt_oneway.json
@@ -20,6 +21,8 @@ its Monte Carlo error (batch means) and R-hat.  ``clt`` is the engine at its def
         --out benchmarks/results/marginals_clt_oneway_scaled.json
     python benchmarks/marginals_clt_oneway.py --seeds 1 --methods clt-exact \
         --out benchmarks/results/marginals_clt_oneway_exact.json
+    python benchmarks/marginals_clt_oneway.py --seeds 1 2 3 --methods clt-reweighted \
+        --out benchmarks/results/marginals_clt_oneway_reweighted.json
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ def check_against_enumeration() -> None:
 
 #: the engines compared, by the name they are printed under: clt with each covariance, and da
 ENGINES = {"clt": {"method": "clt"}, "clt-scaled": {"method": "clt", "covariance": "scaled"},
-           "clt-exact": {"method": "clt", "covariance": "exact"}, "da": {"method": "da"}}
+           "clt-exact": {"method": "clt", "covariance": "exact"},
+           "clt-reweighted": {"method": "clt", "covariance": "reweighted"}, "da": {"method": "da"}}
 
 
 def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
@@ -129,7 +133,8 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
         m, e, s = batch_means(x)
         row[method] = {"mean": float(m), "sd": float(s), "diff_sd": float((m - ref_mean) / ref_sd),
                        "mc_sd": float(e / ref_sd), "sd_ratio": float(s / ref_sd),
-                       "max_rhat": max_rhat(post), "seconds": seconds}
+                       "max_rhat": max_rhat(post), "seconds": seconds,
+                       **{k: post.attrs[k] for k in ("reweighting_pareto_k", "reweighting_ess") if k in post.attrs}}
     return row
 
 
@@ -144,8 +149,8 @@ def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup:
     ap.add_argument("--draws", type=int, default=draws)
     ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--methods", nargs="+", choices=tuple(ENGINES), default=["clt", "clt-scaled", "da"],
-                    help="the engines to run (default: %(default)s; clt is the plug-in covariance, clt-scaled and "
-                         "clt-exact the others)")
+                    help="the engines to run (default: %(default)s; clt is the plug-in covariance, clt-scaled, "
+                         "clt-exact and clt-reweighted the others)")
     if da_from:
         ap.add_argument("--da-from", type=Path, default=None, help="without da in --methods: its numbers from this "
                         "earlier --out of the same seeds, rho, draws and warm-up")
@@ -180,7 +185,9 @@ def run_seeds(args, one, show) -> None:
 def show(r: dict) -> None:
     print(f"seed {r['seed']} (sigma {r['sigma']:.1f}): exact n p_0 {r['exact_mean']:.1f} (sd {r['exact_sd']:.1f}); "
           + "; ".join(f"{m} {r[m]['diff_sd']:+.3f} sds (MC {r[m]['mc_sd']:.3f}, sd ratio {r[m]['sd_ratio']:.3f}, "
-                      f"R-hat {r[m]['max_rhat']:.3f}, {r[m].get('seconds', float('nan')):.0f} s)" for m in ENGINES
+                      f"R-hat {r[m]['max_rhat']:.3f}, {r[m].get('seconds', float('nan')):.0f} s"
+                      + (f", k-hat {r[m]['reweighting_pareto_k']:.2f}, ESS {r[m]['reweighting_ess']:.0f}"
+                         if "reweighting_pareto_k" in r[m] else "") + ")" for m in ENGINES
                       if m in r), flush=True)
 
 

@@ -9,12 +9,16 @@ posterior mean and sd of the largest capital-gain level's count and of the incom
 their difference in ``da`` sds, the Monte Carlo error of that difference (batch means) and each engine's largest
 R-hat.
 
-``clt`` is the engine at its default (plug-in) covariance, ``clt-scaled`` with ``covariance = "scaled"``.
+``clt`` is the engine at its default (plug-in) covariance, ``clt-scaled`` with ``covariance = "scaled"``,
+``clt-reweighted`` with ``covariance = "reweighted"``.
 
     python benchmarks/marginals_clt_sparse.py --seeds 1 2 --methods clt da \
         --out benchmarks/results/marginals_clt_sparse.json
     python benchmarks/marginals_clt_sparse.py --seeds 1 2 --methods clt-scaled \
         --da-from benchmarks/results/marginals_clt_sparse.json --out benchmarks/results/marginals_clt_sparse_scaled.json
+    python benchmarks/marginals_clt_sparse.py --seeds 1 2 --methods clt-reweighted \
+        --da-from benchmarks/results/marginals_clt_sparse.json \
+        --out benchmarks/results/marginals_clt_sparse_reweighted.json
 """
 
 from __future__ import annotations
@@ -89,7 +93,8 @@ def show(r: dict) -> None:
           + ", ".join(f"{m} {r[m + '_max_rhat']:.3f}" for m in ENGINES if m + "_max_rhat" in r) + "):", flush=True)
     for key, label in (("big", "largest capital-gain level"), ("high_income", "income>50K")):
         c = r[key]
-        for prefix, name in (("", "clt"), ("clt-scaled_", "clt-scaled"), ("clt-exact_", "clt-exact")):
+        for prefix, name in (("", "clt"), ("clt-scaled_", "clt-scaled"), ("clt-exact_", "clt-exact"),
+                             ("clt-reweighted_", "clt-reweighted")):
             if prefix + "clt_mean" in c:
                 print(f"  {label}: {name} {c[prefix + 'clt_mean']:.1f} (sd {c[prefix + 'clt_sd']:.1f}), da "
                       f"{c['da_mean']:.1f} (sd {c['da_sd']:.1f}): {c[prefix + 'diff_sd']:+.3f} da sds (MC error "

@@ -373,13 +373,14 @@ def test_sbc_clt_is_calibrated_and_naive_is_not_full():
     _check_sbc(_sbc(1000, seed=6))
 
 
-def test_scaled_covariance_removes_the_plug_in_error_on_a_sparse_one_way_table():
+def test_scaled_and_reweighted_covariances_remove_the_plug_in_error_on_a_sparse_one_way_table():
     """One clique of 40 levels, one common (20,000 records), seven of a few records and 32 empty, noise sigma 30
     (Adult's capital-gain scaled down): the common level's posterior n p_0 against its exact value.  With the
     plug-in covariance it is 0.28 exact-posterior sd high (the sparse cells' O(1) shifts, summed); with the scaled
-    covariance (S(p) itself for one table) 0.065 sd low, the Gaussian law's own error.  Asserted: the plug-in more
-    than 0.2 sd off and the scaled within 0.1 sd, its sd within 10% (Monte Carlo error of each mean about 0.012 sd,
-    batch means)."""
+    covariance (S(p) itself for one table) 0.065 sd low, the Gaussian law's own error, and so with the plug-in's
+    draws reweighted to S(p) (PSIS k-hat below its threshold, so no warning).  Asserted: the plug-in more than 0.2
+    sd off, the scaled and the reweighted within 0.1 sd, their sds within 10% (Monte Carlo error of each mean about
+    0.012 sd, batch means; the reweighted's a little more)."""
     counts = np.array([20000, 40, 15, 6, 3, 2, 1, 1] + [0] * 32)
     n, sigma = int(counts.sum()), 30.0
     y = counts + np.rint(np.random.default_rng(11).normal(0.0, sigma, counts.size)).astype(int)
@@ -388,12 +389,16 @@ def test_scaled_covariance_removes_the_plug_in_error_on_a_sparse_one_way_table()
                "measurements": [{"clique": ["g"], "value": y.tolist(), "mechanism": "discrete-gaussian",
                                  "sigma": sigma}]}
     off = {}
-    for covariance in ("scaled", "plug-in"):
+    for covariance in ("scaled", "reweighted", "plug-in"):
         post = infer(release, method="clt", draws=1500, chains=4, seed=5, quiet=True, covariance=covariance)
         x = n * np.asarray(post.marginal(["g"]), float)[..., 0]
         mean, se, sd = _batch_means(x)
         off[covariance] = ((float(mean) - ref_mean) / ref_sd, float(se) / ref_sd, float(sd) / ref_sd)
-    assert abs(off["scaled"][0]) < 0.1 and abs(off["scaled"][2] - 1) < 0.1, off
+        if covariance == "reweighted":
+            assert post.attrs["reweighting_pareto_k"] < post.attrs["reweighting_pareto_k_threshold"], post.attrs
+            assert not any("reweighted" in w for w in post.warnings), post.warnings
+    for covariance in ("scaled", "reweighted"):
+        assert abs(off[covariance][0]) < 0.1 and abs(off[covariance][2] - 1) < 0.1, off
     assert abs(off["plug-in"][0]) > 0.2, off
 
 
@@ -445,3 +450,95 @@ def test_exact_covariance_is_refused_above_its_size(monkeypatch):
     monkeypatch.setattr(clt, "EXACT_MAX_CELLS", 5)
     with pytest.raises(InputError, match="covariance: exact factorises S, of side the 12 measured cells"):
         infer(rel, method="clt", covariance="exact", draws=10, warmup=10, chains=1)
+
+
+def test_reweighting_log_weights_are_scipys_log_density_ratio():
+    """Compiled.log_weights at a batch of thetas (a padded block, as the engine calls it) is scipy's
+    log N(y; n mu, S(theta)) - log N(y; n mu, S-bar), S-bar the plug-in's fixed covariance, up to one constant
+    (the plug-in's log determinant), pairs whose union no clique holds included."""
+    import jax
+    import jax.numpy as jnp
+
+    tree, comp, rng, s_bar, y = _clt_case(seed=8, n=400, noise_variance=3.0)
+    layout = comp.layout
+    n, v = 400, np.full(len(y), 3.0)
+    thetas = np.array([rng.normal(scale=0.6, size=layout.dim) for _ in range(4)])
+    with jax.enable_x64(True):
+        data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "precision": jnp.asarray(clt.precision_matrix(s_bar)),
+                "exact_noise_var": jnp.asarray(v)}
+        ours = np.asarray(comp.log_weights(jnp.asarray(thetas), data))
+    ref = []
+    for t in thetas:
+        tables = clt.tables_np(layout, t)
+        mu = np.concatenate([tree.marginal(tables, m).ravel() for m in MEASURED])
+        ref.append(scipy.stats.multivariate_normal(n * mu, clt.clt_covariance(tree, tables, MEASURED, n, v)).logpdf(y)
+                   - scipy.stats.multivariate_normal(n * mu, s_bar).logpdf(y))
+    np.testing.assert_allclose(ours - ours[0], np.array(ref) - ref[0], rtol=1e-9, atol=1e-8)
+
+
+class _TiltedWeights:
+    """A stand-in for Compiled whose log weight is theta_0: it tilts a N(0, 1) sample to N(1, 1)."""
+
+    @staticmethod
+    def log_weights(ts, data):
+        return np.asarray(ts)[:, 0]
+
+
+def test_reweight_resamples_each_chain_to_the_weighted_law_in_order():
+    """reweight() on 4 chains x 2,000 draws of N(0, 1) with log weight theta: each chain's resample keeps its order
+    (non-decreasing indices within the chain), the pooled resample has the tilted law's mean 1 and sd 1 (Kish ESS
+    about n / e = 2,900: the mean's error about 0.02, asserted within 0.08), k-hat is below its threshold, the
+    same generator gives the same indices, and a non-finite weight is refused in one line."""
+    import jax
+
+    thetas = np.random.default_rng(1).standard_normal((4, 2000, 2))
+    with jax.enable_x64(True):
+        idx, diag = clt.reweight(_TiltedWeights(), thetas, {"y": 0, "n": 0, "precision": 0, "exact_noise_var": 0},
+                                 np.random.default_rng(2), quiet=True)
+        again, _ = clt.reweight(_TiltedWeights(), thetas, {"y": 0, "n": 0, "precision": 0, "exact_noise_var": 0},
+                                np.random.default_rng(2), quiet=True)
+    np.testing.assert_array_equal(idx, again)
+    assert idx.shape == (4, 2000) and np.all(np.diff(idx, axis=1) >= 0)
+    x = np.take_along_axis(thetas[..., 0], idx, axis=1)
+    assert abs(x.mean() - 1.0) < 0.08 and abs(x.std() - 1.0) < 0.08, (x.mean(), x.std())
+    assert diag["reweighting_pareto_k"] < diag["reweighting_pareto_k_threshold"] == 0.7
+    assert 2000 < diag["reweighting_ess"] < 3800 and diag["reweighting_draws"] == 8000
+    bad = thetas.copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(InputError, match="covariance: reweighted: S\\(p\\) could not be factorised at 1 of 8,000"):
+        clt.reweight(_TiltedWeights(), bad, {"y": 0, "n": 0, "precision": 0, "exact_noise_var": 0},
+                     np.random.default_rng(2), quiet=True)
+
+
+def test_a_large_reweighting_k_hat_is_a_posterior_warning():
+    """A PSIS k-hat above its threshold puts one line in Posterior.warnings (so the CLI prints it and the netCDF
+    file keeps it); below it, or without reweighting, none."""
+    from types import SimpleNamespace
+
+    from dpposterior.checks import reweighting_warnings
+
+    attrs = {"reweighting_pareto_k": 0.83, "reweighting_pareto_k_threshold": 0.7, "reweighting_ess": 41.0,
+             "reweighting_draws": 4000}
+    (line,) = reweighting_warnings(SimpleNamespace(attrs=attrs))
+    assert line.startswith("covariance reweighted: PSIS k-hat 0.83 > 0.70 (effective sample size 41 of 4000")
+    assert reweighting_warnings(SimpleNamespace(attrs=dict(attrs, reweighting_pareto_k=0.5))) == []
+    assert reweighting_warnings(SimpleNamespace(attrs={})) == []
+
+
+def test_reweighted_covariance_is_refused_above_its_size_and_counted_in_memory(monkeypatch):
+    """Above REWEIGHT_MAX_CELLS measured cells reweighted is refused in one line naming the option; and the
+    pairwise joint laws' index arrays and S(p) (covariance exact or reweighted) enter the memory estimate: an
+    allowance between the two estimates passes the plug-in and refuses them."""
+    from dpposterior import memory
+    from dpposterior.errors import MemoryRefusedError
+
+    rel = _release(500, 0.5, 4)
+    monkeypatch.setattr(clt, "REWEIGHT_MAX_CELLS", 5)
+    with pytest.raises(InputError, match="covariance: reweighted factorises S, of side the 12 measured cells"):
+        infer(rel, method="clt", covariance="reweighted", draws=10, warmup=10, chains=1)
+    cells = 5000
+    plain = 8.0 * (3 * 10 * 10 + 3 * cells * cells + 4 * 20 * 10 + 4 * 10 * (10 + 40))
+    monkeypatch.setattr(memory, "available_bytes", lambda: plain + 1.0)
+    clt._memory_check(10, cells, 4, 10, 40, 20)
+    with pytest.raises(MemoryRefusedError, match="draws: the CLT engine's 10 parameters, 5,000 measured cells"):
+        clt._memory_check(10, cells, 4, 10, 40, 20, pairwise=True)

@@ -251,10 +251,25 @@ def prior_warnings(post, family=None, prior_obj=None, release=None) -> list[str]
     return flagged
 
 
+def reweighting_warnings(post) -> list[str]:
+    """Draws resampled by importance weights (``clt``'s ``covariance = "reweighted"``): a PSIS k-hat above its
+    threshold says the weights' estimate, and so the resampled draws, have a large Monte Carlo error."""
+    khat = post.attrs.get("reweighting_pareto_k")
+    if khat is None:
+        return []
+    limit = float(post.attrs.get("reweighting_pareto_k_threshold", 0.7))
+    if not float(khat) > limit:
+        return []
+    ess, total = float(post.attrs.get("reweighting_ess", float("nan"))), post.attrs.get("reweighting_draws", "?")
+    return [f"covariance reweighted: PSIS k-hat {float(khat):.2f} > {limit:.2f} (effective sample size {ess:.0f} "
+            f"of {total} draws): the importance weights that turn the plug-in's draws into the exact covariance's "
+            "are not to be trusted -- raise draws, or use covariance exact where the release fits it"]
+
+
 def check_posterior(post, family=None, prior_obj=None, release=None) -> None:
     """Refuse non-finite draws; append reliability warnings to ``post.warnings``."""
     check_finite(post)
-    for w in (mcmc_warnings(post) + smc_abc_warnings(post) + flow_warnings(post)
+    for w in (mcmc_warnings(post) + smc_abc_warnings(post) + flow_warnings(post) + reweighting_warnings(post)
               + prior_warnings(post, family, prior_obj, release)):
         if w not in post.warnings:
             post.warnings.append(w)
