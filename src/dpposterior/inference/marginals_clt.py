@@ -251,8 +251,8 @@ class ExactCovariance:
     """S(p) = n (Pi(p) - mu mu^T) + diag(v) at every p (``covariance = "exact"``, NAPSU-MQ's likelihood), in JAX:
     Pi_ab for every pair of measured cliques from their union's joint law -- a marginal of one junction-tree
     clique's table where a clique holds the union, else the einsum of the root table and the other cliques'
-    conditionals (the variable elimination of :meth:`JunctionTree.marginal`) -- gathered into the pair's block as
-    :func:`second_moments` does in numpy."""
+    conditionals (the variable elimination of :meth:`JunctionTree.marginal`) -- gathered into the pair's block by
+    :func:`measured_pairs`, as :func:`second_moments` does in numpy."""
 
     def __init__(self, layout: Layout):
         tree = layout.tree
@@ -261,24 +261,12 @@ class ExactCovariance:
         self.sizes = [int(math.prod(tree.shape(m))) for m in measured]
         letters = {a: chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i, a in enumerate(tree.attributes)}
         self.pairs = []
-        for a, ca in enumerate(measured):
-            va = np.unravel_index(np.arange(self.sizes[a]), tree.shape(ca))
-            for b in range(a, len(measured)):
-                cb = measured[b]
-                extra = tuple(x for x in cb if x not in ca)
-                union = tuple(ca) + extra
-                vb = np.unravel_index(np.arange(self.sizes[b]), tree.shape(cb))
-                agree = np.ones((self.sizes[a], self.sizes[b]), dtype=bool)
-                for x in cb:
-                    if x in ca:
-                        agree &= va[ca.index(x)][:, None] == vb[cb.index(x)][None, :]
-                idx = tuple(np.broadcast_to(va[i][:, None], agree.shape) for i in range(len(ca)))
-                idx += tuple(np.broadcast_to(vb[cb.index(x)][None, :], agree.shape) for x in extra)
-                k = tree.containing(union)
-                expr = None if k is not None else (
-                    ",".join("".join(letters[x] for x in c) for c in tree.cliques) + "->"
-                    + "".join(letters[x] for x in union))
-                self.pairs.append((a, b, union, k, expr, idx, agree))
+        for a, b, union, idx, agree in measured_pairs(tree, measured):
+            k = tree.containing(union)
+            expr = None if k is not None else (
+                ",".join("".join(letters[x] for x in c) for c in tree.cliques) + "->"
+                + "".join(letters[x] for x in union))
+            self.pairs.append((a, b, union, k, expr, idx, agree))
 
     def covariance(self, xp, logc, tables, mu, n, noise_var):
         layout = self.layout
@@ -299,18 +287,16 @@ class ExactCovariance:
         return n * (pi - xp.outer(mu, mu)) + xp.diag(noise_var)
 
 
-def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
-    """Pi: Pi_ab(i, j) = P(x_a = i, x_b = j) for every pair of measured cliques, from the clique tables (one draw,
-    numpy), by the joint law of the two cliques' union (variable elimination, :meth:`JunctionTree.marginal`)."""
+def measured_pairs(tree: JunctionTree, measured):
+    """Every pair (a, b), a <= b, of measured cliques with what gathers Pi_ab from their union's joint law: the union
+    (clique a's attributes, then b's others), the index arrays into the union's table of each (cell of a, cell of b)
+    and the mask of the pairs that agree on the attributes both hold (Pi_ab is 0 elsewhere)."""
     sizes = [int(math.prod(tree.shape(m))) for m in measured]
-    offs = np.cumsum([0] + sizes)
-    out = np.zeros((offs[-1], offs[-1]))
     for a, ca in enumerate(measured):
         va = np.unravel_index(np.arange(sizes[a]), tree.shape(ca))
         for b in range(a, len(measured)):
             cb = measured[b]
             extra = tuple(x for x in cb if x not in ca)
-            joint = tree.marginal(tables, tuple(ca) + extra)
             vb = np.unravel_index(np.arange(sizes[b]), tree.shape(cb))
             agree = np.ones((sizes[a], sizes[b]), dtype=bool)
             for x in cb:
@@ -318,9 +304,19 @@ def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
                     agree &= va[ca.index(x)][:, None] == vb[cb.index(x)][None, :]
             idx = tuple(np.broadcast_to(va[i][:, None], agree.shape) for i in range(len(ca)))
             idx += tuple(np.broadcast_to(vb[cb.index(x)][None, :], agree.shape) for x in extra)
-            block = np.where(agree, joint[idx], 0.0)
-            out[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
-            out[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
+            yield a, b, tuple(ca) + extra, idx, agree
+
+
+def second_moments(tree: JunctionTree, tables, measured) -> np.ndarray:
+    """Pi: Pi_ab(i, j) = P(x_a = i, x_b = j) for every pair of measured cliques, from the clique tables (one draw,
+    numpy), by the joint law of the two cliques' union (variable elimination, :meth:`JunctionTree.marginal`)."""
+    sizes = [int(math.prod(tree.shape(m))) for m in measured]
+    offs = np.cumsum([0] + sizes)
+    out = np.zeros((offs[-1], offs[-1]))
+    for a, b, union, idx, agree in measured_pairs(tree, measured):
+        block = np.where(agree, tree.marginal(tables, union)[idx], 0.0)
+        out[offs[a]:offs[a + 1], offs[b]:offs[b + 1]] = block
+        out[offs[b]:offs[b + 1], offs[a]:offs[a + 1]] = block.T
     return out
 
 
@@ -400,6 +396,13 @@ class Compiled:
         self._exact = None
         half_quadratic = _half_quadratic(jax)
 
+        def exact_log_likelihood(logc, tables, mu, data):
+            """log N(y; n mu, S(p)) up to its constant, S(p) built and factorised at this table."""
+            cov = self.exact().covariance(jnp, logc, tables, mu, data["n"], data["exact_noise_var"])
+            low = jnp.linalg.cholesky(cov)
+            w = solve_triangular(low, data["y"] - data["n"] * mu, lower=True)
+            return -jnp.sum(jnp.log(jnp.diagonal(low))) - 0.5 * w @ w
+
         def log_density(theta, data):
             """log prior + log CLT likelihood: with ``data["scaled_d"]`` S moved with the table
             (:func:`scaled_log_likelihood`), else S fixed (``data["precision"]`` = S^-1)."""
@@ -408,10 +411,7 @@ class Compiled:
             mu = layout.means(jnp, tables)
             log_prior = layout.log_prior(jnp, theta, logc, data)
             if "exact_noise_var" in data:  # (static branches: the data's structure is fixed per compilation)
-                cov = self.exact().covariance(jnp, logc, tables, mu, data["n"], data["exact_noise_var"])
-                low = jnp.linalg.cholesky(cov)
-                w = solve_triangular(low, data["y"] - data["n"] * mu, lower=True)
-                return log_prior - jnp.sum(jnp.log(jnp.diagonal(low))) - 0.5 * w @ w
+                return log_prior + exact_log_likelihood(logc, tables, mu, data)
             if "scaled_d" not in data:
                 return log_prior - half_quadratic(data["precision"], data["y"] - data["n"] * mu)
             return log_prior + scaled_log_likelihood(jnp, mu, data)
@@ -423,10 +423,7 @@ class Compiled:
             tables = layout.tables(jnp, logc)
             mu = layout.means(jnp, tables)
             r = data["y"] - data["n"] * mu
-            cov = self.exact().covariance(jnp, logc, tables, mu, data["n"], data["exact_noise_var"])
-            low = jnp.linalg.cholesky(cov)
-            w = solve_triangular(low, r, lower=True)
-            return -jnp.sum(jnp.log(jnp.diagonal(low))) - 0.5 * w @ w + 0.5 * r @ (data["precision"] @ r)
+            return exact_log_likelihood(logc, tables, mu, data) + 0.5 * r @ (data["precision"] @ r)
 
         # one draw at a time within a block: a batch would hold a covariance (cells^2) per draw
         self.log_weights = jax.jit(lambda ts, d: jax.lax.map(lambda t: log_weight(t, d), ts))
