@@ -476,6 +476,41 @@ def test_reweighting_log_weights_are_scipys_log_density_ratio():
     np.testing.assert_allclose(ours - ours[0], np.array(ref) - ref[0], rtol=1e-9, atol=1e-8)
 
 
+def test_proposal_tilt_matches_the_log_weights_gradient_at_the_mode_and_is_divided_out():
+    """proposal_tilt's h: J^T h equals the log weight's gradient g at the expansion point (the measured cells'
+    probabilities determine this decomposable model's parameters, so J^T has full row rank and the match is exact
+    to LSQR's tolerance); the tilted log weight (the tilt divided out) has no gradient there; it is the untilted
+    weight minus h . n mu at every theta; and the plug-in likelihood at y + S-bar h differs from the one at y by
+    exactly h . n mu plus a constant (so the chains sample the tilted proposal)."""
+    import jax
+    import jax.numpy as jnp
+
+    tree, comp, rng, s_bar, y = _clt_case(seed=8, n=400, noise_variance=3.0)
+    layout = comp.layout
+    n, v = 400, np.full(len(y), 3.0)
+    point = rng.normal(scale=0.6, size=layout.dim)
+    s_bar = clt.clt_covariance(tree, clt.tables_np(layout, point), MEASURED, n, v)
+    thetas = np.array([point + rng.normal(scale=0.3, size=layout.dim) for _ in range(4)])
+    with jax.enable_x64(True):
+        data = {"y": jnp.asarray(y), "n": jnp.asarray(float(n)), "precision": jnp.asarray(clt.precision_matrix(s_bar)),
+                "exact_noise_var": jnp.asarray(v)}
+        h, stats = clt.proposal_tilt(comp, point, data)
+        g = np.asarray(comp.log_weight_gradient(jnp.asarray(point), data))
+        tilted = dict(data, tilt=jnp.asarray(h))
+        g_tilted = np.asarray(comp.log_weight_gradient(jnp.asarray(point), tilted))
+        plain = np.asarray(comp.log_weights(jnp.asarray(thetas), data))
+        with_tilt = np.asarray(comp.log_weights(jnp.asarray(thetas), tilted))
+    assert np.linalg.norm(g) > 1e-3 and stats["reweighting_tilt_unmatched"] < 1e-6, stats
+    assert np.linalg.norm(g_tilted) < 1e-6 * np.linalg.norm(g)
+    nmu = np.array([n * np.concatenate([tree.marginal(clt.tables_np(layout, t), m).ravel() for m in MEASURED])
+                    for t in thetas])
+    np.testing.assert_allclose(with_tilt, plain - nmu @ h, rtol=1e-10, atol=1e-8)
+    shifted = y + s_bar @ h
+    quad = [scipy.stats.multivariate_normal(m, s_bar).logpdf(shifted) - scipy.stats.multivariate_normal(m, s_bar).logpdf(y)
+            for m in nmu]
+    np.testing.assert_allclose(np.diff(quad), np.diff(nmu @ h), rtol=1e-9, atol=1e-8)
+
+
 class _TiltedWeights:
     """A stand-in for Compiled whose log weight is theta_0: it tilts a N(0, 1) sample to N(1, 1)."""
 
