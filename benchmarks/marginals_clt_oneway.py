@@ -134,7 +134,7 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
         row[method] = {"mean": float(m), "sd": float(s), "diff_sd": float((m - ref_mean) / ref_sd),
                        "mc_sd": float(e / ref_sd), "sd_ratio": float(s / ref_sd),
                        "max_rhat": max_rhat(post), "seconds": seconds,
-                       **{k: post.attrs[k] for k in ("reweighting_pareto_k", "reweighting_ess") if k in post.attrs}}
+                       **{k: float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")}}
     return row
 
 
@@ -186,7 +186,8 @@ def show(r: dict) -> None:
     print(f"seed {r['seed']} (sigma {r['sigma']:.1f}): exact n p_0 {r['exact_mean']:.1f} (sd {r['exact_sd']:.1f}); "
           + "; ".join(f"{m} {r[m]['diff_sd']:+.3f} sds (MC {r[m]['mc_sd']:.3f}, sd ratio {r[m]['sd_ratio']:.3f}, "
                       f"R-hat {r[m]['max_rhat']:.3f}, {r[m].get('seconds', float('nan')):.0f} s"
-                      + (f", k-hat {r[m]['reweighting_pareto_k']:.2f}, ESS {r[m]['reweighting_ess']:.0f}"
+                      + (f", k-hat {r[m]['reweighting_pareto_k']:.2f}, ESS {r[m]['reweighting_ess']:.0f}, "
+                         f"first-order shift {r[m].get('reweighting_first_order_shift', float('nan')):.2f} sd"
                          if "reweighting_pareto_k" in r[m] else "") + ")" for m in ENGINES
                       if m in r), flush=True)
 

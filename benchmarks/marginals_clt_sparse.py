@@ -62,8 +62,7 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
             post = dpposterior.infer(rel, draws=draws, warmup=warmup, seed=seed, quiet=True, **ENGINES[method])
         row[f"{method}_seconds"] = time.perf_counter() - t0
         row[f"{method}_max_rhat"] = max_rhat(post)
-        row.update({f"{method}_{k}": float(post.attrs[k]) for k in ("reweighting_pareto_k", "reweighting_ess")
-                    if k in post.attrs})
+        row.update({f"{method}_{k}": float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")})
         for key, attr, cell in (("big", "capital-gain", big), ("high_income", "income>50K", 1)):
             found[method, key] = batch_means(n * np.asarray(post.marginal([attr]), float)[..., cell])
     if "da" not in methods:

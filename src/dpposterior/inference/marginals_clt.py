@@ -746,7 +746,9 @@ def proposal_tilt(comp: Compiled, theta_hat: np.ndarray, data: dict) -> tuple[np
     not in theta: a tilt linear in theta would outweigh a small pseudo-count's exp(alpha theta) tail and make the
     proposal improper.  It is the plug-in likelihood at y + S-bar h (the quadratic's cross term), so the chains
     run the plug-in's compiled sampler unchanged; the weights divide it out exactly (:meth:`Compiled.log_weights`).
-    Returns h and the gradient's norm and the share of it the tilt leaves unmatched."""
+    Returns h, the first-order shift sqrt(g^T W W^T g) (W W^T the Laplace covariance at the mode: the most, in
+    posterior sds, that the plug-in's first-order error moves any linear function of theta) and the share of g the
+    tilt leaves unmatched."""
     import jax.numpy as jnp
     from scipy.sparse.linalg import LinearOperator, lsqr
 
@@ -763,7 +765,8 @@ def proposal_tilt(comp: Compiled, theta_hat: np.ndarray, data: dict) -> tuple[np
     if not np.all(np.isfinite(h)):
         raise InputError("covariance", "reweighted: the proposal's tilt is not finite at the posterior mode; use "
                                        "covariance plug-in")
-    return h, {"reweighting_gradient_norm": gnorm, "reweighting_tilt_unmatched": resid}
+    shift = float(np.linalg.norm(np.asarray(data["whiten"], dtype=float).T @ g))
+    return h, {"reweighting_first_order_shift": shift, "reweighting_tilt_unmatched": resid}
 
 
 #: draws of the Laplace approximation at which the scaled covariance is checked, and the share of them allowed
