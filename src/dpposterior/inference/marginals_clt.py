@@ -27,7 +27,8 @@ A-bar at the mode, E scaling each cell to its exact variance at p.  That is S(p)
 it is not positive definite over the posterior, and is refused (:func:`_check_scaled`).  ``covariance = "exact"``
 (:class:`ExactCovariance`) is NAPSU-MQ's: S(p) built from every pair's joint law and factorised at every step, for
 releases of at most :data:`EXACT_MAX_CELLS` measured cells.  ``covariance = "reweighted"`` gets the same
-posterior at the plug-in's cost plus one factorisation per kept draw: the plug-in chains' draws, their likelihood
+posterior at the plug-in's cost plus one gradient of the exact likelihood and one factorisation per kept draw:
+the plug-in chains' draws, their likelihood
 tilted by exp(h . n mu(p)) with h matching the log weight's gradient at the mode (:func:`proposal_tilt`), are an
 importance sample's proposal, w = N(y; n mu(p), S(p)) / (N(y; n mu(p), S-bar) exp(h . n mu(p))) (the prior cancels),
 Pareto-smoothed (PSIS:
