@@ -404,7 +404,9 @@ def worker(args) -> None:
         res["infer_seconds"] = time.perf_counter() - t0
     res["infer_warnings"] = [f"{w.category.__name__}: {w.message}"[:300] for w in caught[:5]]
     res["infer_warnings_count"] = len(caught)
-    res["reweighting"] = {k: float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")}
+    from marginals_clt_oneway import reweighting_diagnostics
+
+    res["reweighting"] = reweighting_diagnostics(post)
     res["numba_record_sweep"] = _numba_stats()
     t0 = time.perf_counter()
     res["diagnostics"] = _diagnostics(post)

@@ -134,7 +134,7 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
         row[method] = {"mean": float(m), "sd": float(s), "diff_sd": float((m - ref_mean) / ref_sd),
                        "mc_sd": float(e / ref_sd), "sd_ratio": float(s / ref_sd),
                        "max_rhat": max_rhat(post), "seconds": seconds,
-                       **{k: float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")}}
+                       **reweighting_diagnostics(post)}
     return row
 
 
@@ -156,6 +156,12 @@ def parse(doc: str, argv, *, seeds, rho: float, rho_of: str, draws: int, warmup:
                         "earlier --out of the same seeds, rho, draws and warm-up")
     ap.add_argument("--out", type=Path, default=None)
     return ap.parse_args(argv)
+
+
+def reweighting_diagnostics(post) -> dict:
+    """The importance weights' diagnostics that ``clt``'s ``covariance = "reweighted"`` stores (attributes
+    ``reweighting_*``); empty for any other posterior."""
+    return {k: float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")}
 
 
 def max_rhat(post) -> float:

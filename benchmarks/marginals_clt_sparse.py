@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from marginals_clt_error import batch_means  # noqa: E402
-from marginals_clt_oneway import ENGINES, max_rhat, parse, run_seeds  # noqa: E402
+from marginals_clt_oneway import ENGINES, max_rhat, parse, reweighting_diagnostics, run_seeds  # noqa: E402
 
 ATTRS = ("capital-gain", "income>50K")
 
@@ -62,7 +62,7 @@ def one(df, seed: int, rho: float, draws: int, warmup: int, methods) -> dict:
             post = dpposterior.infer(rel, draws=draws, warmup=warmup, seed=seed, quiet=True, **ENGINES[method])
         row[f"{method}_seconds"] = time.perf_counter() - t0
         row[f"{method}_max_rhat"] = max_rhat(post)
-        row.update({f"{method}_{k}": float(v) for k, v in post.attrs.items() if k.startswith("reweighting_")})
+        row.update({f"{method}_{k}": v for k, v in reweighting_diagnostics(post).items()})
         for key, attr, cell in (("big", "capital-gain", big), ("high_income", "income>50K", 1)):
             found[method, key] = batch_means(n * np.asarray(post.marginal([attr]), float)[..., cell])
     if "da" not in methods:

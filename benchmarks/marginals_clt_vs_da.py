@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from marginals_clt_error import batch_means  # noqa: E402
+from marginals_clt_oneway import reweighting_diagnostics  # noqa: E402
 
 #: expected-count bands (records a cell holds under the reference posterior) the errors are grouped by
 BANDS = ((0.0, 10.0), (10.0, 100.0), (100.0, 1000.0), (1000.0, math.inf))
@@ -135,7 +136,7 @@ def main(argv=None) -> None:
     doc = {"clt": str(args.clt), "da": str(args.da), "n": n, "release_sha256": da.attrs.get("release_sha256"),
            "draws": {"clt": [clt.nchains, clt.ndraws], "da": [da.nchains, da.ndraws]},
            "clt_covariance": str(clt.attrs.get("options_covariance", "plug-in")),
-           "clt_reweighting": {k: float(v) for k, v in clt.attrs.items() if k.startswith("reweighting_")},
+           "clt_reweighting": reweighting_diagnostics(clt),
            "measured": summary(rows[:measured]), "unmeasured": summary(rows[measured:]) if rows[measured:] else None,
            "tables": [{"table": r["table"], "cells": int(r["err"].size), "max_err_sd": float(r["err"].max()),
                        "median_err_sd": float(np.median(r["err"])), "max_rhat_da": float(r["rhat_da"].max()),
