@@ -589,10 +589,12 @@ def marginals_clt(model, options: MarginalsCLTOptions):
         exact = options.covariance == "exact"
 
         def data_for(theta, expand: bool):
+            """The compiled functions' data at theta, and the plug-in covariance S-bar there (None where S is built
+            in the log density)."""
             out = {"y": y, "n": float(n), **prior_data}
-            if exact and expand:  # (S is built in the log density)
+            if exact and expand:
                 out["exact_noise_var"] = noise_var
-                return jax.tree_util.tree_map(jnp.asarray, out)
+                return jax.tree_util.tree_map(jnp.asarray, out), None
             tables = tables_np(layout, theta)
             cov = clt_covariance(tree, tables, measured, n, noise_var)
             if scaled and expand:
@@ -601,13 +603,13 @@ def marginals_clt(model, options: MarginalsCLTOptions):
                            scaled_d=n * mu_bar + noise_var)
             else:
                 out["precision"] = precision_matrix(cov)
-            return jax.tree_util.tree_map(jnp.asarray, out)
+            return jax.tree_util.tree_map(jnp.asarray, out), cov
 
         theta = layout.start()
         for rnd in range(2):  # S fixed at the uniform table, then moved with the table about the mode found
             if not quiet:
                 report_status(f"posterior mode ({rnd + 1}/2)")
-            data = data_for(theta, expand=rnd > 0)
+            data, _ = data_for(theta, expand=rnd > 0)
 
             def fun(t):
                 v, g = comp.neg_value_and_grad(jnp.asarray(t), data)
@@ -617,7 +619,7 @@ def marginals_clt(model, options: MarginalsCLTOptions):
             if not np.all(np.isfinite(res.x)):
                 raise InputError("method", "clt: the posterior mode search diverged; use method da")
             theta = res.x
-        data = data_for(theta, expand=True)
+        data, cov_bar = data_for(theta, expand=True)
         if not quiet:
             report_status(f"Hessian at the mode ({layout.dim:,} parameters)")
         hess = np.asarray(comp.neg_hessian(jnp.asarray(theta), data), dtype=float)
@@ -634,7 +636,6 @@ def marginals_clt(model, options: MarginalsCLTOptions):
             if not quiet:
                 report_status("the proposal's tilt: the log weight's gradient at the mode")
             tilt, tilt_stats = proposal_tilt(comp, theta, wdata)
-            cov_bar = clt_covariance(tree, tables_np(layout, theta), measured, n, noise_var)
             sample_data = dict(data, y=jnp.asarray(y + cov_bar @ tilt))
             wdata["tilt"] = jnp.asarray(tilt)
 
