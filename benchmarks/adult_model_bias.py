@@ -99,6 +99,18 @@ def main() -> None:
             out.setdefault("in_standard_errors", {})[label] = {
                 k: {"mean_error": float(np.nanmean((est[:, i] - real[i]) / se[:, i])),
                     "spread": float(np.nanstd(est[:, i]) / np.nanmean(se[:, i]))} for i, k in enumerate(ma.COEFS)}
+            # the 90% intervals against the real-data fit and against the model's own regression of the population
+            # (the real fit plus the model's bias: what the model would give from the true marginals), the Monte
+            # Carlo error over the releases' own means as in marginals_adult.py
+            iv = np.array([[c.get("0.9") or [np.nan, np.nan] for c in r["combined"]["50"]] for r in rows], dtype=float)
+            scores = {}
+            for target, value in (("real", real), ("model", model["true three-way"])):
+                hit = np.where(np.isfinite(iv[..., 0]), (iv[..., 0] <= value) & (value <= iv[..., 1]), np.nan)
+                per = np.nanmean(hit, axis=1)
+                scores[target] = {"coverage": dict(zip(ma.COEFS, np.nanmean(hit, 0).tolist())),
+                                  "coverage_mean": float(np.nanmean(hit)),
+                                  "coverage_mean_se": float(np.nanstd(per, ddof=1) / np.sqrt(np.isfinite(per).sum()))}
+            out.setdefault("coverage_0.9", {})[label] = scores
     print("| coefficient | real | model bias (true three-way) | model bias (maximum entropy) | "
           + " | ".join(f"mean error, {k}" for k in out["observed"]) + " |")
     print("|---" * (4 + len(out["observed"])) + "|")
@@ -112,6 +124,17 @@ def main() -> None:
         for k in ma.COEFS:
             print(f"| {k} | " + " | ".join(f"{v[k]['mean_error']:+.2f} / {v[k]['spread']:.2f}"
                                          for v in out["in_standard_errors"].values()) + " |")
+    if out.get("coverage_0.9"):
+        print("\n90% coverage (m = 50) of the real-data fit and of the model's own regression (real + model bias, "
+              "true three-way), mean ± MC se:\n")
+        print("| results, ε | of the real fit | of the model's regression | per coefficient, of the model's: "
+              + ", ".join(ma.COEFS) + " |")
+        print("|---|---|---|---|")
+        for label, sc in out["coverage_0.9"].items():
+            r, m = sc["real"], sc["model"]
+            print(f"| {label} | {r['coverage_mean']:.3f} ± {r['coverage_mean_se']:.3f} | "
+                  f"{m['coverage_mean']:.3f} ± {m['coverage_mean_se']:.3f} | "
+                  + ", ".join(f"{m['coverage'][k]:.2f}" for k in ma.COEFS) + " |")
     path = out_path(args.out, "adult_model_bias.json", args.update_results)
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path}")
