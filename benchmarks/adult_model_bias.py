@@ -15,7 +15,7 @@ regression (Newton's method) on the 100 cells of (age, race, gender, income), ch
 Given results files of marginals_adult.py, it sets beside it the mean error of the combined estimates (m = 50)
 over the repeats at each epsilon.
 
-    python benchmarks/adult_model_bias.py [--data adult.csv] [RESULTS.json ...] [--update-results]
+    python benchmarks/adult_model_bias.py [--data adult.csv] [RESULTS.json ...] [--pool] [--update-results]
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=ma.DEFAULT_DATA)
     ap.add_argument("results", nargs="*", type=Path, help="results files of marginals_adult.py (10 attributes)")
+    ap.add_argument("--pool", action="store_true", help="pool the results files' rows per epsilon (release sets "
+                    "of other seeds, same settings) instead of a column per file")
     ap.add_argument("--out", type=Path, default=None)
     add_update_flag(ap)
     args = ap.parse_args()
@@ -87,13 +89,16 @@ def main() -> None:
              "maximum-entropy three-way": weighted_fit(n * maxent[None] * age_given_income[:, None, None, :], levels)}
     out = {"real": dict(zip(ma.COEFS, real.tolist())),
            "model_bias": {k: dict(zip(ma.COEFS, (v - real).tolist())) for k, v in model.items()}, "observed": {}}
-    for f in args.results:
-        doc = json.loads(f.read_text())
-        for eps in sorted({r["epsilon"] for r in doc["rows"] if r.get("status") == "ok"}):
-            rows = [r for r in doc["rows"] if r.get("status") == "ok" and r["epsilon"] == eps]
+    groups = [(f.stem.removeprefix("marginals_adult_10_"), [f]) for f in args.results]
+    if args.pool:  # one group of every file's rows (release sets made with other --seed values)
+        groups = [(" + ".join(name for name, _ in groups), list(args.results))]
+    for name, files in groups:
+        every = [r for f in files for r in json.loads(f.read_text())["rows"] if r.get("status") == "ok"]
+        for eps in sorted({r["epsilon"] for r in every}):
+            rows = [r for r in every if r["epsilon"] == eps]
             est = np.array([[c["estimate"] for c in r["combined"]["50"]] for r in rows])
             se = np.sqrt(np.array([[c["variance"] for c in r["combined"]["50"]] for r in rows]))
-            label = f"{f.stem.removeprefix('marginals_adult_10_')}, eps {eps}"
+            label = f"{name}, eps {eps}"
             out["observed"][label] = dict(zip(ma.COEFS, (np.nanmean(est, 0) - real).tolist()))
             # in combined standard errors: the mean error, and the estimates' spread over the releases
             out.setdefault("in_standard_errors", {})[label] = {

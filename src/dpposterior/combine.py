@@ -35,7 +35,9 @@ With ``q̄ = mean(q_i)``, ``B = sample variance of q_i (ddof 1)`` and ``Ū = mea
   posterior predictive's own spread, so adding Ū to B counts the sampling variance twice and its
   intervals over-cover (tests/test_combine.py: 0.9265 where the synthetic rule gives 0.9075 at 0.90).
 
-The interval is ``q̄ ± t_ν((1 + level)/2) √T`` (the normal quantile when ν = ∞).  Each coefficient is
+The interval is ``q̄ ± t_ν((1 + level)/2) √T`` (the normal quantile when ν = ∞).  Under the synthetic rule it
+is for the population's value (the model's records are a sample of it), so it holds the sampling variance of
+the original records as well: for the original data set's own value it is conservative (docs/combine.md).  Each coefficient is
 combined on its own (scalar rules): given covariance matrices, only their diagonals are used -- the
 multivariate versions of these rules (Reiter 2005; Li, Raghunathan & Rubin 1991) are not implemented.
 
