@@ -107,15 +107,9 @@ def main() -> None:
             # the 90% intervals against the real-data fit and against the model's own regression of the population
             # (the real fit plus the model's bias: what the model would give from the true marginals), the Monte
             # Carlo error over the releases' own means as in marginals_adult.py
-            iv = np.array([[c.get("0.9") or [np.nan, np.nan] for c in r["combined"]["50"]] for r in rows], dtype=float)
-            scores = {}
-            for target, value in (("real", real), ("model", model["true three-way"])):
-                hit = np.where(np.isfinite(iv[..., 0]), (iv[..., 0] <= value) & (value <= iv[..., 1]), np.nan)
-                per = np.nanmean(hit, axis=1)
-                scores[target] = {"coverage": dict(zip(ma.COEFS, np.nanmean(hit, 0).tolist())),
-                                  "coverage_mean": float(np.nanmean(hit)),
-                                  "coverage_mean_se": float(np.nanstd(per, ddof=1) / np.sqrt(np.isfinite(per).sum()))}
-            out.setdefault("coverage_0.9", {})[label] = scores
+            out.setdefault("coverage_0.9", {})[label] = {
+                target: ma.coverage_summary(ma.interval_hits(rows, 50, 0.9, [value] * len(rows))[0])
+                for target, value in (("real", real), ("model", model["true three-way"]))}
     print("| coefficient | real | model bias (true three-way) | model bias (maximum entropy) | "
           + " | ".join(f"mean error, {k}" for k in out["observed"]) + " |")
     print("|---" * (4 + len(out["observed"])) + "|")

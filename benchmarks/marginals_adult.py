@@ -537,6 +537,31 @@ def truth(args) -> dict:
             "age_bins": sorted(set(frame["age"])), "hours_bins": sorted(set(frame["hours-per-week"]))}
 
 
+def interval_hits(rows, m: int, level: float, targets) -> tuple[np.ndarray, np.ndarray]:
+    """(hits, widths), each (repeats, coefficients): whether each repeat's combined interval at ``level`` (m data
+    sets) holds ``targets[repeat][coefficient]``, and its width; NaN where the interval is missing or not finite."""
+    hit = np.full((len(rows), len(COEFS)), np.nan)
+    wid = np.full((len(rows), len(COEFS)), np.nan)
+    for k, r in enumerate(rows):
+        for i, row in enumerate(r["combined"][str(m)]):
+            iv = row.get(str(level))
+            if iv is not None and all(math.isfinite(x) for x in iv):
+                hit[k, i] = iv[0] <= targets[k][i] <= iv[1]
+                wid[k, i] = iv[1] - iv[0]
+    return hit, wid
+
+
+def coverage_summary(hit: np.ndarray) -> dict:
+    """Coverage per coefficient and averaged, with its Monte Carlo error: the coefficients of one repeat share its
+    release, so that error is the repeats' own means' (between-repeat sd / sqrt(repeats)), not that of
+    coefficients x repeats independent coins."""
+    per_repeat = np.nanmean(hit, axis=1)
+    per_repeat = per_repeat[np.isfinite(per_repeat)]
+    return {"coverage": dict(zip(COEFS, np.nanmean(hit, axis=0).tolist())), "coverage_mean": float(np.nanmean(hit)),
+            "coverage_mean_se": float(np.std(per_repeat, ddof=1) / np.sqrt(per_repeat.size))
+            if per_repeat.size > 1 else float("nan")}
+
+
 def summarise(rows, real, levels, m_values) -> dict:
     """Per epsilon: coverage per coefficient and averaged, mean interval width, wall times."""
     from scipy import stats
@@ -556,40 +581,15 @@ def summarise(rows, real, levels, m_values) -> dict:
             s["synthesize_seconds_mean"] = float(np.mean([r["synthesize_seconds"] for r in rr]))
             for m in m_values:
                 for level in levels:
-                    cov = np.full((len(rr), len(COEFS)), np.nan)
-                    wid = np.full((len(rr), len(COEFS)), np.nan)
-                    for k, r in enumerate(rr):
-                        for i, row in enumerate(r["combined"][str(m)]):
-                            iv = row.get(str(level))
-                            if iv is not None and all(math.isfinite(x) for x in iv):
-                                cov[k, i] = iv[0] <= true[i] <= iv[1]
-                                wid[k, i] = iv[1] - iv[0]
-                    # the coefficients of one repeat share its release: the Monte Carlo error of the mean coverage
-                    # is that of the repeats' own means (between-repeat sd / sqrt(repeats)), not of 7 x R coins
-                    per_repeat = np.nanmean(cov, axis=1)
-                    per_repeat = per_repeat[np.isfinite(per_repeat)]
+                    cov, wid = interval_hits(rr, m, level, [true] * len(rr))
                     s[f"m{m}_level{level}"] = {
-                        "coverage": dict(zip(COEFS, np.nanmean(cov, axis=0).tolist())),
-                        "coverage_mean": float(np.nanmean(cov)),
-                        "coverage_mean_se": float(np.std(per_repeat, ddof=1) / np.sqrt(per_repeat.size))
-                        if per_repeat.size > 1 else float("nan"),
+                        **coverage_summary(cov),
                         "width": dict(zip(COEFS, np.nanmean(wid, axis=0).tolist())),
                         "width_mean": float(np.nanmean(wid)), "width_median": float(np.nanmedian(wid)),
                         "intervals_missing": int(np.isnan(cov).sum())}
                     if all("sample_coef" in r for r in rr):  # --resample: the same intervals against each sample's fit
-                        own = np.full((len(rr), len(COEFS)), np.nan)
-                        for k, r in enumerate(rr):
-                            for i, row in enumerate(r["combined"][str(m)]):
-                                iv = row.get(str(level))
-                                if iv is not None and all(math.isfinite(x) for x in iv):
-                                    own[k, i] = iv[0] <= r["sample_coef"][i] <= iv[1]
-                        per_repeat = np.nanmean(own, axis=1)
-                        per_repeat = per_repeat[np.isfinite(per_repeat)]
-                        s[f"m{m}_level{level}"]["sample_fit"] = {
-                            "coverage": dict(zip(COEFS, np.nanmean(own, axis=0).tolist())),
-                            "coverage_mean": float(np.nanmean(own)),
-                            "coverage_mean_se": float(np.std(per_repeat, ddof=1) / np.sqrt(per_repeat.size))
-                            if per_repeat.size > 1 else float("nan")}
+                        own, _ = interval_hits(rr, m, level, [r["sample_coef"] for r in rr])
+                        s[f"m{m}_level{level}"]["sample_fit"] = coverage_summary(own)
                 # the combined estimate's error in its own standard errors, per coefficient: a calibrated
                 # interval has mean ~0 and sd ~1 over the repeats (sd < 1: wider than the estimate varies)
                 z = np.full((len(rr), len(COEFS)), np.nan)

@@ -37,9 +37,10 @@ With ``q̄ = mean(q_i)``, ``B = sample variance of q_i (ddof 1)`` and ``Ū = mea
 
 The interval is ``q̄ ± t_ν((1 + level)/2) √T`` (the normal quantile when ν = ∞).  Under the synthetic rule it
 is for the population's value (the model's records are a sample of it), so it holds the sampling variance of
-the original records as well: for the original data set's own value it is conservative (docs/combine.md).  Each coefficient is
-combined on its own (scalar rules): given covariance matrices, only their diagonals are used -- the
-multivariate versions of these rules (Reiter 2005; Li, Raghunathan & Rubin 1991) are not implemented.
+the original records as well: for the original data set's own value it is conservative (docs/combine.md).
+Each coefficient is combined on its own (scalar rules): given covariance matrices, only their diagonals are
+used -- the multivariate versions of these rules (Reiter 2005; Li, Raghunathan & Rubin 1991) are not
+implemented.
 
 Refused with a one-line :class:`~dpposterior.errors.InputError`: m < 2, shapes that disagree, non-finite
 values, negative variances, a level outside (0, 1), an unknown rule.  Dropping fits that failed on some
