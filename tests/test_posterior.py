@@ -77,3 +77,21 @@ def test_engines_say_whether_their_draws_are_iid_and_the_file_keeps_it(tmp_path)
     path = tmp_path / "post.nc"
     naive_lr.to_netcdf(path)
     assert int(az.from_netcdf(path).posterior.attrs["iid_draws"]) == 0
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"format": "dpposterior-release/1", "family": "marginals"}',
+     "is a JSON file (dpposterior-release/1), not a posterior (netCDF); a release is analysed first: dpposterior infer"),
+    ("{}", "is a JSON file, not a posterior"),
+    ("not a netCDF file", "cannot read a posterior file (OSError"),
+])
+def test_a_file_that_is_not_a_posterior_is_named_in_one_line(tmp_path, text, said):
+    from dpposterior.errors import InputError
+
+    path = tmp_path / "rel.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        Posterior.read(path)
+    message = str(info.value)
+    assert message.startswith("posterior: ") and said in message, message
+    assert "\n" not in message

@@ -372,13 +372,28 @@ class Posterior:
         try:
             idata = read_netcdf(path)
         except (OSError, ValueError, KeyError) as exc:
-            raise InputError(field, f"cannot read a posterior file ({type(exc).__name__}: {exc})") from None
+            raise InputError(field, _not_a_posterior(path, exc)) from None
         try:
             if group(idata, "posterior") is None:
                 raise InputError(field, "holds no posterior group")
             return cls.from_arviz(idata)  # numpy copies: the file is no longer needed
         finally:
             close(idata)
+
+
+def _not_a_posterior(path, exc) -> str:
+    """Why ``path`` is not a posterior file; a release manifest (JSON) is named as such, since passing the release
+    where its posterior belongs is the likely slip."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"{"):
+        import re
+
+        fmt = re.search(rb'"format"\s*:\s*"([^"]{1,60})"', head)
+        what = f"a JSON file ({fmt.group(1).decode(errors='replace')})" if fmt else "a JSON file"
+        return (f"{path} is {what}, not a posterior (netCDF); a release is analysed first: "
+                f"dpposterior infer {path} --out POST.nc")
+    return f"cannot read a posterior file ({type(exc).__name__}: {exc})"
 
 
 def draws_sha256(posterior: dict) -> str:
