@@ -156,6 +156,16 @@ def test_bad_inputs_one_line(tmp_path, make, field, capsys):
     assert err.startswith(f"error: {field}:") and err.count("\n") == 1
 
 
+def test_a_release_given_as_the_posterior_is_named(tmp_path, capsys):
+    path = tmp_path / "release.json"
+    path.write_text(json.dumps(RELEASE))
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: posterior: {path} is a release (dpposterior-release/1), not a posterior")
+    assert f"dpposterior infer {path} --out POST.nc" in err
+
+
 def test_bad_compare_one_line(files, tmp_path, capsys):
     assert main(["report", str(files / "post.nc"), "--compare", str(tmp_path / "nope.nc"),
                  "--out", str(tmp_path / "o")]) == 2
