@@ -79,13 +79,15 @@ def test_engines_say_whether_their_draws_are_iid_and_the_file_keeps_it(tmp_path)
     assert int(az.from_netcdf(path).posterior.attrs["iid_draws"]) == 0
 
 
-@pytest.mark.parametrize("text, said", [
+@pytest.mark.parametrize("text, said, hint", [
     ('{"format": "dpposterior-release/1", "family": "marginals"}',
-     "is a JSON file (dpposterior-release/1), not a posterior (netCDF); a release is analysed first: dpposterior infer"),
-    ("{}", "is a JSON file, not a posterior"),
-    ("not a netCDF file", "cannot read a posterior file (OSError"),
+     "is a release (dpposterior-release/1), not a posterior (netCDF); a release is analysed first: dpposterior infer",
+     True),
+    ('{"methods": {"naive": {}}}', "is a JSON file, not a posterior (netCDF)", False),
+    ('{"format": "other/2"}', "is a JSON file (other/2), not a posterior (netCDF)", False),
+    ("not a netCDF file", "cannot read a posterior file (OSError", False),
 ])
-def test_a_file_that_is_not_a_posterior_is_named_in_one_line(tmp_path, text, said):
+def test_a_file_that_is_not_a_posterior_is_named_in_one_line(tmp_path, text, said, hint):
     from dpposterior.errors import InputError
 
     path = tmp_path / "rel.json"
@@ -94,4 +96,14 @@ def test_a_file_that_is_not_a_posterior_is_named_in_one_line(tmp_path, text, sai
         Posterior.read(path)
     message = str(info.value)
     assert message.startswith("posterior: ") and said in message, message
+    assert ("dpposterior infer" in message) == hint, message  # the infer hint only for a release
     assert "\n" not in message
+
+
+def test_the_release_format_check_knows_the_release_layers_format():
+    from dpposterior.marginals_io import FORMAT as MARGINALS_FORMAT
+    from dpposterior.posterior import is_release_format
+    from dpposterior.release import FORMAT
+
+    assert is_release_format(FORMAT) and is_release_format(MARGINALS_FORMAT)
+    assert not is_release_format("dpposterior-posterior/1") and not is_release_format(None)

@@ -381,18 +381,32 @@ class Posterior:
             close(idata)
 
 
+def is_release_format(fmt) -> bool:
+    """Whether a JSON's ``format`` names a release manifest, any version of ``release.FORMAT`` (spelled here, as this
+    module sits below the release layer and may not import it)."""
+    return isinstance(fmt, str) and fmt.startswith("dpposterior-release/")
+
+
+def release_given_as(path, fmt: str, expected: str) -> str:
+    """The one-line reason for a release file passed where ``expected`` belongs, with the command that makes its
+    posterior (``Posterior.read`` and ``report`` say it alike)."""
+    return (f"{path} is a release ({fmt}), not {expected}; a release is analysed first: "
+            f"dpposterior infer {path} --out POST.nc")
+
+
 def _not_a_posterior(path, exc) -> str:
-    """Why ``path`` is not a posterior file; a release manifest (JSON) is named as such, since passing the release
-    where its posterior belongs is the likely slip."""
+    """Why ``path`` is not a posterior file; a release manifest is named as such, since passing the release where
+    its posterior belongs is the likely slip."""
     with open(path, "rb") as fh:
         head = fh.read(4096).lstrip()
     if head.startswith(b"{"):
         import re
 
         fmt = re.search(rb'"format"\s*:\s*"([^"]{1,60})"', head)
-        what = f"a JSON file ({fmt.group(1).decode(errors='replace')})" if fmt else "a JSON file"
-        return (f"{path} is {what}, not a posterior (netCDF); a release is analysed first: "
-                f"dpposterior infer {path} --out POST.nc")
+        fmt = fmt.group(1).decode(errors="replace") if fmt else ""
+        if is_release_format(fmt):
+            return release_given_as(path, fmt, "a posterior (netCDF)")
+        return f"{path} is a JSON file{f' ({fmt})' if fmt else ''}, not a posterior (netCDF)"
     return f"cannot read a posterior file ({type(exc).__name__}: {exc})"
 
 

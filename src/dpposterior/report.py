@@ -943,9 +943,10 @@ def load_calibration(path: Path) -> dict:
     except OSError as exc:
         raise InputError("posterior", f"cannot read {path} as a calibration result ({exc})") from None
     result = parse_json(raw, "posterior", limit=64)
-    if isinstance(result, dict) and str(result.get("format", "")).startswith("dpposterior-release/"):
-        raise InputError("posterior", f"{path} is a release ({result['format']}), not a posterior or a calibration "
-                         f"result; a release is analysed first: dpposterior infer {path} --out POST.nc")
+    from .posterior import is_release_format, release_given_as
+
+    if isinstance(result, dict) and is_release_format(result.get("format")):
+        raise InputError("posterior", release_given_as(path, result["format"], "a posterior or a calibration result"))
     if not isinstance(result, dict) or not isinstance(result.get("methods"), dict) or not result["methods"]:
         raise InputError("posterior", f"{path} is not a calibration result (no 'methods' object)")
     if "sha256" in result:  # written by current versions of calibrate: refuse a result edited afterwards
